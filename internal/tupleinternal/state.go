@@ -1,0 +1,51 @@
+// Package tupleinternal holds the per-delivery tracking state that the runtime keeps
+// inside every tuple. It lives in an internal package so that user code cannot reach
+// it: only the runtime may mark a tuple acked or failed, or add child edges to it.
+package tupleinternal
+
+import "sync"
+
+// Status of a delivered tuple, as seen by the task that received it.
+const (
+	Pending uint8 = iota // neither acked nor failed yet
+	Acked                // the receiving task acked it
+	Failed               // the receiving task failed it
+)
+
+// Edge is one (root id, edge id) pair of a tuple: the tuple belongs to the tree rooted
+// at Root, and Edge is the XOR of the edge ids that joined it to that tree (Storm's
+// MessageId map entry).
+type Edge struct {
+	Root uint64
+	Edge uint64
+}
+
+// State is the tracking state of one delivered tuple. Mu guards AckVal and Status: the
+// bolt collector may be used from other goroutines (async acks), and an emit anchored to
+// the tuple must never race with its ack (streamparse#325, R3).
+type State struct {
+	Mu sync.Mutex
+	// AckVal is the XOR of the edge ids of every child anchored to this tuple.
+	AckVal uint64
+	Status uint8
+	// DstTask is the task the tuple was delivered to; acking it elsewhere is misuse.
+	DstTask int32
+	// First edge inline (one root is the common case), others in More.
+	Root0, Edge0 uint64
+	More         []Edge
+}
+
+// Edges calls fn for every (root, edge) pair of the tuple.
+func (s *State) Edges(fn func(root, edge uint64)) {
+	if s.Root0 == 0 {
+		return
+	}
+	fn(s.Root0, s.Edge0)
+	for _, e := range s.More {
+		fn(e.Root, e.Edge)
+	}
+}
+
+// StateOf is set by package tuple to a func(*tuple.Tuple) *State. It is typed any to
+// avoid an import cycle; the runtime asserts it once at start.
+var StateOf any
