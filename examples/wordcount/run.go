@@ -1,0 +1,141 @@
+package wordcount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/topology"
+)
+
+// Options configure a word-count run.
+type Options struct {
+	Files []string
+	// FailRate is the probability that split or count fails an input (each bolt
+	// independently), to exercise replays. 0 ≤ FailRate < 1.
+	FailRate float64
+	// Seed seeds the failure injection (per task).
+	Seed uint64
+	// Config is the topology config (acker tasks, max spout pending, timeout, ...).
+	Config topology.Config
+	// Progress, if set, is called about every interval with a snapshot while running.
+	Progress func(Progress)
+	// ProgressInterval defaults to 250 ms.
+	ProgressInterval time.Duration
+}
+
+// Progress is a running count for progress displays.
+type Progress struct {
+	Lines, Acked, Replays uint64
+	Elapsed               time.Duration
+}
+
+// Result is the outcome of a run. Counts maps every word to its number of occurrences.
+type Result struct {
+	Counts map[string]uint64
+	// Lines read, lines acked (trees completed), tree failures (explicit fails, of
+	// which TimedOut are timeouts), replays (re-emits after a fail or timeout).
+	Lines, Acked, Failed, TimedOut, Replays uint64
+	// Unacked lines at the end (left pending, or unreadable on replay).
+	Unacked uint64
+	// Words is the number of word occurrences counted; Duplicates the replayed ones
+	// absorbed by the count tasks.
+	Words, Duplicates uint64
+	Elapsed           time.Duration
+	// CompleteP50 and CompleteP99 are quantiles of the line trees' complete latency.
+	CompleteP50, CompleteP99 time.Duration
+	Misuse                   uint64
+	Stats                    runtime.Stats
+	ShutdownErr              error
+}
+
+type job struct {
+	opts                                Options
+	lines, acked, failed, replays, lost atomic.Uint64
+	mu                                  sync.Mutex
+	counts                              map[string]uint64
+	dups                                uint64
+	doneOnce                            sync.Once
+	done                                chan struct{}
+}
+
+func (j *job) finish() { j.doneOnce.Do(func() { close(j.done) }) }
+
+// Run counts the words of opts.Files and returns when every line has been acked (or
+// ctx is canceled). An error means the job could not run (bad options, unreadable
+// file); an incomplete run is reported in Result.Unacked.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if len(opts.Files) == 0 {
+		return nil, errors.New("wordcount: no input files")
+	}
+	if opts.FailRate < 0 || opts.FailRate >= 1 {
+		return nil, fmt.Errorf("wordcount: fail rate %v, must be in [0, 1)", opts.FailRate)
+	}
+	if opts.Config.Logger == nil {
+		opts.Config.Logger = slog.Default()
+	}
+	j := &job{opts: opts, counts: map[string]uint64{}, done: make(chan struct{})}
+	topo, err := j.build()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	rt, err := runtime.Start(ctx, topo, opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	interval := opts.ProgressInterval
+	if interval <= 0 {
+		interval = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	canceled := false
+wait:
+	for {
+		select {
+		case <-j.done:
+			break wait
+		case <-ctx.Done():
+			canceled = true
+			break wait
+		case <-tick.C:
+			if opts.Progress != nil {
+				opts.Progress(Progress{Lines: j.lines.Load(), Acked: j.acked.Load(), Replays: j.replays.Load(), Elapsed: time.Since(start)})
+			}
+		}
+	}
+	stopCtx := context.Background()
+	if canceled {
+		var cancel context.CancelFunc
+		stopCtx, cancel = context.WithTimeout(stopCtx, time.Second)
+		defer cancel()
+	}
+	shutdownErr := rt.Stop(stopCtx)
+	<-rt.Done()
+	elapsed := time.Since(start)
+	st := rt.Stats()
+	spout := st.Components["lines"]
+	res := &Result{
+		Counts: j.counts, Lines: j.lines.Load(), Acked: j.acked.Load(), Failed: spout.Failed + spout.TimedOut,
+		TimedOut: spout.TimedOut, Replays: j.replays.Load(), Duplicates: j.dups,
+		Elapsed: elapsed, Misuse: st.MisuseTotal(), Stats: st, ShutdownErr: shutdownErr,
+		CompleteP50: spout.CompleteLatency.Quantile(0.50), CompleteP99: spout.CompleteLatency.Quantile(0.99),
+	}
+	for _, n := range j.counts {
+		res.Words += n
+	}
+	if res.Acked < res.Lines {
+		res.Unacked = res.Lines - res.Acked
+	}
+	res.Unacked += j.lost.Load()
+	if canceled {
+		return res, ctx.Err()
+	}
+	return res, nil
+}

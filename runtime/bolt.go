@@ -1,0 +1,326 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/internal/tupleinternal"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// boltExec runs one bolt task (rich or basic). Its OutputCollector methods may be
+// called from any goroutine.
+type boltExec struct {
+	e     *emitter
+	rt    *Runtime
+	bolt  topology.Bolt
+	basic topology.BasicBolt
+	// executing is true while the task goroutine is inside a batch (guarded by e.mu):
+	// emits and acks from other goroutines then need no wake-up, the batch end flushes.
+	executing bool
+	wake      chan struct{}
+	tuples    <-chan []*tuple.Tuple
+	bc        basicCollector
+}
+
+// Emit implements topology.OutputCollector.
+func (b *boltExec) Emit(values tuple.Values, anchors ...*tuple.Tuple) error {
+	return b.emit(tuple.DefaultStream, -1, values, anchors)
+}
+
+// EmitTo implements topology.OutputCollector.
+func (b *boltExec) EmitTo(stream string, values tuple.Values, anchors ...*tuple.Tuple) error {
+	return b.emit(stream, -1, values, anchors)
+}
+
+// EmitDirect implements topology.OutputCollector.
+func (b *boltExec) EmitDirect(task int, stream string, values tuple.Values, anchors ...*tuple.Tuple) error {
+	if task < 0 {
+		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
+	}
+	return b.emit(stream, task, values, anchors)
+}
+
+// ReportError implements topology.OutputCollector.
+func (b *boltExec) ReportError(err error) { b.e.reportError(err) }
+
+func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors []*tuple.Tuple) error {
+	e := b.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		var a *tuple.Tuple
+		if len(anchors) > 0 {
+			a = anchors[0]
+		}
+		return fmt.Errorf("%w: %w", topology.ErrStopped, e.misuse(MisuseEmitAfterStop, a))
+	}
+	so, targets, err := e.targets(stream, direct, values)
+	if err != nil {
+		return err
+	}
+	e.stats.emitted++
+	var misuseErr error
+	for _, task := range targets {
+		t := tuple.New(so.src, int(e.task), values)
+		st := stateOf(t)
+		st.DstTask = int32(task)
+		for _, a := range anchors {
+			if a == nil {
+				continue
+			}
+			as := stateOf(a)
+			if as.Root0 == 0 {
+				continue // an untracked anchor adds nothing to any tree
+			}
+			edge := nonzeroID()
+			as.Mu.Lock()
+			if as.Status != tupleinternal.Pending {
+				as.Mu.Unlock()
+				if misuseErr == nil {
+					misuseErr = e.misuse(MisuseAnchorAfterAck, a)
+				}
+				continue
+			}
+			as.AckVal ^= edge
+			as.Mu.Unlock()
+			addEdge(st, as.Root0, edge)
+			for _, m := range as.More {
+				addEdge(st, m.Root, edge)
+			}
+		}
+		e.enqueue(b.rt.hard, task, t)
+	}
+	b.wakeLocked()
+	return misuseErr
+}
+
+// addEdge records that the child joined root's tree through edge (Storm's putXor).
+func addEdge(st *tupleinternal.State, root, edge uint64) {
+	switch {
+	case st.Root0 == 0:
+		st.Root0, st.Edge0 = root, edge
+	case st.Root0 == root:
+		st.Edge0 ^= edge
+	default:
+		for i := range st.More {
+			if st.More[i].Root == root {
+				st.More[i].Edge ^= edge
+				return
+			}
+		}
+		st.More = append(st.More, tupleinternal.Edge{Root: root, Edge: edge})
+	}
+}
+
+// wakeLocked makes sure work queued from outside a batch is flushed (e.mu held).
+func (b *boltExec) wakeLocked() {
+	if !b.executing {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Ack implements topology.OutputCollector.
+func (b *boltExec) Ack(t *tuple.Tuple) error { return b.finish(t, tupleinternal.Acked) }
+
+// Fail implements topology.OutputCollector.
+func (b *boltExec) Fail(t *tuple.Tuple) error { return b.finish(t, tupleinternal.Failed) }
+
+func (b *boltExec) finish(t *tuple.Tuple, to uint8) error {
+	e := b.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t == nil {
+		return fmt.Errorf("%w: Ack/Fail of a nil tuple in %q task %d", topology.ErrMisuse, e.comp.ID, e.task)
+	}
+	if e.stopped {
+		return e.misuse(MisuseEmitAfterStop, t)
+	}
+	st := stateOf(t)
+	if st.DstTask != e.task {
+		return e.misuse(MisuseForeignTask, t)
+	}
+	st.Mu.Lock()
+	if from := st.Status; from != tupleinternal.Pending {
+		st.Mu.Unlock()
+		switch {
+		case from == tupleinternal.Acked && to == tupleinternal.Acked:
+			return e.misuse(MisuseDoubleAck, t)
+		case from == tupleinternal.Failed && to == tupleinternal.Failed:
+			return e.misuse(MisuseDoubleFail, t)
+		case to == tupleinternal.Acked:
+			return e.misuse(MisuseAckAfterFail, t)
+		default:
+			return e.misuse(MisuseFailAfterAck, t)
+		}
+	}
+	st.Status = to
+	v := st.AckVal
+	st.Mu.Unlock()
+	if to == tupleinternal.Acked {
+		e.stats.acked++
+		if st.Root0 != 0 {
+			e.ackMsg(acker.Msg{Kind: acker.Ack, Root: st.Root0, Val: st.Edge0 ^ v})
+			for _, m := range st.More {
+				e.ackMsg(acker.Msg{Kind: acker.Ack, Root: m.Root, Val: m.Edge ^ v})
+			}
+		}
+	} else {
+		e.stats.failed++
+		if st.Root0 != 0 {
+			e.ackMsg(acker.Msg{Kind: acker.Fail, Root: st.Root0})
+			for _, m := range st.More {
+				e.ackMsg(acker.Msg{Kind: acker.Fail, Root: m.Root})
+			}
+		}
+	}
+	b.wakeLocked()
+	return nil
+}
+
+// ResetTimeout implements topology.OutputCollector.
+func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
+	e := b.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return e.misuse(MisuseEmitAfterStop, t)
+	}
+	st := stateOf(t)
+	st.Mu.Lock()
+	done := st.Status != tupleinternal.Pending
+	st.Mu.Unlock()
+	if done {
+		return e.misuse(MisuseResetAfterDone, t)
+	}
+	if st.Root0 != 0 {
+		e.ackMsg(acker.Msg{Kind: acker.Reset, Root: st.Root0})
+		for _, m := range st.More {
+			e.ackMsg(acker.Msg{Kind: acker.Reset, Root: m.Root})
+		}
+	}
+	b.wakeLocked()
+	return nil
+}
+
+// execute runs user code for one input. A panic is reported and fails the input if it
+// is still pending; the task goes on.
+func (b *boltExec) execute(t *tuple.Tuple) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.e.reportError(fmt.Errorf("bolt %q task %d panicked on %v: %v", b.e.comp.ID, b.e.task, t, p))
+			st := stateOf(t)
+			st.Mu.Lock()
+			pending := st.Status == tupleinternal.Pending
+			st.Mu.Unlock()
+			if pending {
+				_ = b.Fail(t)
+			}
+		}
+	}()
+	if b.basic == nil {
+		b.bolt.Execute(t)
+		return
+	}
+	b.bc.cur[0] = t
+	err := b.basic.Execute(t, &b.bc)
+	b.bc.cur[0] = nil
+	if err != nil {
+		_ = b.Fail(t)
+		return
+	}
+	_ = b.Ack(t)
+}
+
+func (b *boltExec) run() {
+	rt := b.rt
+	e := b.e
+	for {
+		select {
+		case batch, ok := <-b.tuples:
+			if !ok {
+				b.stop()
+				return
+			}
+			e.mu.Lock()
+			b.executing = true
+			e.mu.Unlock()
+			start := rt.nanotime()
+			for _, t := range batch {
+				b.execute(t)
+			}
+			d := rt.nanotime() - start
+			e.mu.Lock()
+			b.executing = false
+			e.stats.executed += uint64(len(batch))
+			e.stats.executeNanos += d
+			e.flush(rt.hard)
+			e.mu.Unlock()
+		case <-b.wake:
+			e.mu.Lock()
+			e.flush(rt.hard)
+			e.mu.Unlock()
+		case <-rt.hard.Done():
+			b.stop()
+			return
+		}
+	}
+}
+
+func (b *boltExec) stop() {
+	e := b.e
+	e.mu.Lock()
+	e.flush(b.rt.hard)
+	e.stopped = true
+	e.mu.Unlock()
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		if b.basic != nil {
+			err = b.basic.Cleanup()
+		} else {
+			err = b.bolt.Cleanup()
+		}
+	}()
+	if err != nil {
+		e.reportError(fmt.Errorf("bolt Cleanup: %w", err))
+	}
+}
+
+// basicCollector anchors every emit to the current input (Storm's BasicOutputCollector).
+type basicCollector struct {
+	b   *boltExec
+	cur [1]*tuple.Tuple
+}
+
+func (c *basicCollector) Emit(values tuple.Values) error {
+	return c.b.emit(tuple.DefaultStream, -1, values, c.cur[:])
+}
+
+func (c *basicCollector) EmitTo(stream string, values tuple.Values) error {
+	return c.b.emit(stream, -1, values, c.cur[:])
+}
+
+func (c *basicCollector) EmitDirect(task int, stream string, values tuple.Values) error {
+	if task < 0 {
+		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
+	}
+	return c.b.emit(stream, task, values, c.cur[:])
+}
+
+func (c *basicCollector) ResetTimeout() error {
+	if c.cur[0] == nil {
+		return fmt.Errorf("%w: BasicCollector used outside Execute", topology.ErrMisuse)
+	}
+	return c.b.ResetTimeout(c.cur[0])
+}
+
+func (c *basicCollector) ReportError(err error) { c.b.e.reportError(err) }

@@ -1,0 +1,227 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/internal/tupleinternal"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+var stateOf = tupleinternal.StateOf.(func(*tuple.Tuple) *tupleinternal.State)
+
+// emitter is the outbound half of a task: routing, batching of tuples per target task,
+// batching and coalescing of acker messages per acker task, and the task's counters.
+// mu guards all of it, because a bolt's collector may be called from other goroutines.
+type emitter struct {
+	mu      sync.Mutex
+	rt      *Runtime
+	task    int32
+	comp    *topology.Component
+	streams map[string]*streamOut
+	// batches[task] is the batch being filled for that target task; dirty lists the
+	// targets with a non-empty batch.
+	batches [][]*tuple.Tuple
+	dirty   []int
+	// acks[i] is the buffer of messages for acker task i.
+	acks    [][]acker.Msg
+	scratch []int
+	stats   taskStats
+	logged  map[string]bool
+	stopped bool
+	log     *slog.Logger
+	// flushErr is the first transport error met while flushing (the context ended).
+	flushErr error
+}
+
+func newEmitter(rt *Runtime, task int, comp *topology.Component, log *slog.Logger) (*emitter, error) {
+	e := &emitter{
+		rt: rt, task: int32(task), comp: comp, log: log,
+		streams: map[string]*streamOut{},
+		batches: make([][]*tuple.Tuple, rt.numTasks+1),
+		acks:    make([][]acker.Msg, len(rt.ackerTasks)),
+		logged:  map[string]bool{},
+	}
+	e.stats.misuse = map[string]uint64{}
+	for id, st := range comp.Streams {
+		so := &streamOut{src: st.Source, direct: st.Direct, directTasks: map[int]bool{}}
+		for _, cons := range rt.topo.Consumers(comp.ID, id) {
+			targets := rt.tasksOf[cons.Bolt.ID]
+			if cons.Input.Grouping.Kind == topology.DirectKind {
+				for _, t := range targets {
+					so.directTasks[t] = true
+				}
+				continue
+			}
+			r := &route{kind: cons.Input.Grouping.Kind, targets: targets, consumer: cons.Bolt.ID, rr: uint32(nonzeroID())}
+			if cons.Input.Grouping.Kind == topology.GlobalKind {
+				r.targets = targets[:1]
+			}
+			for _, t := range targets {
+				if rt.transport.Local(t) {
+					r.local = append(r.local, t)
+				}
+			}
+			for _, f := range cons.Input.Grouping.Fields {
+				r.fieldIdx = append(r.fieldIdx, st.Source.Fields.Index(f))
+			}
+			if cons.Input.Grouping.Kind == topology.CustomKind {
+				r.custom = cons.Input.Grouping.Custom()
+				if err := r.custom.Prepare(st.Source, append([]int(nil), targets...)); err != nil {
+					return nil, fmt.Errorf("custom grouping %s/%s -> %s: %w", comp.ID, id, cons.Bolt.ID, err)
+				}
+			}
+			so.routes = append(so.routes, r)
+		}
+		e.streams[id] = so
+	}
+	return e, nil
+}
+
+// targets resolves where values on stream go (mu held). direct < 0 means a plain emit.
+func (e *emitter) targets(stream string, direct int, values tuple.Values) (*streamOut, []int, error) {
+	so := e.streams[stream]
+	if so == nil {
+		return nil, nil, fmt.Errorf("%w: %q emits on stream %q, which it does not declare", topology.ErrUnknownStream, e.comp.ID, stream)
+	}
+	if len(values) != so.src.Fields.Len() {
+		return nil, nil, fmt.Errorf("%w: stream %q of %q declares %d fields %v, emit has %d values",
+			topology.ErrFieldCount, stream, e.comp.ID, so.src.Fields.Len(), so.src.Fields, len(values))
+	}
+	dst := e.scratch[:0]
+	if direct >= 0 {
+		if !so.direct {
+			return nil, nil, fmt.Errorf("%w: EmitDirect on stream %q of %q, which is not declared direct", topology.ErrDirect, stream, e.comp.ID)
+		}
+		if !so.directTasks[direct] {
+			return nil, nil, fmt.Errorf("%w: EmitDirect to task %d, which does not consume direct stream %q of %q", topology.ErrDirect, direct, stream, e.comp.ID)
+		}
+		return so, append(dst, direct), nil
+	}
+	if so.direct {
+		return nil, nil, fmt.Errorf("%w: stream %q of %q is direct: use EmitDirect", topology.ErrDirect, stream, e.comp.ID)
+	}
+	var err error
+	for _, r := range so.routes {
+		if dst, err = r.choose(values, dst); err != nil {
+			return nil, nil, err
+		}
+	}
+	e.scratch = dst
+	return so, dst, nil
+}
+
+// enqueue adds t for task to its batch, sending the batch when full (mu held).
+func (e *emitter) enqueue(ctx context.Context, task int, t *tuple.Tuple) {
+	b := e.batches[task]
+	if b == nil {
+		b = make([]*tuple.Tuple, 0, e.rt.cfg.BatchSize)
+		e.dirty = append(e.dirty, task)
+	}
+	b = append(b, t)
+	e.stats.transferred++
+	if len(b) >= e.rt.cfg.BatchSize {
+		e.send(ctx, task, b)
+		b = nil
+		for i, d := range e.dirty {
+			if d == task {
+				e.dirty = append(e.dirty[:i], e.dirty[i+1:]...)
+				break
+			}
+		}
+	}
+	e.batches[task] = b
+}
+
+func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
+	if err := e.rt.transport.SendTuples(ctx, task, b); err != nil && e.flushErr == nil {
+		e.flushErr = err
+	}
+}
+
+// ackMsg queues an acker message, coalescing consecutive acks of the same tree: a bolt
+// acking a line's words back to back sends one message for them (mu held).
+func (e *emitter) ackMsg(m acker.Msg) {
+	if len(e.acks) == 0 {
+		return
+	}
+	i := int(m.Root % uint64(len(e.acks)))
+	buf := e.acks[i]
+	if m.Kind == acker.Ack && len(buf) > 0 {
+		last := &buf[len(buf)-1]
+		if last.Kind == acker.Ack && last.Root == m.Root {
+			last.Val ^= m.Val
+			return
+		}
+	}
+	e.acks[i] = append(buf, m)
+}
+
+// flush sends every partial batch and every queued acker message (mu held).
+func (e *emitter) flush(ctx context.Context) {
+	for _, task := range e.dirty {
+		if b := e.batches[task]; len(b) > 0 {
+			e.send(ctx, task, b)
+		}
+		e.batches[task] = nil
+	}
+	e.dirty = e.dirty[:0]
+	for i, buf := range e.acks {
+		if len(buf) > 0 {
+			_ = e.rt.transport.SendAcks(e.rt.ackerTasks[i], buf)
+			e.acks[i] = buf[:0]
+		}
+	}
+}
+
+// misuse counts one misuse and logs the first of each kind per task (mu held).
+func (e *emitter) misuse(kind string, t *tuple.Tuple) error {
+	e.stats.misuse[kind]++
+	root, stream := uint64(0), ""
+	if t != nil {
+		root, stream = t.Root(), t.SourceStream()
+	}
+	if !e.logged[kind] {
+		e.logged[kind] = true
+		e.log.Warn("misuse ignored (further ones of this kind are only counted)",
+			"kind", kind, "component", e.comp.ID, "task", e.task, "stream", stream, "root", fmt.Sprintf("%016x", root))
+	}
+	return fmt.Errorf("%w: %s in %q task %d (stream %q, root %016x)", topology.ErrMisuse, kind, e.comp.ID, e.task, stream, root)
+}
+
+func (e *emitter) reportError(err error) {
+	e.mu.Lock()
+	e.stats.errors++
+	e.stats.lastError = err.Error()
+	e.mu.Unlock()
+	e.log.Error("reported error", "component", e.comp.ID, "task", e.task, "err", err)
+}
+
+// snapshot adds this task's counters to cs.
+func (e *emitter) snapshot(cs *ComponentStats) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &e.stats
+	cs.Emitted += s.emitted
+	cs.Transferred += s.transferred
+	cs.Acked += s.acked
+	cs.Failed += s.failed
+	cs.TimedOut += s.timedOut
+	cs.LateOutcomes += s.late
+	cs.Executed += s.executed
+	cs.ExecuteTime += durationOf(s.executeNanos)
+	cs.Errors += s.errors
+	if s.lastError != "" {
+		cs.LastError = s.lastError
+	}
+	for k, v := range s.misuse {
+		cs.Misuse[k] += v
+	}
+	if s.latency != nil {
+		cs.CompleteLatency.Merge(s.latency)
+	}
+}

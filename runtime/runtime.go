@@ -1,0 +1,327 @@
+// Package runtime runs a topology in this process: one goroutine per task, bounded
+// queues between tasks, acker tasks around the acker ledger, message timeouts and a
+// graceful shutdown. Tasks talk only through a transport.Transport (in-process by
+// default), so the same executors can later run tasks spread over processes.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/transport"
+)
+
+// Option changes how Start runs a topology.
+type Option func(*Runtime)
+
+// WithTransport runs the tasks over t instead of a new in-process transport.
+func WithTransport(t transport.Transport) Option { return func(r *Runtime) { r.transport = t } }
+
+// Runtime is a running topology. Stop it with Stop; Done is closed once every task has
+// exited.
+type Runtime struct {
+	topo      *topology.Topology
+	cfg       topology.Config
+	transport transport.Transport
+	log       *slog.Logger
+	epoch     time.Time
+
+	numTasks   int // spout and bolt tasks are 1..numTasks
+	tasksOf    map[string][]int
+	ackerTasks []int
+
+	spouts []*spoutExec
+	bolts  []*boltExec
+	ackers []*ackerExec
+
+	// consumersOf[task] lists the tasks fed by task; producersLeft[task] counts the
+	// producer tasks of task still running (its queue closes when it reaches 0).
+	consumersOf   map[int][]int
+	producersLeft map[int]*atomic.Int32
+
+	hard         context.Context // canceled on a hard stop: blocked sends give up
+	hardCancel   context.CancelFunc
+	stopping     atomic.Bool
+	stopOnce     sync.Once
+	stopCh       chan struct{} // closed by Stop: spouts stop calling NextTuple
+	drainOnce    sync.Once
+	drainExpired chan struct{} // closed when Stop's deadline passes
+	ackersStop   chan struct{}
+	tasksWG      sync.WaitGroup
+	done         chan struct{}
+}
+
+func (r *Runtime) nanotime() int64 { return int64(time.Since(r.epoch)) }
+
+func durationOf(ns int64) time.Duration { return time.Duration(ns) }
+
+// Start validates cfg, creates every task (calling Open and Prepare) and starts them.
+// If an Open or Prepare fails, the tasks already made are closed and the error names
+// the component and task. Canceling ctx stops the topology at once (no drain); use
+// Stop for a graceful shutdown.
+func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, opts ...Option) (*Runtime, error) {
+	if topo == nil {
+		return nil, fmt.Errorf("%w: nil topology", topology.ErrTopology)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Runtime{
+		topo: topo, cfg: cfg, log: cfg.Logger, epoch: time.Now(),
+		tasksOf:       map[string][]int{},
+		consumersOf:   map[int][]int{},
+		producersLeft: map[int]*atomic.Int32{},
+		stopCh:        make(chan struct{}),
+		drainExpired:  make(chan struct{}),
+		ackersStop:    make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.transport == nil {
+		r.transport = transport.NewLocal()
+	}
+	// Global task ids: 1.. for spouts and bolts in declaration order, then ackers.
+	next := 1
+	for _, c := range topo.Components {
+		for range c.Parallelism {
+			r.tasksOf[c.ID] = append(r.tasksOf[c.ID], next)
+			next++
+		}
+	}
+	r.numTasks = next - 1
+	for range cfg.Ackers {
+		r.ackerTasks = append(r.ackerTasks, next)
+		next++
+	}
+	for _, c := range topo.Components {
+		var producers []int
+		seen := map[string]bool{}
+		for _, in := range c.Inputs {
+			if !seen[in.Component] {
+				seen[in.Component] = true
+				producers = append(producers, r.tasksOf[in.Component]...)
+			}
+		}
+		for _, t := range r.tasksOf[c.ID] {
+			n := &atomic.Int32{}
+			n.Store(int32(len(producers)))
+			r.producersLeft[t] = n
+			for _, p := range producers {
+				r.consumersOf[p] = append(r.consumersOf[p], t)
+			}
+		}
+	}
+	r.hard, r.hardCancel = context.WithCancel(context.Background())
+	if err := r.build(ctx); err != nil {
+		r.hardCancel()
+		return nil, err
+	}
+	for _, s := range r.spouts {
+		r.tasksWG.Add(1)
+		go func() { defer r.taskExited(int(s.e.task)); s.run() }()
+	}
+	for _, b := range r.bolts {
+		r.tasksWG.Add(1)
+		go func() { defer r.taskExited(int(b.e.task)); b.run() }()
+	}
+	ackersWG := &sync.WaitGroup{}
+	for _, a := range r.ackers {
+		ackersWG.Add(1)
+		go func() { defer ackersWG.Done(); a.run() }()
+	}
+	// The owner of every goroutine above: once spouts and bolts have exited, the
+	// ackers are stopped, then Done closes.
+	go func() {
+		r.tasksWG.Wait()
+		close(r.ackersStop)
+		ackersWG.Wait()
+		r.hardCancel()
+		close(r.done)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			r.stopping.Store(true)
+			r.stopOnce.Do(func() { close(r.stopCh) })
+			r.drainOnce.Do(func() { close(r.drainExpired) })
+			r.hardCancel()
+		case <-r.done:
+		}
+	}()
+	return r, nil
+}
+
+func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.TaskContext {
+	return topology.TaskContext{
+		Component: c.ID, TaskID: task, TaskIndex: index, Parallelism: c.Parallelism,
+		ComponentTasks: func(comp string) []int { return slices.Clone(r.tasksOf[comp]) },
+		Logger:         r.log.With("component", c.ID, "task", task),
+	}
+}
+
+// build makes every task, opening spouts and preparing bolts in declaration order.
+func (r *Runtime) build(ctx context.Context) (err error) {
+	var opened []func()
+	defer func() {
+		if err != nil {
+			for _, closeFn := range opened {
+				closeFn()
+			}
+		}
+	}()
+	queueBatches := max(1, r.cfg.ReceiveQueue/r.cfg.BatchSize)
+	for _, c := range r.topo.Components {
+		for i, task := range r.tasksOf[c.ID] {
+			inbox, err := r.transport.Register(task, queueBatches)
+			if err != nil {
+				return err
+			}
+			tc := r.taskContext(c, task, i)
+			e, err := newEmitter(r, task, c, tc.Logger)
+			if err != nil {
+				return err
+			}
+			if c.IsSpout() {
+				s := &spoutExec{e: e, rt: r, inbox: inbox, pending: newPendingMap(rotationsPerTimeout + 1)}
+				e.stats.latency = &Histogram{}
+				s.spout = c.Spout()
+				if err := callErr(func() error { return s.spout.Open(ctx, tc, s) }); err != nil {
+					return fmt.Errorf("spout %q task %d: Open: %w", c.ID, task, err)
+				}
+				opened = append(opened, func() { _ = callErr(s.spout.Close) })
+				r.spouts = append(r.spouts, s)
+				continue
+			}
+			b := &boltExec{e: e, rt: r, wake: make(chan struct{}, 1), tuples: inbox.Tuples()}
+			b.bc.b = b
+			if c.Basic != nil {
+				b.basic = c.Basic()
+				err = callErr(func() error { return b.basic.Prepare(ctx, tc) })
+				opened = append(opened, func() { _ = callErr(b.basic.Cleanup) })
+			} else {
+				b.bolt = c.Bolt()
+				err = callErr(func() error { return b.bolt.Prepare(ctx, tc, b) })
+				opened = append(opened, func() { _ = callErr(b.bolt.Cleanup) })
+			}
+			if err != nil {
+				return fmt.Errorf("bolt %q task %d: Prepare: %w", c.ID, task, err)
+			}
+			r.bolts = append(r.bolts, b)
+		}
+	}
+	for _, task := range r.ackerTasks {
+		inbox, err := r.transport.Register(task, 1)
+		if err != nil {
+			return err
+		}
+		r.ackers = append(r.ackers, &ackerExec{
+			rt: r, task: task, inbox: inbox, ledger: acker.New(ackerBuckets),
+			outs: make([][]acker.Outcome, r.numTasks+1),
+		})
+	}
+	return nil
+}
+
+// callErr runs user code and turns a panic into an error.
+func callErr(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return fn()
+}
+
+// taskExited closes the queues of the consumers whose last producer this was.
+func (r *Runtime) taskExited(task int) {
+	for _, c := range r.consumersOf[task] {
+		if r.producersLeft[c].Add(-1) == 0 {
+			r.transport.CloseTuples(c)
+		}
+	}
+	r.tasksWG.Done()
+}
+
+// ErrShutdownTimeout is returned by Stop when trees were still pending at its deadline.
+var ErrShutdownTimeout = errors.New("gale: shutdown deadline passed with trees pending")
+
+// Stop shuts the topology down gracefully: spouts stop calling NextTuple, every pending
+// tree is waited for until it is acked, failed or timed out (bounded by ctx's deadline,
+// or Config.ShutdownTimeout if ctx has none), queues drain in topological order, and
+// every task is closed. It returns ErrShutdownTimeout (with the count) if trees were
+// abandoned at the deadline; those trees got neither Ack nor Fail.
+func (r *Runtime) Stop(ctx context.Context) error {
+	r.stopping.Store(true)
+	r.stopOnce.Do(func() { close(r.stopCh) })
+	if _, ok := ctx.Deadline(); !ok && r.cfg.ShutdownTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.drainOnce.Do(func() { close(r.drainExpired) })
+		// Spouts give up their pending trees now; bolts still drain what is queued.
+		// If user code does not return, cut blocked sends after a short grace.
+		select {
+		case <-r.done:
+		case <-time.After(time.Second):
+			r.hardCancel()
+			<-r.done
+		}
+	}
+	abandoned := 0
+	for _, s := range r.spouts {
+		abandoned += s.abandoned
+	}
+	if abandoned > 0 {
+		return fmt.Errorf("%w: %d trees", ErrShutdownTimeout, abandoned)
+	}
+	return nil
+}
+
+// Done is closed when every task has exited.
+func (r *Runtime) Done() <-chan struct{} { return r.done }
+
+// Tasks returns the global task ids of a component.
+func (r *Runtime) Tasks(component string) []int { return slices.Clone(r.tasksOf[component]) }
+
+// Stats returns a snapshot of every component's counters and the ackers'.
+func (r *Runtime) Stats() Stats {
+	s := Stats{Components: map[string]*ComponentStats{}}
+	for _, c := range r.topo.Components {
+		s.Order = append(s.Order, c.ID)
+		cs := &ComponentStats{ID: c.ID, Spout: c.IsSpout(), Tasks: c.Parallelism, Misuse: map[string]uint64{}}
+		if cs.Spout {
+			cs.CompleteLatency = &Histogram{}
+		}
+		s.Components[c.ID] = cs
+	}
+	for _, sp := range r.spouts {
+		cs := s.Components[sp.e.comp.ID]
+		sp.e.snapshot(cs)
+		cs.Pending += int(sp.pending.n.Load())
+	}
+	for _, b := range r.bolts {
+		b.e.snapshot(s.Components[b.e.comp.ID])
+	}
+	s.Acker.Tasks = len(r.ackers)
+	for _, a := range r.ackers {
+		a.snapshot(&s.Acker)
+	}
+	return s
+}

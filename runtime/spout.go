@@ -1,0 +1,292 @@
+package runtime
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// pendingEntry is a spout tree in flight.
+type pendingEntry struct {
+	msgID any
+	start int64
+}
+
+// pendingMap is the spout's trees in flight in rotating buckets (Storm's RotatingMap):
+// an entry expires between (n-1) and n rotations after its last put.
+type pendingMap struct {
+	buckets []map[uint64]pendingEntry
+	n       atomic.Int64 // read by Stats from other goroutines
+}
+
+func newPendingMap(n int) *pendingMap {
+	p := &pendingMap{buckets: make([]map[uint64]pendingEntry, n)}
+	for i := range p.buckets {
+		p.buckets[i] = map[uint64]pendingEntry{}
+	}
+	return p
+}
+
+func (p *pendingMap) put(root uint64, e pendingEntry) {
+	p.buckets[0][root] = e
+	p.n.Add(1)
+}
+
+func (p *pendingMap) remove(root uint64) (pendingEntry, bool) {
+	for _, b := range p.buckets {
+		if e, ok := b[root]; ok {
+			delete(b, root)
+			p.n.Add(-1)
+			return e, true
+		}
+	}
+	return pendingEntry{}, false
+}
+
+// rotate drops the oldest bucket and returns its entries (timed out).
+func (p *pendingMap) rotate() map[uint64]pendingEntry {
+	last := len(p.buckets) - 1
+	old := p.buckets[last]
+	copy(p.buckets[1:], p.buckets[:last])
+	p.buckets[0] = map[uint64]pendingEntry{}
+	p.n.Add(-int64(len(old)))
+	return old
+}
+
+// spoutExec runs one spout task. Its collector methods run on the task goroutine.
+type spoutExec struct {
+	e         *emitter
+	rt        *Runtime
+	spout     topology.Spout
+	inbox     transport.Inbox
+	pending   *pendingMap
+	immediate []any // tracked emits acked at once (no ackers, or no consumers)
+	outs      []acker.Outcome
+	now       int64
+	abandoned int
+}
+
+// Emit implements topology.SpoutCollector.
+func (s *spoutExec) Emit(values tuple.Values, msgID any) error {
+	return s.emit(tuple.DefaultStream, -1, values, msgID)
+}
+
+// EmitTo implements topology.SpoutCollector.
+func (s *spoutExec) EmitTo(stream string, values tuple.Values, msgID any) error {
+	return s.emit(stream, -1, values, msgID)
+}
+
+// EmitDirect implements topology.SpoutCollector.
+func (s *spoutExec) EmitDirect(task int, stream string, values tuple.Values, msgID any) error {
+	if task < 0 {
+		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
+	}
+	return s.emit(stream, task, values, msgID)
+}
+
+// ReportError implements topology.SpoutCollector.
+func (s *spoutExec) ReportError(err error) { s.e.reportError(err) }
+
+// Pending implements topology.SpoutCollector.
+func (s *spoutExec) Pending() int { return int(s.pending.n.Load()) }
+
+func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID any) error {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return fmt.Errorf("%w: spout %q task %d", topology.ErrStopped, e.comp.ID, e.task)
+	}
+	so, targets, err := e.targets(stream, direct, values)
+	if err != nil {
+		return err
+	}
+	e.stats.emitted++
+	tracked := msgID != nil && len(e.acks) > 0 && len(targets) > 0
+	var root, xor uint64
+	if tracked {
+		root = nonzeroID()
+	}
+	for _, task := range targets {
+		t := tuple.New(so.src, int(e.task), values)
+		st := stateOf(t)
+		st.DstTask = int32(task)
+		if tracked {
+			edge := nonzeroID()
+			st.Root0, st.Edge0 = root, edge
+			xor ^= edge
+		}
+		e.enqueue(s.rt.hard, task, t)
+	}
+	switch {
+	case tracked:
+		s.pending.put(root, pendingEntry{msgID: msgID, start: s.now})
+		e.ackMsg(acker.Msg{Kind: acker.Init, Root: root, Val: xor, Task: e.task})
+	case msgID != nil:
+		// As Storm: without ackers (or consumers) a tracked emit is complete at once.
+		// Storm calls Ack inside emit; gale calls it after NextTuple returns, so the
+		// spout is never re-entered.
+		s.immediate = append(s.immediate, msgID)
+	}
+	return nil
+}
+
+func (s *spoutExec) ackImmediate() {
+	for len(s.immediate) > 0 {
+		ids := s.immediate
+		s.immediate = nil
+		for _, id := range ids {
+			s.call("Ack", func() { s.spout.Ack(id) })
+		}
+	}
+}
+
+// call runs user code, turning a panic into a reported error: the task goes on.
+func (s *spoutExec) call(what string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.e.reportError(fmt.Errorf("spout %s panicked: %v", what, p))
+		}
+	}()
+	fn()
+}
+
+func (s *spoutExec) drainOutcomes() {
+	s.outs = s.inbox.TakeOutcomes(s.outs)
+	for _, o := range s.outs {
+		ent, ok := s.pending.remove(o.Root)
+		if !ok {
+			// The spout already timed this tree out: a late outcome is ignored.
+			s.e.mu.Lock()
+			s.e.stats.late++
+			s.e.mu.Unlock()
+			continue
+		}
+		switch o.Result {
+		case acker.Completed:
+			s.e.mu.Lock()
+			s.e.stats.acked++
+			s.e.stats.latency.Record(s.now - ent.start)
+			s.e.mu.Unlock()
+			s.call("Ack", func() { s.spout.Ack(ent.msgID) })
+		case acker.Failed:
+			s.e.mu.Lock()
+			s.e.stats.failed++
+			s.e.mu.Unlock()
+			s.call("Fail", func() { s.spout.Fail(ent.msgID) })
+		case acker.Restarted:
+			// The clock restarts (newest bucket); complete latency still counts from the emit.
+			s.pending.put(o.Root, ent)
+		}
+	}
+	clear(s.outs)
+}
+
+func (s *spoutExec) expire() {
+	for _, ent := range s.pending.rotate() {
+		s.e.mu.Lock()
+		s.e.stats.timedOut++
+		s.e.mu.Unlock()
+		s.call("Fail", func() { s.spout.Fail(ent.msgID) })
+	}
+}
+
+func (s *spoutExec) run() {
+	rt := s.rt
+	cfg := rt.cfg
+	timeouts := !cfg.DisableTimeouts && cfg.Ackers > 0
+	rotateEvery := int64(cfg.MessageTimeout / rotationsPerTimeout)
+	s.now = rt.nanotime()
+	nextRotate := s.now + rotateEvery
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	backoff := time.Duration(0)
+	for {
+		s.now = rt.nanotime()
+		s.drainOutcomes()
+		if timeouts {
+			for s.now >= nextRotate {
+				s.expire()
+				nextRotate += rotateEvery
+			}
+		}
+		s.ackImmediate()
+		if rt.hard.Err() != nil {
+			break
+		}
+		stopping := rt.stopping.Load()
+		emitted := false
+		if !stopping {
+			for range cfg.BatchSize {
+				if cfg.MaxSpoutPending > 0 && cfg.Ackers > 0 && int(s.pending.n.Load()) >= cfg.MaxSpoutPending {
+					break
+				}
+				before := s.e.stats.emitted // written only by this goroutine
+				s.call("NextTuple", s.spout.NextTuple)
+				s.ackImmediate()
+				if s.e.stats.emitted == before {
+					break
+				}
+				emitted = true
+			}
+		}
+		s.e.mu.Lock()
+		s.e.flush(rt.hard)
+		s.e.mu.Unlock()
+		if stopping {
+			if s.pending.n.Load() == 0 {
+				break
+			}
+			select {
+			case <-rt.drainExpired:
+				s.abandoned = int(s.pending.n.Load())
+			default:
+			}
+			if s.abandoned > 0 {
+				break
+			}
+		}
+		if emitted {
+			backoff = 0
+			continue
+		}
+		// Idle: wait for outcomes, the next rotation, or (if NextTuple may be called) a
+		// short progressive backoff, as Storm's spout wait strategy.
+		wait := time.Hour
+		if timeouts {
+			wait = time.Duration(nextRotate - s.now)
+		}
+		full := cfg.MaxSpoutPending > 0 && cfg.Ackers > 0 && int(s.pending.n.Load()) >= cfg.MaxSpoutPending
+		if !stopping && !full {
+			backoff = min(max(2*backoff, 50*time.Microsecond), time.Millisecond)
+			wait = min(wait, backoff)
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case <-s.inbox.Signal():
+		case <-timer.C:
+		case <-rt.stopCh:
+		case <-rt.drainExpired:
+		case <-rt.hard.Done():
+		}
+		timer.Stop()
+	}
+	s.e.mu.Lock()
+	s.e.flush(rt.hard)
+	s.e.stopped = true
+	s.e.mu.Unlock()
+	s.call("Close", func() {
+		if err := s.spout.Close(); err != nil {
+			s.e.reportError(fmt.Errorf("spout Close: %w", err))
+		}
+	})
+}
+
+// rotationsPerTimeout: the pending map rotates every MessageTimeout/4 and has 5
+// buckets, so a tree times out between 1 and 1.25 message timeouts after its emit.
+const rotationsPerTimeout = 4

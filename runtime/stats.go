@@ -1,0 +1,169 @@
+package runtime
+
+import (
+	"math/bits"
+	"time"
+)
+
+// Misuse kinds, counted per component and logged once per task and kind.
+const (
+	MisuseDoubleAck      = "double-ack"        // Ack of an input already acked
+	MisuseDoubleFail     = "double-fail"       // Fail of an input already failed
+	MisuseAckAfterFail   = "ack-after-fail"    // Ack of an input already failed
+	MisuseFailAfterAck   = "fail-after-ack"    // Fail of an input already acked
+	MisuseAnchorAfterAck = "anchor-after-done" // emit anchored to an acked or failed input (R3)
+	MisuseForeignTask    = "foreign-task"      // Ack/Fail in a task that did not receive the input
+	MisuseResetAfterDone = "reset-after-done"  // ResetTimeout of an acked or failed input
+	MisuseEmitAfterStop  = "emit-after-stop"   // emit or ack after the task shut down
+)
+
+// ComponentStats are the counters of one component, summed over its tasks. Counts are
+// exact (no sampling) and follow Storm's UI definitions.
+type ComponentStats struct {
+	ID    string
+	Spout bool
+	Tasks int
+	// Emitted counts emit calls; Transferred counts tuples sent to consumer tasks.
+	Emitted, Transferred uint64
+	// Spout: trees acked, failed by a bolt, and failed by the message timeout.
+	// Bolt: inputs acked and failed.
+	Acked, Failed, TimedOut uint64
+	// LateOutcomes: acker outcomes for trees the spout had already timed out (ignored).
+	LateOutcomes uint64
+	// Pending: spout trees in flight now.
+	Pending int
+	// Bolt: execute calls and the time spent in them.
+	Executed    uint64
+	ExecuteTime time.Duration
+	// Errors reported with ReportError or recovered panics.
+	Errors    uint64
+	LastError string
+	// Misuse by kind (see the Misuse* constants).
+	Misuse map[string]uint64
+	// CompleteLatency (spouts): emit to tree completion, measured by the spout.
+	CompleteLatency *Histogram
+}
+
+// MisuseTotal sums Misuse.
+func (c *ComponentStats) MisuseTotal() uint64 {
+	var n uint64
+	for _, v := range c.Misuse {
+		n += v
+	}
+	return n
+}
+
+// AckerStats sum the acker tasks' ledgers.
+type AckerStats struct {
+	Tasks                                       int
+	Pending                                     int
+	Completed, Failed, Resets, Expired, Orphans uint64
+	Rejected                                    uint64 // malformed messages
+}
+
+// Stats is a snapshot of a running topology.
+type Stats struct {
+	Components map[string]*ComponentStats
+	Order      []string // component ids in declaration order
+	Acker      AckerStats
+}
+
+// MisuseTotal sums misuse reports over every component.
+func (s *Stats) MisuseTotal() uint64 {
+	var n uint64
+	for _, c := range s.Components {
+		n += c.MisuseTotal()
+	}
+	return n
+}
+
+// taskStats are one task's counters, guarded by the task collector's mutex.
+type taskStats struct {
+	emitted, transferred    uint64
+	acked, failed, timedOut uint64
+	late, executed, errors  uint64
+	executeNanos            int64
+	lastError               string
+	misuse                  map[string]uint64
+	latency                 *Histogram
+}
+
+// Histogram is a log-linear histogram of durations: 16 sub-buckets per power of two,
+// so a quantile is within about 3% of the true value. Its memory is fixed (8 KiB).
+type Histogram struct {
+	counts [64 * 16]uint64
+	n      uint64
+	sum    int64
+	max    int64
+}
+
+func histIndex(v int64) int {
+	if v < 16 {
+		if v < 0 {
+			return 0
+		}
+		return int(v)
+	}
+	e := bits.Len64(uint64(v)) - 1 // v in [2^e, 2^(e+1))
+	sub := int(uint64(v)>>(e-4)) & 15
+	return (e-3)*16 + sub
+}
+
+func histLower(i int) int64 {
+	if i < 16 {
+		return int64(i)
+	}
+	e := i/16 + 3
+	sub := i % 16
+	return int64(16+sub) << (e - 4)
+}
+
+// Record adds one duration in nanoseconds.
+func (h *Histogram) Record(ns int64) {
+	h.counts[histIndex(ns)]++
+	h.n++
+	h.sum += ns
+	h.max = max(h.max, ns)
+}
+
+// Merge adds o's counts to h.
+func (h *Histogram) Merge(o *Histogram) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+	h.sum += o.sum
+	h.max = max(h.max, o.max)
+}
+
+// Count is the number of recorded values.
+func (h *Histogram) Count() uint64 { return h.n }
+
+// Mean is the average, 0 when empty.
+func (h *Histogram) Mean() time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	return time.Duration(h.sum / int64(h.n))
+}
+
+// Max is the largest value recorded.
+func (h *Histogram) Max() time.Duration { return time.Duration(h.max) }
+
+// Quantile returns the q-quantile (0 < q ≤ 1): the midpoint of the bucket holding it.
+func (h *Histogram) Quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(h.n) + 0.5)
+	rank = min(max(rank, 1), h.n)
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			lo, hi := histLower(i), histLower(i+1)
+			return time.Duration(min((lo+hi)/2, h.max))
+		}
+	}
+	return time.Duration(h.max)
+}

@@ -1,0 +1,133 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/gale-stream/gale/tuple"
+)
+
+// TaskContext tells a task where it runs. It is passed to Open and Prepare.
+type TaskContext struct {
+	Component   string // component id
+	TaskID      int    // global task id (unique across the topology)
+	TaskIndex   int    // 0-based index among the component's tasks
+	Parallelism int    // number of tasks of the component
+	// ComponentTasks returns the global task ids of a component, in order (for
+	// EmitDirect); nil for an unknown component.
+	ComponentTasks func(component string) []int
+	// Logger carries component and task attributes.
+	Logger *slog.Logger
+}
+
+// Spout is a source of tuples, as Storm's ISpout. Every method of one task runs on that
+// task's own goroutine, so an implementation needs no locks for its own state.
+type Spout interface {
+	// Open is called once before any other method.
+	Open(ctx context.Context, tc TaskContext, out SpoutCollector) error
+	// NextTuple emits zero or more tuples and returns at once; it must not block. It is
+	// not called while the task has max spout pending trees in flight (the limit acts
+	// between calls, as in Storm) or while the topology is shutting down.
+	NextTuple()
+	// Ack is called when the tuple tree rooted at an emit with this message id has
+	// completed: every tuple of it was acked. Called between NextTuple calls.
+	Ack(msgID any)
+	// Fail is called when the tree failed: a bolt failed one of its tuples, or the
+	// message timeout passed first. Called between NextTuple calls. The spout decides
+	// whether to replay (emit again with the same message id).
+	Fail(msgID any)
+	// Close is called once at shutdown, after every pending tree has been acked, failed
+	// or timed out, or the shutdown deadline passed.
+	Close() error
+}
+
+// SpoutCollector is how a spout emits. It is not safe for concurrent use: call it from
+// Open, NextTuple, Ack and Fail only (as Storm's SpoutOutputCollector).
+type SpoutCollector interface {
+	// Emit emits values on the default stream. A non-nil msgID makes the tuple the root
+	// of a tracked tuple tree: Ack or Fail will be called with msgID. A nil msgID emits
+	// an untracked tuple with no callbacks. With no acker tasks, or when no task consumes
+	// the stream, a tracked emit is acked at once (after NextTuple returns).
+	Emit(values tuple.Values, msgID any) error
+	// EmitTo is Emit on a named stream.
+	EmitTo(stream string, values tuple.Values, msgID any) error
+	// EmitDirect emits to one task of a component subscribed to stream with direct
+	// grouping; the stream must be declared direct.
+	EmitDirect(task int, stream string, values tuple.Values, msgID any) error
+	// ReportError records an error for the component (logged and counted); it fails
+	// nothing by itself.
+	ReportError(err error)
+	// Pending is the number of this task's trees in flight.
+	Pending() int
+}
+
+// Bolt processes tuples, as Storm's IRichBolt. Execute runs on the task's own goroutine;
+// the bolt must ack or fail every input it receives, now or later.
+type Bolt interface {
+	Prepare(ctx context.Context, tc TaskContext, out OutputCollector) error
+	// Execute processes one input. A panic is recovered: it is reported, the input is
+	// failed if it was not yet acked or failed, and the task goes on.
+	Execute(input *tuple.Tuple)
+	Cleanup() error
+}
+
+// OutputCollector is how a bolt emits, acks and fails. Unlike Storm's (STORM-2231), it
+// is safe for concurrent use: acks may come from other goroutines (async bolts).
+//
+// Anchors put the emitted tuple in every tuple tree of every anchor: the trees complete
+// only after it is acked too. No anchors emits an untracked tuple (its failure replays
+// nothing, as Storm). Anchoring to a tuple that was already acked or failed is misuse:
+// that anchor is ignored (the tree stays correct), counted and logged, and the emit
+// returns an error wrapping ErrMisuse.
+type OutputCollector interface {
+	Emit(values tuple.Values, anchors ...*tuple.Tuple) error
+	EmitTo(stream string, values tuple.Values, anchors ...*tuple.Tuple) error
+	EmitDirect(task int, stream string, values tuple.Values, anchors ...*tuple.Tuple) error
+	// Ack marks the input done. Acking twice, after Fail, or in a task that did not
+	// receive the tuple is misuse: ignored, counted, logged, and the error wraps ErrMisuse.
+	Ack(input *tuple.Tuple) error
+	// Fail fails every tree the input belongs to at once (the spout's Fail follows
+	// without waiting for the timeout). Misuse as for Ack.
+	Fail(input *tuple.Tuple) error
+	// ResetTimeout restarts the message timeout of every tree the input belongs to, in
+	// the acker and in the spout (STORM-1549). Use it sparingly for slow inputs.
+	ResetTimeout(input *tuple.Tuple) error
+	ReportError(err error)
+}
+
+// BasicBolt is the auto-acking form, as Storm's IBasicBolt: every emit is anchored to
+// the input, the input is acked when Execute returns nil and failed when it returns an
+// error. A panic fails the input and is reported; the task goes on (Storm would kill
+// the worker). Keep Execute synchronous: the input is acked when it returns.
+type BasicBolt interface {
+	Prepare(ctx context.Context, tc TaskContext) error
+	Execute(input *tuple.Tuple, out BasicCollector) error
+	Cleanup() error
+}
+
+// BasicCollector emits anchored to the current input. It is valid only during the
+// Execute call it was passed to.
+type BasicCollector interface {
+	Emit(values tuple.Values) error
+	EmitTo(stream string, values tuple.Values) error
+	EmitDirect(task int, stream string, values tuple.Values) error
+	ResetTimeout() error
+	ReportError(err error)
+}
+
+// Errors returned by collectors; match them with errors.Is.
+var (
+	// ErrMisuse marks API misuse that was ignored: double ack or fail, ack after fail,
+	// anchoring to a finished tuple, acking in a task that did not receive the tuple.
+	ErrMisuse = errors.New("gale: misuse")
+	// ErrUnknownStream: the component did not declare the stream.
+	ErrUnknownStream = errors.New("gale: undeclared stream")
+	// ErrDirect: a direct stream needs EmitDirect, and EmitDirect needs a direct
+	// stream and a task that consumes it.
+	ErrDirect = errors.New("gale: direct emit mismatch")
+	// ErrFieldCount: the values do not match the stream's declared fields.
+	ErrFieldCount = errors.New("gale: values do not match declared fields")
+	// ErrStopped: the task has shut down; nothing was emitted.
+	ErrStopped = errors.New("gale: task stopped")
+)

@@ -1,0 +1,80 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config is a topology's runtime configuration. Start from DefaultConfig: the zero
+// value is not valid (its message timeout is 0).
+type Config struct {
+	// Ackers is the number of acker tasks (Storm's topology.acker.executors). 0 turns
+	// tracking off: a tracked spout emit is acked at once, bolt acks and fails send
+	// nothing, and MaxSpoutPending has no effect. Default 1.
+	Ackers int
+	// MessageTimeout is how long a tuple tree may take before the spout fails it
+	// (Storm's topology.message.timeout.secs). A tree times out between MessageTimeout
+	// and 1.25×MessageTimeout after its emit (rotating buckets, no per-tree timers).
+	// Must be > 0 unless DisableTimeouts. Default 30 s.
+	MessageTimeout time.Duration
+	// DisableTimeouts turns message timeouts off (Storm's
+	// topology.enable.message.timeouts=false), for tests only. Refused together with
+	// MaxSpoutPending > 0: a lost tree would then stall the spout for good (STORM-3514).
+	DisableTimeouts bool
+	// MaxSpoutPending bounds the trees in flight per spout task (Storm's
+	// topology.max.spout.pending; seed 000 §5.3). It is checked between NextTuple
+	// calls. 0 means unlimited. Default 5000.
+	MaxSpoutPending int
+	// ReceiveQueue is the capacity of each task's input queue, in tuples (Storm's
+	// topology.executor.receive.buffer.size); a full queue blocks the sender
+	// (backpressure). Default 16384.
+	ReceiveQueue int
+	// BatchSize is the number of tuples sent to a task in one transfer. Default 256.
+	BatchSize int
+	// ShutdownTimeout bounds the graceful drain of Stop when its context has no deadline.
+	// Default 30 s.
+	ShutdownTimeout time.Duration
+	// Logger receives warnings (misuse, reported errors). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		Ackers:          1,
+		MessageTimeout:  30 * time.Second,
+		MaxSpoutPending: 5000,
+		ReceiveQueue:    16384,
+		BatchSize:       256,
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("gale: invalid config")
+
+// Validate reports the first invalid setting, wrapping ErrConfig.
+func (c Config) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+	}
+	switch {
+	case c.Ackers < 0:
+		return bad("Ackers = %d, must be >= 0 (0 turns tracking off)", c.Ackers)
+	case !c.DisableTimeouts && c.MessageTimeout <= 0:
+		return bad("MessageTimeout = %v, must be > 0 (start from DefaultConfig)", c.MessageTimeout)
+	case c.MaxSpoutPending < 0:
+		return bad("MaxSpoutPending = %d, must be >= 0 (0 = unlimited)", c.MaxSpoutPending)
+	case c.DisableTimeouts && c.MaxSpoutPending > 0 && c.Ackers > 0:
+		return bad("DisableTimeouts with MaxSpoutPending = %d: a lost tree would stall the spout for good (STORM-3514); set MaxSpoutPending to 0 or keep timeouts", c.MaxSpoutPending)
+	case c.ReceiveQueue < 1:
+		return bad("ReceiveQueue = %d, must be >= 1", c.ReceiveQueue)
+	case c.BatchSize < 1:
+		return bad("BatchSize = %d, must be >= 1", c.BatchSize)
+	case c.ShutdownTimeout < 0:
+		return bad("ShutdownTimeout = %v, must be >= 0", c.ShutdownTimeout)
+	}
+	return nil
+}
