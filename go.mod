@@ -2,6 +2,13 @@ module github.com/gale-stream/gale
 
 go 1.26.8
 
-require github.com/cockroachdb/datadriven v1.0.3
+require (
+	github.com/cockroachdb/datadriven v1.0.3
+	github.com/spf13/cobra v1.10.2
+)
 
-require github.com/pmezard/go-difflib v1.0.0 // indirect
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+)

@@ -18,6 +18,7 @@ var stateOf = tupleinternal.StateOf.(func(*tuple.Tuple) *tupleinternal.State)
 // batching and coalescing of acker messages per acker task, and the task's counters.
 // mu guards all of it, because a bolt's collector may be called from other goroutines.
 type emitter struct {
+	_       [64]byte // keep mu and the counters off other tasks' cache lines
 	mu      sync.Mutex
 	rt      *Runtime
 	task    int32
@@ -36,6 +37,7 @@ type emitter struct {
 	log     *slog.Logger
 	// flushErr is the first transport error met while flushing (the context ended).
 	flushErr error
+	_        [64]byte
 }
 
 func newEmitter(rt *Runtime, task int, comp *topology.Component, log *slog.Logger) (*emitter, error) {

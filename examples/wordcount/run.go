@@ -76,6 +76,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.FailRate < 0 || opts.FailRate >= 1 {
 		return nil, fmt.Errorf("wordcount: fail rate %v, must be in [0, 1)", opts.FailRate)
 	}
+	if opts.FailRate > 0 && opts.Config.Ackers == 0 {
+		return nil, errors.New("wordcount: a fail rate needs acker tasks: with 0 ackers nothing is tracked, so failed lines would be lost silently")
+	}
 	if opts.Config.Logger == nil {
 		opts.Config.Logger = slog.Default()
 	}

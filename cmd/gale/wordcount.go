@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/topology"
+)
+
+const defaultBooks = "testdata/books/*.txt"
+
+func wordcountCmd() *cobra.Command {
+	var (
+		failRate   float64
+		seed       uint64
+		ackers     int
+		maxPending int
+		timeout    time.Duration
+		top        int
+		outFile    string
+		asJSON     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "wordcount [FILE...]",
+		Short: "Count the words of text files with tracked, replayed lines (default: " + defaultBooks + ")",
+		Long: `Count the words of text files on a reliable topology:
+lines (spout) -> split (shuffle, 2 tasks) -> count (fields grouping on word, 2 tasks).
+
+Every line is a tracked tuple tree; a failed or timed-out line is re-read from its file
+offset and replayed, and counts stay exact because each word occurrence is applied once.
+With no FILE, the books in ` + defaultBooks + ` are read (run from the repository root).
+
+Exit status: 0 when every line was acked and no API misuse was reported, 1 otherwise,
+2 when the job could not run.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files := args
+			if len(files) == 0 {
+				files, _ = filepath.Glob(defaultBooks)
+				if len(files) == 0 {
+					return fmt.Errorf("no FILE given and no %s in %s: run from the repository root or name the files", defaultBooks, mustWd())
+				}
+			}
+			for _, f := range files {
+				st, err := os.Stat(f)
+				if err != nil {
+					return err
+				}
+				if st.IsDir() {
+					return fmt.Errorf("%s is a directory, not a text file", f)
+				}
+			}
+			if failRate < 0 || failRate >= 1 {
+				return fmt.Errorf("--fail-rate %v: must be at least 0 and below 1", failRate)
+			}
+			if top < 0 {
+				return fmt.Errorf("--top %d: must be >= 0", top)
+			}
+			cfg := topology.DefaultConfig()
+			cfg.Ackers = ackers
+			cfg.MaxSpoutPending = maxPending
+			cfg.MessageTimeout = timeout
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stderr := cmd.ErrOrStderr()
+			live := isTerminal(stderr)
+			opts := wordcount.Options{Files: files, FailRate: failRate, Seed: seed, Config: cfg}
+			if live {
+				opts.Progress = func(p wordcount.Progress) {
+					fmt.Fprintf(stderr, "\r%s lines read, %s acked, %s replayed, %.1fs ",
+						grouped(p.Lines), grouped(p.Acked), grouped(p.Replays), p.Elapsed.Seconds())
+				}
+			}
+			res, err := wordcount.Run(ctx, opts)
+			if live {
+				fmt.Fprint(stderr, "\r\033[K")
+			}
+			if err != nil && res == nil {
+				return err
+			}
+			if outFile != "" {
+				if err := writeCounts(outFile, res.Counts); err != nil {
+					return err
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeJSON(out, res, top); err != nil {
+					return err
+				}
+			} else {
+				writeSummary(out, res, top)
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, "gale: stopped early:", err)
+			}
+			if res.Unacked > 0 || res.Misuse > 0 || err != nil {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Float64Var(&failRate, "fail-rate", 0, "probability that each bolt fails an input (lines are then replayed)")
+	f.Uint64Var(&seed, "seed", 1, "seed for --fail-rate")
+	f.IntVar(&ackers, "ackers", 1, "acker tasks (0 turns tracking off)")
+	f.IntVar(&maxPending, "max-pending", 5000, "max spout pending: lines in flight (0 = unlimited)")
+	f.DurationVar(&timeout, "timeout", 30*time.Second, "message timeout of a line's tuple tree")
+	f.IntVar(&top, "top", 10, "show the N most frequent words")
+	f.StringVar(&outFile, "out", "", "write every word and its count as word<TAB>count lines, sorted by word (bytewise)")
+	f.BoolVar(&asJSON, "json", false, "print the summary as one JSON object")
+	return cmd
+}
+
+func mustWd() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "the working directory"
+	}
+	return wd
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+type wordCount struct {
+	Word  string `json:"word"`
+	Count uint64 `json:"count"`
+}
+
+func topWords(counts map[string]uint64, n int) []wordCount {
+	all := make([]wordCount, 0, len(counts))
+	for w, c := range counts {
+		all = append(all, wordCount{w, c})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Count != all[j].Count {
+			return all[i].Count > all[j].Count
+		}
+		return all[i].Word < all[j].Word
+	})
+	return all[:min(n, len(all))]
+}
+
+func writeCounts(path string, counts map[string]uint64) error {
+	words := make([]string, 0, len(counts))
+	for w := range counts {
+		words = append(words, w)
+	}
+	slices.Sort(words) // Go compares strings bytewise
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	for _, w := range words {
+		fmt.Fprintf(bw, "%s\t%d\n", w, counts[w])
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func perSecond(n uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func writeJSON(w io.Writer, r *wordcount.Result, top int) error {
+	out := map[string]any{
+		"lines":              r.Lines,
+		"lines_acked":        r.Acked,
+		"lines_failed":       r.Failed,
+		"lines_timed_out":    r.TimedOut,
+		"lines_unacked":      r.Unacked,
+		"replays":            r.Replays,
+		"words":              r.Words,
+		"distinct_words":     len(r.Counts),
+		"duplicates_skipped": r.Duplicates,
+		"wall_seconds":       r.Elapsed.Seconds(),
+		"lines_per_second":   perSecond(r.Lines, r.Elapsed),
+		"words_per_second":   perSecond(r.Words, r.Elapsed),
+		"complete_latency_ms": map[string]float64{
+			"p50": ms(r.CompleteP50), "p99": ms(r.CompleteP99),
+		},
+		"misuse_reports": r.Misuse,
+		"top":            topWords(r.Counts, top),
+	}
+	enc := json.NewEncoder(w)
+	return enc.Encode(out)
+}
+
+func writeSummary(w io.Writer, r *wordcount.Result, top int) {
+	p := func(label, value string) { fmt.Fprintf(w, "%-22s %s\n", label, value) }
+	p("lines", grouped(r.Lines))
+	p("acked", grouped(r.Acked))
+	p("failed", grouped(r.Failed-r.TimedOut))
+	p("timed out", grouped(r.TimedOut))
+	p("replayed", grouped(r.Replays))
+	if r.Unacked > 0 {
+		p("UNACKED", grouped(r.Unacked))
+	}
+	p("words", grouped(r.Words))
+	p("distinct words", grouped(uint64(len(r.Counts))))
+	p("duplicates skipped", grouped(r.Duplicates))
+	p("wall time", r.Elapsed.Round(time.Millisecond).String())
+	p("lines/s", grouped(uint64(perSecond(r.Lines, r.Elapsed))))
+	p("words/s", grouped(uint64(perSecond(r.Words, r.Elapsed))))
+	p("complete latency", fmt.Sprintf("p50 %.3f ms, p99 %.3f ms", ms(r.CompleteP50), ms(r.CompleteP99)))
+	misuse := grouped(r.Misuse)
+	if r.Misuse > 0 {
+		var kinds []string
+		for _, id := range r.Stats.Order {
+			for k, v := range r.Stats.Components[id].Misuse {
+				kinds = append(kinds, fmt.Sprintf("%s %s: %d", id, k, v))
+			}
+		}
+		sort.Strings(kinds)
+		misuse += " (" + strings.Join(kinds, ", ") + ")"
+	}
+	p("misuse reports", misuse)
+	if top > 0 {
+		fmt.Fprintf(w, "top %d words:\n", top)
+		for i, wc := range topWords(r.Counts, top) {
+			fmt.Fprintf(w, "  %2d. %-16s %s\n", i+1, wc.Word, grouped(wc.Count))
+		}
+	}
+}
+
+// grouped formats n with thousands separators.
+func grouped(n uint64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
