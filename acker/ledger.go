@@ -43,7 +43,7 @@ type Result uint8
 const (
 	Completed Result = iota + 1 // every tuple of the tree was acked
 	Failed                      // a tuple of the tree was failed
-	Restarted                      // the tree's clock was restarted (forwarded to the spout)
+	Restarted                   // the tree's clock was restarted (forwarded to the spout)
 )
 
 func (r Result) String() string {

@@ -493,7 +493,9 @@ func TestRetryKeyedByLogicalMessage(t *testing.T) {
 	attempts := map[string]int{}
 	dead := map[string]bool{}
 	b := topology.NewBuilder()
-	b.SetSpout("s", func() topology.Spout { return &retrySpout{n: n, max: maxAttempts, mu: &mu, attempts: attempts, dead: dead} }, 1).Output("id")
+	b.SetSpout("s", func() topology.Spout {
+		return &retrySpout{n: n, max: maxAttempts, mu: &mu, attempts: attempts, dead: dead}
+	}, 1).Output("id")
 	b.SetBolt("b", bolt(func(b *fnBolt, t *tuple.Tuple) { _ = b.out.Fail(t) }), 2).ShuffleGrouping("s")
 	rt := start(t, mustBuild(t, b), quietConfig())
 	waitStat(t, rt, "every message to die", func(Stats) bool { mu.Lock(); defer mu.Unlock(); return len(dead) == n })

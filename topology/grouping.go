@@ -24,7 +24,7 @@ func (k GroupingKind) String() string {
 // Grouping says how a stream's tuples are spread over a consumer's tasks.
 type Grouping struct {
 	Kind   GroupingKind
-	Fields []string             // FieldsKind
+	Fields []string              // FieldsKind
 	Custom func() CustomGrouping // CustomKind: one instance per producing task
 }
 

@@ -167,7 +167,7 @@ func (in *localInbox) wake() {
 }
 
 func (in *localInbox) Tuples() <-chan []*tuple.Tuple { return in.tuples }
-func (in *localInbox) Signal() <-chan struct{}        { return in.signal }
+func (in *localInbox) Signal() <-chan struct{}       { return in.signal }
 
 func (in *localInbox) TakeAcks(dst []acker.Msg) []acker.Msg {
 	in.mu.Lock()

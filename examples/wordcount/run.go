@@ -27,6 +27,8 @@ type Options struct {
 	Progress func(Progress)
 	// ProgressInterval defaults to 250 ms.
 	ProgressInterval time.Duration
+
+	interpose func() topology.Bolt // tests: a bolt between the spout and split
 }
 
 // Progress is a running count for progress displays.

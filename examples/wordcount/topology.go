@@ -289,8 +289,13 @@ func (b *countBolt) Cleanup() error {
 func (j *job) build() (*topology.Topology, error) {
 	b := topology.NewBuilder()
 	b.SetSpout("lines", func() topology.Spout { return &lineSpout{job: j} }, 1).Output("line", "pos")
+	from := "lines"
+	if j.opts.interpose != nil { // tests only: a bolt between lines and split
+		b.SetBolt("interpose", j.opts.interpose, 1).ShuffleGrouping("lines").Output("line", "pos")
+		from = "interpose"
+	}
 	b.SetBasicBolt("split", func() topology.BasicBolt { return &splitBolt{job: j} }, 2).
-		ShuffleGrouping("lines").Output("word", "pos", "off")
+		ShuffleGrouping(from).Output("word", "pos", "off")
 	b.SetBasicBolt("count", func() topology.BasicBolt { return &countBolt{job: j} }, 2).
 		FieldsGrouping("split", "word")
 	return b.Build()

@@ -1,0 +1,163 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Each misuse is ignored for the tree (the tree's outcome is still right), counted per
+// component and kind, returned as ErrMisuse, and logged once per task and kind with
+// component, task, stream and root.
+func TestMisuseIsReported(t *testing.T) {
+	type result struct {
+		acks, fails int
+	}
+	cases := []struct {
+		kind string
+		// misuse does the wrong thing (and the right one) with input t.
+		misuse func(b *fnBolt, t *tuple.Tuple, other topology.OutputCollector) error
+		want   result
+	}{
+		{MisuseDoubleAck, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
+			_ = b.out.Emit(t.Values(), t)
+			_ = b.out.Ack(t)
+			return b.out.Ack(t) // would cancel the child's edge back in (R2): a stall
+		}, result{acks: 20}},
+		{MisuseDoubleFail, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
+			_ = b.out.Fail(t)
+			return b.out.Fail(t)
+		}, result{fails: 20}},
+		{MisuseAckAfterFail, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
+			_ = b.out.Fail(t)
+			return b.out.Ack(t)
+		}, result{fails: 20}},
+		{MisuseFailAfterAck, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
+			_ = b.out.Emit(t.Values(), t)
+			_ = b.out.Ack(t)
+			return b.out.Fail(t)
+		}, result{acks: 20}},
+		{MisuseAnchorAfterAck, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
+			_ = b.out.Ack(t)
+			return b.out.Emit(t.Values(), t) // R3: must not join (or complete) the tree
+		}, result{acks: 20}},
+		{MisuseForeignTask, func(b *fnBolt, t *tuple.Tuple, other topology.OutputCollector) error {
+			err := other.Ack(t) // the other task did not receive t
+			_ = b.out.Emit(t.Values(), t)
+			_ = b.out.Ack(t)
+			return err
+		}, result{acks: 20}},
+		{MisuseResetAfterDone, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
+			_ = b.out.Ack(t)
+			return b.out.ResetTimeout(t)
+		}, result{acks: 20}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.kind, func(t *testing.T) {
+			rec := newRecorder()
+			var logs syncBuffer
+			var mu sync.Mutex
+			var errs []error
+			colls := map[int]topology.OutputCollector{}
+			b := topology.NewBuilder()
+			b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 20} }, 1).Output("id")
+			b.SetBolt("a", func() topology.Bolt {
+				fb := &fnBolt{}
+				fb.execute = func(b *fnBolt, t *tuple.Tuple) {
+					mu.Lock()
+					other := colls[1-b.tc.TaskIndex]
+					mu.Unlock()
+					err := tc.misuse(b, t, other)
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+				return &registering{fnBolt: fb, colls: colls, mu: &mu}
+			}, 2).GlobalGrouping("s").Output("id")
+			// The leaf acks anchored children and fails unanchored ones: a child whose
+			// only anchor was misused must arrive unanchored (and fail nothing).
+			b.SetBolt("leaf", bolt(func(b *fnBolt, t *tuple.Tuple) {
+				if t.Anchored() {
+					_ = b.out.Ack(t)
+				} else {
+					_ = b.out.Fail(t)
+				}
+			}), 1).ShuffleGrouping("a")
+			cfg := quietConfig()
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			rt := start(t, mustBuild(t, b), cfg)
+			rec.waitFor(t, "outcomes", func(a, f int) bool { return a+f == 20 })
+			stop(t, rt)
+			a, f := rec.counts()
+			if a != tc.want.acks || f != tc.want.fails {
+				t.Fatalf("spout acks %d fails %d, want %+v", a, f, tc.want)
+			}
+			s := rt.Stats()
+			wantLeafFails := uint64(0)
+			if tc.kind == MisuseAnchorAfterAck {
+				wantLeafFails = 20
+			}
+			if got := s.Components["leaf"].Failed; got != wantLeafFails {
+				t.Fatalf("leaf failed %d unanchored children, want %d", got, wantLeafFails)
+			}
+			if got := s.Components["a"].Misuse[tc.kind]; got != 20 || s.MisuseTotal() != 20 {
+				t.Fatalf("misuse %s counted %d (total %d), want 20", tc.kind, got, s.MisuseTotal())
+			}
+			mu.Lock()
+			for _, err := range errs {
+				if !errors.Is(err, topology.ErrMisuse) || !strings.Contains(err.Error(), tc.kind) {
+					t.Fatalf("misuse returned %v", err)
+				}
+			}
+			mu.Unlock()
+			out := logs.String()
+			if n := strings.Count(out, "kind="+tc.kind); n != 1 {
+				t.Fatalf("logged %d times, want once:\n%s", n, out)
+			}
+			for _, attr := range []string{"component=a", "task=", "stream=default", "root="} {
+				if !strings.Contains(out, attr) {
+					t.Fatalf("log lacks %s:\n%s", attr, out)
+				}
+			}
+		})
+	}
+}
+
+// registering records each task's collector so another task can misuse it.
+type registering struct {
+	*fnBolt
+	colls map[int]topology.OutputCollector
+	mu    *sync.Mutex
+}
+
+func (r *registering) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	r.mu.Lock()
+	r.colls[tc.TaskIndex] = out
+	r.mu.Unlock()
+	return r.fnBolt.Prepare(ctx, tc, out)
+}
