@@ -1,23 +1,29 @@
 package wordcount
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
+	"time"
 
 	"github.com/gale-stream/gale/topology"
 )
 
 // BenchmarkWordCount runs the word-count job end to end on the testdata books (read 4
 // times per run, about 3.7 million words) and reports words/s, with tracking on (1
-// acker task, max spout pending 5000) and off (0 ackers).
+// acker task, max spout pending 5000) and off (0 ackers), with GOGC=400 as the CLI.
 func BenchmarkWordCount(b *testing.B) {
 	books, err := filepath.Glob("../../testdata/books/*.txt")
 	if err != nil || len(books) == 0 {
 		b.Fatal("no testdata books")
 	}
+	// As `gale wordcount` does (unless GOGC is set): tuples are short-lived garbage.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	var files []string
 	for range 4 {
 		files = append(files, books...)
@@ -48,4 +54,32 @@ func BenchmarkWordCount(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkWordCountOneGoroutine is the floor: the same files, tokenizer and counting
+// in one goroutine with no framework, no tracking and no dedupe.
+func BenchmarkWordCountOneGoroutine(b *testing.B) {
+	books, _ := filepath.Glob("../../testdata/books/*.txt")
+	var words uint64
+	var secs float64
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		counts := map[string]uint64{}
+		for range 4 {
+			for _, name := range books {
+				f, err := os.Open(name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sc := bufio.NewScanner(f)
+				for sc.Scan() {
+					Words(sc.Text(), func(w string, _ int) { counts[w]++; words++ })
+				}
+				f.Close()
+			}
+		}
+		secs += time.Since(start).Seconds()
+	}
+	b.ReportMetric(float64(words)/secs, "words/s")
+	b.ReportMetric(0, "ns/op")
 }
