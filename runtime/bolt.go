@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/gale-stream/gale/acker"
 	"github.com/gale-stream/gale/internal/tupleinternal"
@@ -226,9 +228,9 @@ func (b *boltExec) execute(t *tuple.Tuple) {
 		b.bolt.Execute(t)
 		return
 	}
-	b.bc.cur[0] = t
+	b.bc.cur.Store(t)
 	err := b.basic.Execute(t, &b.bc)
-	b.bc.cur[0] = nil
+	b.bc.cur.Store(nil)
 	if err != nil {
 		_ = b.Fail(t)
 		return
@@ -239,8 +241,26 @@ func (b *boltExec) execute(t *tuple.Tuple) {
 func (b *boltExec) run() {
 	rt := b.rt
 	e := b.e
+	var ticks <-chan time.Time
+	if every := e.comp.TickEvery; every > 0 {
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		ticks = tk.C
+	}
 	for {
 		select {
+		case now := <-ticks:
+			t := tuple.New(tuple.TickSource, -1, tuple.Values{now})
+			stateOf(t).DstTask = e.task
+			e.mu.Lock()
+			b.executing = true
+			e.mu.Unlock()
+			b.execute(t)
+			e.mu.Lock()
+			b.executing = false
+			e.stats.ticks++
+			e.flush(rt.hard)
+			e.mu.Unlock()
 		case batch, ok := <-b.tuples:
 			if !ok {
 				b.stop()
@@ -296,31 +316,55 @@ func (b *boltExec) stop() {
 }
 
 // basicCollector anchors every emit to the current input (Storm's BasicOutputCollector).
+// cur is atomic because a collector kept past Execute may be used from another
+// goroutine; such use is refused (basic-outside) when no Execute is running.
 type basicCollector struct {
 	b   *boltExec
-	cur [1]*tuple.Tuple
+	cur atomic.Pointer[tuple.Tuple]
+}
+
+// outside reports use of the collector after Execute returned: the emit would not be
+// anchored to anything, so it is refused rather than sent untracked.
+func (c *basicCollector) outside() error {
+	e := c.b.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.misuse(MisuseBasicOutside, nil)
 }
 
 func (c *basicCollector) Emit(values tuple.Values) error {
-	return c.b.emit(tuple.DefaultStream, -1, values, c.cur[:])
+	cur := [1]*tuple.Tuple{c.cur.Load()}
+	if cur[0] == nil {
+		return c.outside()
+	}
+	return c.b.emit(tuple.DefaultStream, -1, values, cur[:])
 }
 
 func (c *basicCollector) EmitTo(stream string, values tuple.Values) error {
-	return c.b.emit(stream, -1, values, c.cur[:])
+	cur := [1]*tuple.Tuple{c.cur.Load()}
+	if cur[0] == nil {
+		return c.outside()
+	}
+	return c.b.emit(stream, -1, values, cur[:])
 }
 
 func (c *basicCollector) EmitDirect(task int, stream string, values tuple.Values) error {
+	cur := [1]*tuple.Tuple{c.cur.Load()}
+	if cur[0] == nil {
+		return c.outside()
+	}
 	if task < 0 {
 		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
 	}
-	return c.b.emit(stream, task, values, c.cur[:])
+	return c.b.emit(stream, task, values, cur[:])
 }
 
 func (c *basicCollector) ResetTimeout() error {
-	if c.cur[0] == nil {
-		return fmt.Errorf("%w: BasicCollector used outside Execute", topology.ErrMisuse)
+	cur := c.cur.Load()
+	if cur == nil {
+		return c.outside()
 	}
-	return c.b.ResetTimeout(c.cur[0])
+	return c.b.ResetTimeout(cur)
 }
 
 func (c *basicCollector) ReportError(err error) { c.b.e.reportError(err) }

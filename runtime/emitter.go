@@ -215,6 +215,7 @@ func (e *emitter) snapshot(cs *ComponentStats) {
 	cs.TimedOut += s.timedOut
 	cs.LateOutcomes += s.late
 	cs.Executed += s.executed
+	cs.Ticks += s.ticks
 	cs.ExecuteTime += durationOf(s.executeNanos)
 	cs.Errors += s.errors
 	if s.lastError != "" {

@@ -161,3 +161,44 @@ func (r *registering) Prepare(ctx context.Context, tc topology.TaskContext, out 
 	r.mu.Unlock()
 	return r.fnBolt.Prepare(ctx, tc, out)
 }
+
+// leakyBasic keeps its BasicCollector and emits with it after Execute has returned.
+type leakyBasic struct {
+	errs chan error
+	go_  chan struct{}
+}
+
+func (leakyBasic) Prepare(context.Context, topology.TaskContext) error { return nil }
+func (l leakyBasic) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
+	go func() {
+		<-l.go_ // after the input was acked, with no Execute running
+		l.errs <- out.Emit(tuple.Values{1})
+		l.errs <- out.ResetTimeout()
+	}()
+	return nil
+}
+func (leakyBasic) Cleanup() error { return nil }
+
+// A BasicCollector used after its Execute returned would emit untracked: refused.
+func TestBasicCollectorOutsideExecute(t *testing.T) {
+	rec := newRecorder()
+	errs := make(chan error, 2)
+	release := make(chan struct{})
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
+	b.SetBasicBolt("leaky", func() topology.BasicBolt { return leakyBasic{errs, release} }, 1).ShuffleGrouping("s").Output("id")
+	b.SetBolt("leaf", ackAll, 1).ShuffleGrouping("leaky")
+	rt := start(t, mustBuild(t, b), quietConfig())
+	rec.waitFor(t, "the ack", func(a, f int) bool { return a == 1 })
+	close(release)
+	for range 2 {
+		if err := <-errs; !errors.Is(err, topology.ErrMisuse) {
+			t.Fatalf("late emit returned %v", err)
+		}
+	}
+	stop(t, rt)
+	s := rt.Stats()
+	if s.Components["leaky"].Misuse[MisuseBasicOutside] != 2 || s.Components["leaf"].Executed != 0 {
+		t.Fatalf("misuse %v, leaf executed %d", s.Components["leaky"].Misuse, s.Components["leaf"].Executed)
+	}
+}

@@ -668,3 +668,39 @@ func TestEmitErrors(t *testing.T) {
 		t.Fatalf("a emitted %d", s.Emitted)
 	}
 }
+
+// Tick tuples let a bolt batch its inputs and ack them every T (the sink pattern).
+func TestTickTuplesFlushBatches(t *testing.T) {
+	rec := newRecorder()
+	var ticksSeen atomic.Int32
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 500} }, 1).Output("id")
+	b.SetBolt("batcher", func() topology.Bolt {
+		var batch []*tuple.Tuple
+		return &fnBolt{execute: func(b *fnBolt, t *tuple.Tuple) {
+			if !t.IsTick() {
+				batch = append(batch, t)
+				return
+			}
+			ticksSeen.Add(1)
+			if t.SourceComponent() != "__system" || t.SourceStream() != "__tick" || t.Anchored() {
+				panic("bad tick " + t.String())
+			}
+			if _, ok := t.ValueByField("time").(time.Time); !ok {
+				panic("tick without time")
+			}
+			_ = b.out.Ack(t) // harmless
+			for _, in := range batch {
+				_ = b.out.Ack(in)
+			}
+			batch = batch[:0]
+		}}
+	}, 2).ShuffleGrouping("s").TickEvery(10 * time.Millisecond)
+	rt := start(t, mustBuild(t, b), quietConfig())
+	rec.waitFor(t, "all acks", func(a, f int) bool { return a == 500 })
+	stop(t, rt)
+	c := rt.Stats().Components["batcher"]
+	if ticksSeen.Load() == 0 || uint64(ticksSeen.Load()) != c.Ticks || c.Executed != 500 || c.Acked != 500+c.Ticks || c.MisuseTotal() != 0 {
+		t.Fatalf("ticks seen %d, stats %+v", ticksSeen.Load(), c)
+	}
+}

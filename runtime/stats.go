@@ -15,6 +15,7 @@ const (
 	MisuseForeignTask    = "foreign-task"      // Ack/Fail in a task that did not receive the input
 	MisuseResetAfterDone = "reset-after-done"  // ResetTimeout of an acked or failed input
 	MisuseEmitAfterStop  = "emit-after-stop"   // emit or ack after the task shut down
+	MisuseBasicOutside   = "basic-outside"     // BasicCollector used after its Execute returned
 )
 
 // ComponentStats are the counters of one component, summed over its tasks. Counts are
@@ -35,6 +36,8 @@ type ComponentStats struct {
 	// Bolt: execute calls and the time spent in them.
 	Executed    uint64
 	ExecuteTime time.Duration
+	// Ticks delivered (not counted in Executed).
+	Ticks uint64
 	// Errors reported with ReportError or recovered panics.
 	Errors    uint64
 	LastError string
@@ -83,6 +86,7 @@ type taskStats struct {
 	acked, failed, timedOut uint64
 	late, executed, errors  uint64
 	executeNanos            int64
+	ticks                   uint64
 	lastError               string
 	misuse                  map[string]uint64
 	latency                 *Histogram

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gale-stream/gale/tuple"
 )
@@ -35,6 +36,9 @@ type Component struct {
 	Basic       func() BasicBolt
 	Streams     map[string]*Stream // declared outputs by stream id
 	Inputs      []Input
+	// TickEvery, if > 0, delivers a tick tuple to every task of the bolt at this
+	// interval (Storm's topology.tick.tuple.freq.secs), for time-based flushes.
+	TickEvery time.Duration
 }
 
 // IsSpout reports whether the component is a spout.
@@ -139,6 +143,21 @@ func (d *Declarer) declare(stream string, direct bool, fields []string) *Declare
 			d.b.errs = append(d.b.errs, fmt.Errorf("component %q stream %q: %v", d.c.ID, stream, err))
 		}
 		d.c.Streams[stream] = &Stream{Source: &tuple.Source{Component: d.c.ID, Stream: stream, Fields: f}, Direct: direct}
+	}
+	return d
+}
+
+// TickEvery makes every task of the bolt receive a tick tuple (tuple.IsTick) every d,
+// interleaved with its inputs on the task's goroutine: the way to flush a batch after
+// T ms (as Storm's tick tuples). Ticks are untracked.
+func (d *Declarer) TickEvery(every time.Duration) *Declarer {
+	switch {
+	case d.c.IsSpout():
+		d.b.errs = append(d.b.errs, fmt.Errorf("spout %q: tick tuples are for bolts", d.c.ID))
+	case every <= 0:
+		d.b.errs = append(d.b.errs, fmt.Errorf("bolt %q: tick interval %v, must be > 0", d.c.ID, every))
+	default:
+		d.c.TickEvery = every
 	}
 	return d
 }

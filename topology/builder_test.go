@@ -83,6 +83,13 @@ func TestBuildValidation(t *testing.T) {
 			b.SetBolt("a", bolt, 1).ShuffleGrouping("s").ShuffleGrouping("b").Output("x")
 			b.SetBolt("b", bolt, 1).ShuffleGrouping("a").Output("x")
 		}, "cycle a -> b -> a"},
+		{"tick on a spout", func(b *Builder) {
+			b.SetSpout("s", spout, 1).Output("x").TickEvery(time.Second)
+		}, `spout "s": tick tuples are for bolts`},
+		{"tick interval 0", func(b *Builder) {
+			b.SetSpout("s", spout, 1).Output("x")
+			b.SetBolt("a", bolt, 1).ShuffleGrouping("s").TickEvery(0)
+		}, `bolt "a": tick interval 0s, must be > 0`},
 		{"nil factory", func(b *Builder) {
 			b.SetSpout("s", nil, 1).Output("x")
 		}, `component "s": nil factory`},

@@ -51,9 +51,10 @@ type Inbox interface {
 	Tuples() <-chan []*tuple.Tuple
 	// Signal receives a value when control messages may be waiting.
 	Signal() <-chan struct{}
-	// TakeAcks appends the waiting acker messages to dst[:0] and returns it.
+	// TakeAcks returns the waiting acker messages and keeps dst's storage for the
+	// next ones (pass back the slice the previous call returned: no allocation).
 	TakeAcks(dst []acker.Msg) []acker.Msg
-	// TakeOutcomes appends the waiting outcomes to dst[:0] and returns it.
+	// TakeOutcomes is TakeAcks for outcomes.
 	TakeOutcomes(dst []acker.Outcome) []acker.Outcome
 }
 

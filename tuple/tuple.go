@@ -23,6 +23,17 @@ type Source struct {
 	Fields    *Fields
 }
 
+// SystemComponent and TickStream name the source of tick tuples (as Storm's __system
+// component and __tick stream).
+const (
+	SystemComponent = "__system"
+	TickStream      = "__tick"
+)
+
+// TickSource is the source of every tick tuple. A tick has one field, "time" (a
+// time.Time), and is untracked: acking it is allowed and does nothing.
+var TickSource = &Source{Component: SystemComponent, Stream: TickStream, Fields: NewFields("time")}
+
 // Tuple is one delivery of values to one task. Tuples are created by the runtime; the
 // receiving task may keep a *Tuple (to ack it later, or to join it with another) but
 // must not modify its Values.
@@ -101,6 +112,10 @@ func (t *Tuple) Source() *Source { return t.src }
 // Task is the global id of the task the tuple was delivered to (-1 if it was not
 // delivered by a runtime).
 func (t *Tuple) Task() int { return int(t.state.DstTask) }
+
+// IsTick reports whether the tuple is a tick (see topology's Declarer.TickEvery), as
+// Storm's TupleUtils.isTick.
+func (t *Tuple) IsTick() bool { return t.src == TickSource }
 
 // Anchored reports whether the tuple belongs to at least one tuple tree.
 func (t *Tuple) Anchored() bool { return t.state.Root0 != 0 }
