@@ -23,7 +23,7 @@
 // and what to tell the spout comes back as an Outcome. The runtime wraps it in an acker
 // task.
 //
-// Memory: one Go map entry per pending tree: an 8-byte key and a 24-byte value (XOR,
-// start time, spout task, flags), plus the map's control bytes and free slots; the
-// measured cost is in BenchmarkPendingTreeBytes.
+// Memory: one Go map entry per pending tree: an 8-byte key and a 16-byte value (XOR,
+// start time in milliseconds, spout task and two flags), plus the map's control bytes
+// and free slots; BenchmarkPendingTreeBytes measures the total per tree.
 package acker

@@ -63,23 +63,39 @@ type Outcome struct {
 	Root      uint64
 	SpoutTask int32
 	Result    Result
-	// Latency is the time in nanoseconds from the tree's first message at this ledger to
-	// this outcome.
+	// Latency is the time in nanoseconds (to the millisecond) from the tree's first
+	// message at this ledger to this outcome.
 	Latency int64
 }
 
 const (
-	flagInit   uint32 = 1 << 0
-	flagFailed uint32 = 1 << 1
+	flagInit   uint32 = 1 << 31
+	flagFailed uint32 = 1 << 30
+	taskMask   uint32 = 1<<30 - 1
 )
 
-// entry is the whole per-tree state: 24 bytes.
+// MaxTask is the largest spout task id the ledger can hold.
+const MaxTask = int32(taskMask)
+
+// entry is the whole per-tree state: 16 bytes (with the 8-byte key, 24 per map slot).
+// The start time is kept in milliseconds modulo 2^32: latencies are exact to the
+// millisecond for trees younger than 49 days.
 type entry struct {
 	xor   uint64
-	start int64
-	task  int32
-	flags uint32
+	start uint32 // milliseconds, modulo 2^32
+	meta  uint32 // flagInit | flagFailed | spout task
 }
+
+func (e entry) task() int32 {
+	if e.meta&flagInit == 0 {
+		return -1
+	}
+	return int32(e.meta & taskMask)
+}
+
+func millis(now int64) uint32 { return uint32(now / 1e6) }
+
+func (e entry) latency(now int64) int64 { return int64(millis(now)-e.start) * 1e6 }
 
 // Stats counts what the ledger has seen. All counts are cumulative except Pending.
 type Stats struct {
@@ -137,6 +153,9 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 	if m.Kind < Init || m.Kind > Reset {
 		return Outcome{}, false, fmt.Errorf("acker: unknown message kind %d for root %016x", uint8(m.Kind), m.Root)
 	}
+	if m.Kind == Init && (m.Task < 0 || m.Task > MaxTask) {
+		return Outcome{}, false, fmt.Errorf("acker: init for root %016x names spout task %d, outside 0..%d", m.Root, m.Task, MaxTask)
+	}
 	bi := -1
 	var e entry
 	for i, b := range l.buckets {
@@ -146,32 +165,31 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 		}
 	}
 	if bi < 0 {
-		e = entry{start: now, task: -1}
+		e = entry{start: millis(now)}
 	}
 	reset := false
 	switch m.Kind {
 	case Init:
 		e.xor ^= m.Val
-		e.task = m.Task
-		e.flags |= flagInit
+		e.meta = e.meta&flagFailed | flagInit | uint32(m.Task)
 	case Ack:
 		e.xor ^= m.Val
 	case Fail:
-		e.flags |= flagFailed
+		e.meta |= flagFailed
 	case Reset:
 		reset = true
 		l.stats.Resets++
 	}
-	if e.flags&flagInit != 0 {
+	if e.meta&flagInit != 0 {
 		switch {
-		case e.flags&flagFailed != 0:
+		case e.meta&flagFailed != 0:
 			l.remove(bi, m.Root)
 			l.stats.Failed++
-			return Outcome{Root: m.Root, SpoutTask: e.task, Result: Failed, Latency: now - e.start}, true, nil
+			return Outcome{Root: m.Root, SpoutTask: e.task(), Result: Failed, Latency: e.latency(now)}, true, nil
 		case e.xor == 0:
 			l.remove(bi, m.Root)
 			l.stats.Completed++
-			return Outcome{Root: m.Root, SpoutTask: e.task, Result: Completed, Latency: now - e.start}, true, nil
+			return Outcome{Root: m.Root, SpoutTask: e.task(), Result: Completed, Latency: e.latency(now)}, true, nil
 		}
 	}
 	switch {
@@ -184,8 +202,8 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 	default:
 		l.buckets[bi][m.Root] = e
 	}
-	if reset && e.flags&flagInit != 0 {
-		return Outcome{Root: m.Root, SpoutTask: e.task, Result: Restarted, Latency: now - e.start}, true, nil
+	if reset && e.meta&flagInit != 0 {
+		return Outcome{Root: m.Root, SpoutTask: e.task(), Result: Restarted, Latency: e.latency(now)}, true, nil
 	}
 	return Outcome{}, false, nil
 }
@@ -202,7 +220,7 @@ func (l *Ledger) remove(bi int, root uint64) {
 func (l *Ledger) Rotate() (expired, orphans int) {
 	last := len(l.buckets) - 1
 	for _, e := range l.buckets[last] {
-		if e.flags&flagInit != 0 {
+		if e.meta&flagInit != 0 {
 			expired++
 		} else {
 			orphans++
@@ -222,7 +240,7 @@ func (l *Ledger) Rotate() (expired, orphans int) {
 func (l *Ledger) Lookup(root uint64) (xor uint64, spoutTask int32, ok bool) {
 	for _, b := range l.buckets {
 		if e, found := b[root]; found {
-			return e.xor, e.task, true
+			return e.xor, e.task(), true
 		}
 	}
 	return 0, -1, false

@@ -15,6 +15,8 @@ import (
 //
 //	init root=R val=V task=T t=NOW   ack root=R val=V t=NOW   fail root=R t=NOW
 //	reset root=R t=NOW   rotate   stats   lookup root=R
+//
+// NOW and the latencies printed are in milliseconds.
 func TestLedgerDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var l *Ledger
@@ -68,14 +70,14 @@ func TestLedgerDataDriven(t *testing.T) {
 			default:
 				d.Fatalf(t, "unknown command %q", d.Cmd)
 			}
-			o, ok, err := l.Step(int64(arg("t")), m)
+			o, ok, err := l.Step(int64(arg("t"))*1e6, m)
 			switch {
 			case err != nil:
 				return "error: " + err.Error()
 			case !ok:
 				return fmt.Sprintf("- pending=%d", l.Pending())
 			}
-			return fmt.Sprintf("%s root=%d task=%d latency=%d pending=%d", o.Result, o.Root, o.SpoutTask, o.Latency, l.Pending())
+			return fmt.Sprintf("%s root=%d task=%d latency=%d pending=%d", o.Result, o.Root, o.SpoutTask, o.Latency/1e6, l.Pending())
 		})
 	})
 }
@@ -125,7 +127,7 @@ func TestLedgerRandomTreesCompleteOnLastAck(t *testing.T) {
 		r.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
 		l := New(3)
 		for i, m := range msgs {
-			o, ok, err := l.Step(int64(i), m)
+			o, ok, err := l.Step(int64(i)*1e6, m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,7 +136,7 @@ func TestLedgerRandomTreesCompleteOnLastAck(t *testing.T) {
 				t.Fatalf("trial %d (%d tuples): outcome=%v at message %d of %d", trial, n, ok, i+1, len(msgs))
 			}
 			if last {
-				if o.Result != Completed || o.Root != root || o.SpoutTask != 7 || o.Latency != int64(i) {
+				if o.Result != Completed || o.Root != root || o.SpoutTask != 7 || o.Latency != int64(i)*1e6 {
 					t.Fatalf("trial %d: final outcome %+v", trial, o)
 				}
 			}
