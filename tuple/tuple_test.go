@@ -1,0 +1,51 @@
+package tuple
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestFieldsAndLookup(t *testing.T) {
+	src := &Source{Component: "split", Stream: "default", Fields: NewFields("word", "n")}
+	tp := New(src, 3, Values{"gale", 7})
+	if tp.Len() != 2 || tp.Value(1) != 7 || tp.StringByField("word") != "gale" || tp.SourceTask() != 3 || tp.Task() != -1 {
+		t.Fatalf("tuple %v", tp)
+	}
+	if v, ok := tp.Lookup("n"); !ok || v != 7 {
+		t.Fatalf("Lookup(n) = %v, %v", v, ok)
+	}
+	if _, ok := tp.Lookup("nope"); ok {
+		t.Fatal("Lookup of an undeclared field succeeded")
+	}
+	if tp.Anchored() || tp.Root() != 0 || len(tp.Roots()) != 0 || tp.IsTick() {
+		t.Fatal("a new tuple is untracked and not a tick")
+	}
+	if got := src.Fields.Index("n"); got != 1 {
+		t.Fatalf("Index = %d", got)
+	}
+	if err := NewFields("a", "").Validate(); err == nil || err.Error() != "field 1 has an empty name" {
+		t.Fatalf("Validate = %v", err)
+	}
+}
+
+func TestValueByFieldPanicsWithNames(t *testing.T) {
+	tp := New(&Source{Component: "c", Stream: "s", Fields: NewFields("a")}, 1, Values{1})
+	defer func() {
+		p := recover()
+		msg, _ := p.(string)
+		if !strings.Contains(msg, `stream "s" of "c" has no field "b" (fields [a])`) {
+			t.Fatalf("panic %v", p)
+		}
+	}()
+	tp.ValueByField("b")
+}
+
+func TestStringByFieldWrongType(t *testing.T) {
+	tp := New(&Source{Component: "c", Stream: "s", Fields: NewFields("a")}, 1, Values{1})
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(p.(string), `field "a" of stream "s" is int, not string`) {
+			t.Fatalf("panic %v", p)
+		}
+	}()
+	tp.StringByField("a")
+}
