@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -27,7 +28,11 @@ func main() {
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
 		}
-		fmt.Fprintln(os.Stderr, "gale:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "gale:") {
+			msg = "gale: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(2)
 	}
 }

@@ -246,9 +246,7 @@ func writeSummary(w io.Writer, r *wordcount.Result, top int) {
 	p("failed", grouped(r.Failed-r.TimedOut))
 	p("timed out", grouped(r.TimedOut))
 	p("replayed", grouped(r.Replays))
-	if r.Unacked > 0 {
-		p("UNACKED", grouped(r.Unacked))
-	}
+	p("unacked", grouped(r.Unacked))
 	p("words", grouped(r.Words))
 	p("distinct words", grouped(uint64(len(r.Counts))))
 	p("duplicates skipped", grouped(r.Duplicates))
