@@ -71,7 +71,8 @@ type Outcome struct {
 const (
 	flagInit   uint32 = 1 << 31
 	flagFailed uint32 = 1 << 30
-	taskMask   uint32 = 1<<30 - 1
+	flagReset  uint32 = 1 << 29 // a reset arrived before the init: tell the spout then
+	taskMask   uint32 = 1<<29 - 1
 )
 
 // MaxTask is the largest spout task id the ledger can hold.
@@ -171,6 +172,11 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 	switch m.Kind {
 	case Init:
 		e.xor ^= m.Val
+		if e.meta&flagReset != 0 {
+			// A reset raced ahead of the init (the spout's init was still buffered):
+			// forward it now, or the spout's clock would never restart.
+			reset = true
+		}
 		e.meta = e.meta&flagFailed | flagInit | uint32(m.Task)
 	case Ack:
 		e.xor ^= m.Val
@@ -179,6 +185,9 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 	case Reset:
 		reset = true
 		l.stats.Resets++
+		if e.meta&flagInit == 0 {
+			e.meta |= flagReset
+		}
 	}
 	if e.meta&flagInit != 0 {
 		switch {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +24,6 @@ type boltExec struct {
 	executing bool
 	wake      chan struct{}
 	tuples    <-chan []*tuple.Tuple
-	bc        basicCollector
 }
 
 // Emit implements topology.OutputCollector.
@@ -189,10 +189,16 @@ func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if t == nil {
+		return fmt.Errorf("%w: ResetTimeout of a nil tuple in %q task %d", topology.ErrMisuse, e.comp.ID, e.task)
+	}
 	if e.stopped {
 		return e.misuse(MisuseEmitAfterStop, t)
 	}
 	st := stateOf(t)
+	if st.DstTask != e.task {
+		return e.misuse(MisuseForeignTask, t)
+	}
 	st.Mu.Lock()
 	done := st.Status != tupleinternal.Pending
 	st.Mu.Unlock()
@@ -214,7 +220,7 @@ func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
 func (b *boltExec) execute(t *tuple.Tuple) {
 	defer func() {
 		if p := recover(); p != nil {
-			b.e.reportError(fmt.Errorf("bolt %q task %d panicked on %v: %v", b.e.comp.ID, b.e.task, t, p))
+			b.e.reportError(fmt.Errorf("bolt %q task %d panicked on %v: %v", b.e.comp.ID, b.e.task, t, p), "stack", string(debug.Stack()))
 			st := stateOf(t)
 			st.Mu.Lock()
 			pending := st.Status == tupleinternal.Pending
@@ -228,9 +234,9 @@ func (b *boltExec) execute(t *tuple.Tuple) {
 		b.bolt.Execute(t)
 		return
 	}
-	b.bc.cur.Store(t)
-	err := b.basic.Execute(t, &b.bc)
-	b.bc.cur.Store(nil)
+	bc := &basicCollector{b: b, in: t}
+	err := b.basic.Execute(t, bc)
+	bc.done.Store(true)
 	if err != nil {
 		_ = b.Fail(t)
 		return
@@ -315,43 +321,47 @@ func (b *boltExec) stop() {
 	}
 }
 
-// basicCollector anchors every emit to the current input (Storm's BasicOutputCollector).
-// cur is atomic because a collector kept past Execute may be used from another
-// goroutine; such use is refused (basic-outside) when no Execute is running.
+// basicCollector anchors every emit to its input (Storm's BasicOutputCollector). Each
+// Execute gets its own (one small allocation per input), so a collector kept past its
+// Execute can never anchor to a later input; using it once Execute has returned is
+// refused as misuse (basic-outside) instead of emitting untracked or into a wrong tree.
 type basicCollector struct {
-	b   *boltExec
-	cur atomic.Pointer[tuple.Tuple]
+	b    *boltExec
+	in   *tuple.Tuple
+	done atomic.Bool
 }
 
-// outside reports use of the collector after Execute returned: the emit would not be
-// anchored to anything, so it is refused rather than sent untracked.
-func (c *basicCollector) outside() error {
-	e := c.b.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.misuse(MisuseBasicOutside, nil)
+// live returns the input to anchor to, or a misuse error once Execute has returned.
+func (c *basicCollector) live() ([1]*tuple.Tuple, error) {
+	if c.done.Load() {
+		e := c.b.e
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return [1]*tuple.Tuple{}, e.misuse(MisuseBasicOutside, c.in)
+	}
+	return [1]*tuple.Tuple{c.in}, nil
 }
 
 func (c *basicCollector) Emit(values tuple.Values) error {
-	cur := [1]*tuple.Tuple{c.cur.Load()}
-	if cur[0] == nil {
-		return c.outside()
+	cur, err := c.live()
+	if err != nil {
+		return err
 	}
 	return c.b.emit(tuple.DefaultStream, -1, values, cur[:])
 }
 
 func (c *basicCollector) EmitTo(stream string, values tuple.Values) error {
-	cur := [1]*tuple.Tuple{c.cur.Load()}
-	if cur[0] == nil {
-		return c.outside()
+	cur, err := c.live()
+	if err != nil {
+		return err
 	}
 	return c.b.emit(stream, -1, values, cur[:])
 }
 
 func (c *basicCollector) EmitDirect(task int, stream string, values tuple.Values) error {
-	cur := [1]*tuple.Tuple{c.cur.Load()}
-	if cur[0] == nil {
-		return c.outside()
+	cur, err := c.live()
+	if err != nil {
+		return err
 	}
 	if task < 0 {
 		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
@@ -360,11 +370,10 @@ func (c *basicCollector) EmitDirect(task int, stream string, values tuple.Values
 }
 
 func (c *basicCollector) ResetTimeout() error {
-	cur := c.cur.Load()
-	if cur == nil {
-		return c.outside()
+	if _, err := c.live(); err != nil {
+		return err
 	}
-	return c.b.ResetTimeout(cur)
+	return c.b.ResetTimeout(c.in)
 }
 
 func (c *basicCollector) ReportError(err error) { c.b.e.reportError(err) }

@@ -35,9 +35,11 @@ type emitter struct {
 	logged  map[string]bool
 	stopped bool
 	log     *slog.Logger
-	// flushErr is the first transport error met while flushing (the context ended).
-	flushErr error
-	_        [64]byte
+	// pub is a copy of stats made at every flush, so that Stats never waits for mu,
+	// which a send blocked by backpressure can hold for long.
+	pubMu sync.Mutex
+	pub   taskStats
+	_     [64]byte
 }
 
 func newEmitter(rt *Runtime, task int, comp *topology.Component, log *slog.Logger) (*emitter, error) {
@@ -127,6 +129,10 @@ func (e *emitter) enqueue(ctx context.Context, task int, t *tuple.Tuple) {
 	b = append(b, t)
 	e.stats.transferred++
 	if len(b) >= e.rt.cfg.BatchSize {
+		// Acker messages first: a spout's init must not wait behind a send that may
+		// block, or a reset or ack from downstream could reach the acker long before it.
+		e.flushAcks()
+		e.publish() // the send may block for long: let Stats see the counts so far
 		e.send(ctx, task, b)
 		b = nil
 		for i, d := range e.dirty {
@@ -140,8 +146,10 @@ func (e *emitter) enqueue(ctx context.Context, task int, t *tuple.Tuple) {
 }
 
 func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
-	if err := e.rt.transport.SendTuples(ctx, task, b); err != nil && e.flushErr == nil {
-		e.flushErr = err
+	if err := e.rt.transport.SendTuples(ctx, task, b); err != nil {
+		// Only a hard stop cancels ctx: the batch is dropped, and its trees (if any)
+		// are failed by the message timeout of a restarted source.
+		e.stats.dropped += uint64(len(b))
 	}
 }
 
@@ -163,8 +171,10 @@ func (e *emitter) ackMsg(m acker.Msg) {
 	e.acks[i] = append(buf, m)
 }
 
-// flush sends every partial batch and every queued acker message (mu held).
+// flush sends the queued acker messages, then every partial batch (mu held). Acker
+// messages go first because data sends may block under backpressure.
 func (e *emitter) flush(ctx context.Context) {
+	e.flushAcks()
 	for _, task := range e.dirty {
 		if b := e.batches[task]; len(b) > 0 {
 			e.send(ctx, task, b)
@@ -172,6 +182,39 @@ func (e *emitter) flush(ctx context.Context) {
 		e.batches[task] = nil
 	}
 	e.dirty = e.dirty[:0]
+	e.publish()
+}
+
+// publish copies the counters for Stats (mu held).
+func (e *emitter) publish() {
+	e.pubMu.Lock()
+	defer e.pubMu.Unlock()
+	misuse, latency := e.pub.misuse, e.pub.latency
+	e.pub = e.stats
+	e.pub.misuse = misuse
+	if len(e.stats.misuse) > 0 {
+		if misuse == nil {
+			misuse = map[string]uint64{}
+			e.pub.misuse = misuse
+		}
+		for k, v := range e.stats.misuse {
+			misuse[k] = v
+		}
+	}
+	e.pub.latency = latency
+	if e.stats.latency != nil {
+		if latency == nil {
+			latency = &Histogram{}
+			e.pub.latency = latency
+		}
+		if latency.n != e.stats.latency.n {
+			*latency = *e.stats.latency
+		}
+	}
+}
+
+// flushAcks sends the queued acker messages; the control lane never blocks (mu held).
+func (e *emitter) flushAcks() {
 	for i, buf := range e.acks {
 		if len(buf) > 0 {
 			_ = e.rt.transport.SendAcks(e.rt.ackerTasks[i], buf)
@@ -183,6 +226,7 @@ func (e *emitter) flush(ctx context.Context) {
 // misuse counts one misuse and logs the first of each kind per task (mu held).
 func (e *emitter) misuse(kind string, t *tuple.Tuple) error {
 	e.stats.misuse[kind]++
+	e.publish()
 	root, stream := uint64(0), ""
 	if t != nil {
 		root, stream = t.Root(), t.SourceStream()
@@ -195,19 +239,25 @@ func (e *emitter) misuse(kind string, t *tuple.Tuple) error {
 	return fmt.Errorf("%w: %s in %q task %d (stream %q, root %016x)", topology.ErrMisuse, kind, e.comp.ID, e.task, stream, root)
 }
 
-func (e *emitter) reportError(err error) {
+// reportError counts an error and logs it; past the first 10 of a task only every
+// 1000th is logged, so a bolt that fails every tuple cannot flood the log.
+func (e *emitter) reportError(err error, attrs ...any) {
 	e.mu.Lock()
 	e.stats.errors++
+	n := e.stats.errors
 	e.stats.lastError = err.Error()
+	e.publish()
 	e.mu.Unlock()
-	e.log.Error("reported error", "component", e.comp.ID, "task", e.task, "err", err)
+	if n <= 10 || n%1000 == 0 {
+		e.log.Error("reported error", append([]any{"component", e.comp.ID, "task", e.task, "err", err, "errors_so_far", n}, attrs...)...)
+	}
 }
 
-// snapshot adds this task's counters to cs.
+// snapshot adds this task's counters, as of its last flush, to cs.
 func (e *emitter) snapshot(cs *ComponentStats) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := &e.stats
+	e.pubMu.Lock()
+	defer e.pubMu.Unlock()
+	s := &e.pub
 	cs.Emitted += s.emitted
 	cs.Transferred += s.transferred
 	cs.Acked += s.acked
@@ -218,6 +268,7 @@ func (e *emitter) snapshot(cs *ComponentStats) {
 	cs.Ticks += s.ticks
 	cs.ExecuteTime += durationOf(s.executeNanos)
 	cs.Errors += s.errors
+	cs.Dropped += s.dropped
 	if s.lastError != "" {
 		cs.LastError = s.lastError
 	}

@@ -191,7 +191,11 @@ func start(t *testing.T, topo *topology.Topology, cfg topology.Config) *Runtime 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = rt.Stop(ctx)
-		<-rt.Done()
+		select {
+		case <-rt.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("tasks still running after Stop: a goroutine leak or a stuck task")
+		}
 	})
 	return rt
 }

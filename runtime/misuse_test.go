@@ -202,3 +202,44 @@ func TestBasicCollectorOutsideExecute(t *testing.T) {
 		t.Fatalf("misuse %v, leaf executed %d", s.Components["leaky"].Misuse, s.Components["leaf"].Executed)
 	}
 }
+
+// slowLeaky keeps the collector of input 0 and emits with it while input 1 is being
+// executed: the emit must not join input 1's tree.
+type slowLeaky struct {
+	first   chan struct{}
+	emitted chan error
+	n       int
+}
+
+func (*slowLeaky) Prepare(context.Context, topology.TaskContext) error { return nil }
+func (l *slowLeaky) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
+	l.n++
+	if l.n == 1 {
+		go func() { <-l.first; l.emitted <- out.Emit(tuple.Values{-1}) }()
+		return nil
+	}
+	close(l.first) // input 0 is done; input 1's Execute is running now
+	<-l.emitted    // the stale emit has happened (or been refused)
+	return nil
+}
+func (*slowLeaky) Cleanup() error { return nil }
+
+func TestStaleBasicCollectorNeverJoinsAnotherTree(t *testing.T) {
+	rec := newRecorder()
+	sl := &slowLeaky{first: make(chan struct{}), emitted: make(chan error, 1)}
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 2} }, 1).Output("id")
+	b.SetBasicBolt("leaky", func() topology.BasicBolt { return sl }, 1).ShuffleGrouping("s").Output("id")
+	b.SetBolt("leaf", bolt(func(b *fnBolt, t *tuple.Tuple) { _ = b.out.Fail(t) }), 1).ShuffleGrouping("leaky")
+	cfg := quietConfig()
+	cfg.BatchSize = 1
+	rt := start(t, mustBuild(t, b), cfg)
+	rec.waitFor(t, "both outcomes", func(a, f int) bool { return a+f == 2 })
+	stop(t, rt)
+	if a, f := rec.counts(); a != 2 || f != 0 {
+		t.Fatalf("acks %d fails %d: a stale collector's emit joined a live tree", a, f)
+	}
+	if rt.Stats().Components["leaky"].Misuse[MisuseBasicOutside] != 1 {
+		t.Fatal("stale emit not counted as misuse")
+	}
+}

@@ -98,6 +98,9 @@ func hashValue(h uint64, v any) uint64 {
 			h = hashU64(h, 0)
 		}
 	case float64:
+		if x == 0 {
+			x = 0 // -0.0 == 0.0: same key, same task
+		}
 		h = hashU64(h, math.Float64bits(x))
 	case nil:
 		h = hashU64(h, 0x9e3779b97f4a7c15)

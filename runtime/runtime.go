@@ -206,15 +206,20 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 				continue
 			}
 			b := &boltExec{e: e, rt: r, wake: make(chan struct{}, 1), tuples: inbox.Tuples()}
-			b.bc.b = b
+			// As for spouts, a task whose Prepare failed is not cleaned up; the tasks
+			// prepared before it are.
 			if c.Basic != nil {
 				b.basic = c.Basic()
 				err = callErr(func() error { return b.basic.Prepare(ctx, tc) })
-				opened = append(opened, func() { _ = callErr(b.basic.Cleanup) })
+				if err == nil {
+					opened = append(opened, func() { _ = callErr(b.basic.Cleanup) })
+				}
 			} else {
 				b.bolt = c.Bolt()
 				err = callErr(func() error { return b.bolt.Prepare(ctx, tc, b) })
-				opened = append(opened, func() { _ = callErr(b.bolt.Cleanup) })
+				if err == nil {
+					opened = append(opened, func() { _ = callErr(b.bolt.Cleanup) })
+				}
 			}
 			if err != nil {
 				return fmt.Errorf("bolt %q task %d: Prepare: %w", c.ID, task, err)
@@ -255,6 +260,10 @@ func (r *Runtime) taskExited(task int) {
 	r.tasksWG.Done()
 }
 
+// stopGrace is how long Stop waits, after its deadline, first for queued tuples to
+// drain and then for tasks to leave user code.
+const stopGrace = time.Second
+
 // ErrShutdownTimeout is returned by Stop when trees were still pending at its deadline.
 var ErrShutdownTimeout = errors.New("gale: shutdown deadline passed with trees pending")
 
@@ -262,7 +271,9 @@ var ErrShutdownTimeout = errors.New("gale: shutdown deadline passed with trees p
 // tree is waited for until it is acked, failed or timed out (bounded by ctx's deadline,
 // or Config.ShutdownTimeout if ctx has none), queues drain in topological order, and
 // every task is closed. It returns ErrShutdownTimeout (with the count) if trees were
-// abandoned at the deadline; those trees got neither Ack nor Fail.
+// abandoned at the deadline; those trees got neither Ack nor Fail. If user code does
+// not return, Stop returns about 2 s after its deadline with ErrShutdownTimeout and Done
+// stays open. Do not call Stop from inside a task: it waits for every task to finish.
 func (r *Runtime) Stop(ctx context.Context) error {
 	r.stopping.Store(true)
 	r.stopOnce.Do(func() { close(r.stopCh) })
@@ -276,17 +287,25 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		r.drainOnce.Do(func() { close(r.drainExpired) })
 		// Spouts give up their pending trees now; bolts still drain what is queued.
-		// If user code does not return, cut blocked sends after a short grace.
+		// After a short grace, blocked sends are cut; after another, Stop gives up on
+		// tasks stuck in user code (Done then closes whenever they return).
+		grace := time.NewTimer(stopGrace)
+		defer grace.Stop()
 		select {
 		case <-r.done:
-		case <-time.After(time.Second):
+		case <-grace.C:
 			r.hardCancel()
-			<-r.done
+			grace.Reset(stopGrace)
+			select {
+			case <-r.done:
+			case <-grace.C:
+				return fmt.Errorf("%w: tasks still inside user code (Execute, NextTuple, Close or Cleanup has not returned); Done closes when they return", ErrShutdownTimeout)
+			}
 		}
 	}
 	abandoned := 0
 	for _, s := range r.spouts {
-		abandoned += s.abandoned
+		abandoned += int(s.abandoned.Load())
 	}
 	if abandoned > 0 {
 		return fmt.Errorf("%w: %d trees", ErrShutdownTimeout, abandoned)
@@ -315,6 +334,7 @@ func (r *Runtime) Stats() Stats {
 		cs := s.Components[sp.e.comp.ID]
 		sp.e.snapshot(cs)
 		cs.Pending += int(sp.pending.n.Load())
+		cs.Abandoned += int(sp.abandoned.Load())
 	}
 	for _, b := range r.bolts {
 		b.e.snapshot(s.Components[b.e.comp.ID])

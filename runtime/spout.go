@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -68,7 +69,7 @@ type spoutExec struct {
 	immediate []any // tracked emits acked at once (no ackers, or no consumers)
 	outs      []acker.Outcome
 	now       int64
-	abandoned int
+	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
 }
 
 // Emit implements topology.SpoutCollector.
@@ -150,7 +151,7 @@ func (s *spoutExec) ackImmediate() {
 func (s *spoutExec) call(what string, fn func()) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.e.reportError(fmt.Errorf("spout %s panicked: %v", what, p))
+			s.e.reportError(fmt.Errorf("spout %s panicked: %v", what, p), "stack", string(debug.Stack()))
 		}
 	}()
 	fn()
@@ -209,14 +210,20 @@ func (s *spoutExec) run() {
 	for {
 		s.now = rt.nanotime()
 		s.drainOutcomes()
-		if timeouts {
-			for s.now >= nextRotate {
+		if timeouts && s.now >= nextRotate {
+			// Catch up on missed rotations (the task was blocked), but never loop more
+			// than the number of buckets: after that every tree has expired anyway.
+			for n := 0; s.now >= nextRotate && n <= rotationsPerTimeout; n++ {
 				s.expire()
 				nextRotate += rotateEvery
+			}
+			if s.now >= nextRotate {
+				nextRotate = s.now + rotateEvery
 			}
 		}
 		s.ackImmediate()
 		if rt.hard.Err() != nil {
+			s.abandoned.Store(s.pending.n.Load())
 			break
 		}
 		stopping := rt.stopping.Load()
@@ -244,10 +251,10 @@ func (s *spoutExec) run() {
 			}
 			select {
 			case <-rt.drainExpired:
-				s.abandoned = int(s.pending.n.Load())
+				s.abandoned.Store(s.pending.n.Load())
 			default:
 			}
-			if s.abandoned > 0 {
+			if s.abandoned.Load() > 0 {
 				break
 			}
 		}

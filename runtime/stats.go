@@ -36,6 +36,11 @@ type ComponentStats struct {
 	// Bolt: execute calls and the time spent in them.
 	Executed    uint64
 	ExecuteTime time.Duration
+	// Dropped: tuples discarded because a hard stop interrupted their send.
+	Dropped uint64
+	// Abandoned (spouts): trees given neither Ack nor Fail because the shutdown
+	// deadline passed or the Start context was canceled.
+	Abandoned int
 	// Ticks delivered (not counted in Executed).
 	Ticks uint64
 	// Errors reported with ReportError or recovered panics.
@@ -86,6 +91,7 @@ type taskStats struct {
 	acked, failed, timedOut uint64
 	late, executed, errors  uint64
 	executeNanos            int64
+	dropped                 uint64
 	ticks                   uint64
 	lastError               string
 	misuse                  map[string]uint64

@@ -10,6 +10,10 @@ import (
 	"github.com/gale-stream/gale/tuple"
 )
 
+// MaxParallelism bounds the tasks of one component (task ids must fit the acker's
+// packed entries with room to spare).
+const MaxParallelism = 1 << 20
+
 // ErrTopology wraps every error found when building a topology.
 var ErrTopology = errors.New("gale: invalid topology")
 
@@ -232,8 +236,8 @@ func (b *Builder) Build() (*Topology, error) {
 			errs = append(errs, fmt.Errorf("component id %q is used twice", c.ID))
 			continue
 		}
-		if c.Parallelism < 1 {
-			errs = append(errs, fmt.Errorf("component %q: parallelism %d, must be >= 1", c.ID, c.Parallelism))
+		if c.Parallelism < 1 || c.Parallelism > MaxParallelism {
+			errs = append(errs, fmt.Errorf("component %q: parallelism %d, must be 1 to %d", c.ID, c.Parallelism, MaxParallelism))
 		}
 		if c.IsSpout() {
 			spouts++
@@ -248,7 +252,15 @@ func (b *Builder) Build() (*Topology, error) {
 		if !c.IsSpout() && len(c.Inputs) == 0 {
 			errs = append(errs, fmt.Errorf("bolt %q has no inputs", c.ID))
 		}
+		seen := map[[2]string]bool{}
 		for _, in := range c.Inputs {
+			key := [2]string{in.Component, in.Stream}
+			if seen[key] {
+				// Two subscriptions would deliver every tuple twice (Storm keeps one).
+				errs = append(errs, fmt.Errorf("bolt %q subscribes to stream %q of %q twice", c.ID, in.Stream, in.Component))
+				continue
+			}
+			seen[key] = true
 			if err := checkInput(t, c, in); err != nil {
 				errs = append(errs, err)
 			}
@@ -279,8 +291,12 @@ func checkInput(t *Topology, c *Component, in Input) error {
 	}
 	g := in.Grouping
 	switch {
-	case g.Kind < ShuffleKind || g.Kind > CustomKind:
+	case g.Kind == 0:
 		return fmt.Errorf("bolt %q input %q/%q: no grouping given", c.ID, in.Component, in.Stream)
+	case g.Kind > CustomKind:
+		return fmt.Errorf("bolt %q input %q/%q: unknown grouping kind %d", c.ID, in.Component, in.Stream, g.Kind)
+	case g.Kind != FieldsKind && len(g.Fields) > 0:
+		return fmt.Errorf("bolt %q input %q/%q: %s grouping given fields %v (only fields grouping takes fields)", c.ID, in.Component, in.Stream, g.Kind, g.Fields)
 	case g.Kind == DirectKind && !st.Direct:
 		return fmt.Errorf("bolt %q uses direct grouping on stream %q of %q, which is not declared direct", c.ID, in.Stream, in.Component)
 	case g.Kind != DirectKind && st.Direct:

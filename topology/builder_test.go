@@ -69,7 +69,22 @@ func TestBuildValidation(t *testing.T) {
 		}, `component "s": stream id "__tick" is reserved`},
 		{"parallelism 0", func(b *Builder) {
 			b.SetSpout("s", spout, 0).Output("x")
-		}, `component "s": parallelism 0, must be >= 1`},
+		}, `component "s": parallelism 0, must be 1 to 1048576`},
+		{"parallelism too large", func(b *Builder) {
+			b.SetSpout("s", spout, 1<<40).Output("x")
+		}, `component "s": parallelism 1099511627776, must be 1 to 1048576`},
+		{"subscribed twice", func(b *Builder) {
+			b.SetSpout("s", spout, 1).Output("x")
+			b.SetBolt("a", bolt, 1).ShuffleGrouping("s").ShuffleGrouping("s")
+		}, `bolt "a" subscribes to stream "default" of "s" twice`},
+		{"unknown grouping kind", func(b *Builder) {
+			b.SetSpout("s", spout, 1).Output("x")
+			b.SetBolt("a", bolt, 1).Input("s", "default", Grouping{Kind: 42})
+		}, `bolt "a" input "s"/"default": unknown grouping kind 42`},
+		{"shuffle with fields", func(b *Builder) {
+			b.SetSpout("s", spout, 1).Output("x")
+			b.SetBolt("a", bolt, 1).Input("s", "default", Grouping{Kind: ShuffleKind, Fields: []string{"x"}})
+		}, `shuffle grouping given fields [x] (only fields grouping takes fields)`},
 		{"no spout", func(b *Builder) {}, "no spout"},
 		{"bolt without inputs", func(b *Builder) {
 			b.SetSpout("s", spout, 1).Output("x")
@@ -132,7 +147,8 @@ func TestConfigValidation(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{}, "MessageTimeout = 0s, must be > 0"},
+		{Config{}, "MessageTimeout = 0s, must be at least 1ms"},
+		{mod(func(c *Config) { c.MessageTimeout = 30 }), "MessageTimeout = 30ns, must be at least 1ms"},
 		{mod(func(c *Config) { c.Ackers = -1 }), "Ackers = -1"},
 		{mod(func(c *Config) { c.DisableTimeouts = true }), "STORM-3514"},
 		{mod(func(c *Config) { c.MaxSpoutPending = -5 }), "MaxSpoutPending = -5"},

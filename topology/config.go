@@ -17,7 +17,7 @@ type Config struct {
 	// MessageTimeout is how long a tuple tree may take before the spout fails it
 	// (Storm's topology.message.timeout.secs). A tree times out between MessageTimeout
 	// and 1.25×MessageTimeout after its emit (rotating buckets, no per-tree timers).
-	// Must be > 0 unless DisableTimeouts. Default 30 s.
+	// At least MinMessageTimeout unless DisableTimeouts. Default 30 s.
 	MessageTimeout time.Duration
 	// DisableTimeouts turns message timeouts off (Storm's
 	// topology.enable.message.timeouts=false), for tests only. Refused together with
@@ -39,6 +39,10 @@ type Config struct {
 	// Logger receives warnings (misuse, reported errors). Default slog.Default().
 	Logger *slog.Logger
 }
+
+// MinMessageTimeout is the shortest message timeout accepted: timeouts are checked in
+// rotating buckets of a quarter timeout, which must stay well above scheduling noise.
+const MinMessageTimeout = time.Millisecond
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
@@ -63,8 +67,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Ackers < 0:
 		return bad("Ackers = %d, must be >= 0 (0 turns tracking off)", c.Ackers)
-	case !c.DisableTimeouts && c.MessageTimeout <= 0:
-		return bad("MessageTimeout = %v, must be > 0 (start from DefaultConfig)", c.MessageTimeout)
+	case !c.DisableTimeouts && c.MessageTimeout < MinMessageTimeout:
+		return bad("MessageTimeout = %v, must be at least %v (start from DefaultConfig; it is a time.Duration, so 30 means 30ns)", c.MessageTimeout, MinMessageTimeout)
 	case c.MaxSpoutPending < 0:
 		return bad("MaxSpoutPending = %d, must be >= 0 (0 = unlimited)", c.MaxSpoutPending)
 	case c.DisableTimeouts && c.MaxSpoutPending > 0 && c.Ackers > 0:

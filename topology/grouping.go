@@ -1,6 +1,10 @@
 package topology
 
-import "github.com/gale-stream/gale/tuple"
+import (
+	"fmt"
+
+	"github.com/gale-stream/gale/tuple"
+)
 
 // GroupingKind names a stream grouping (Storm's built-in groupings plus custom).
 type GroupingKind uint8
@@ -18,7 +22,11 @@ const (
 )
 
 func (k GroupingKind) String() string {
-	return [...]string{"?", "shuffle", "fields", "all", "global", "direct", "local-or-shuffle", "none", "custom"}[k]
+	names := [...]string{"none-given", "shuffle", "fields", "all", "global", "direct", "local-or-shuffle", "none", "custom"}
+	if int(k) < len(names) {
+		return names[k]
+	}
+	return fmt.Sprintf("grouping(%d)", uint8(k))
 }
 
 // Grouping says how a stream's tuples are spread over a consumer's tasks.

@@ -66,11 +66,17 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 					return fmt.Errorf("%s is a directory, not a text file", f)
 				}
 			}
-			if failRate < 0 || failRate >= 1 {
+			switch {
+			case !(failRate >= 0 && failRate < 1): // also refuses NaN
 				return fmt.Errorf("--fail-rate %v: must be at least 0 and below 1", failRate)
-			}
-			if top < 0 {
+			case top < 0:
 				return fmt.Errorf("--top %d: must be >= 0", top)
+			case ackers < 0:
+				return fmt.Errorf("--ackers %d: must be >= 0 (0 turns tracking off)", ackers)
+			case maxPending < 0:
+				return fmt.Errorf("--max-pending %d: must be >= 0 (0 = unlimited)", maxPending)
+			case timeout < topology.MinMessageTimeout:
+				return fmt.Errorf("--timeout %v: must be at least %v", timeout, topology.MinMessageTimeout)
 			}
 			cfg := topology.DefaultConfig()
 			cfg.Ackers = ackers
@@ -137,7 +143,7 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 		},
 	}
 	f := cmd.Flags()
-	f.Float64Var(&failRate, "fail-rate", 0, "probability that each bolt fails an input (lines are then replayed)")
+	f.Float64Var(&failRate, "fail-rate", 0, "probability that split fails a line and count fails a word not yet counted (lines are then replayed)")
 	f.Uint64Var(&seed, "seed", 1, "seed for --fail-rate")
 	f.IntVar(&ackers, "ackers", 1, "acker tasks (0 turns tracking off)")
 	f.IntVar(&maxPending, "max-pending", 5000, "max spout pending: lines in flight (0 = unlimited)")

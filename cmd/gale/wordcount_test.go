@@ -97,8 +97,11 @@ func TestWordcountBadInput(t *testing.T) {
 		{[]string{"--fail-rate", "1.5", "../../testdata/books/105.txt"}, "--fail-rate 1.5: must be at least 0 and below 1"},
 		{[]string{"/nonexistent.txt"}, "no such file"},
 		{[]string{"../../testdata"}, "is a directory"},
-		{[]string{"--ackers", "-1", "../../testdata/books/105.txt"}, "Ackers = -1"},
-		{[]string{"--timeout", "0s", "../../testdata/books/105.txt"}, "MessageTimeout = 0s"},
+		{[]string{"--ackers", "-1", "../../testdata/books/105.txt"}, "--ackers -1: must be >= 0"},
+		{[]string{"--max-pending", "-5", "../../testdata/books/105.txt"}, "--max-pending -5: must be >= 0"},
+		{[]string{"--timeout", "0s", "../../testdata/books/105.txt"}, "--timeout 0s: must be at least 1ms"},
+		{[]string{"--timeout", "3ns", "../../testdata/books/105.txt"}, "--timeout 3ns: must be at least 1ms"},
+		{[]string{"--fail-rate", "NaN", "../../testdata/books/105.txt"}, "--fail-rate NaN: must be at least 0 and below 1"},
 		{[]string{"--fail-rate", "0.1", "--ackers", "0", "../../testdata/books/105.txt"}, "a fail rate needs acker tasks"},
 		{[]string{"--top", "-1", "../../testdata/books/105.txt"}, "--top -1"},
 	} {

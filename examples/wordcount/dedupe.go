@@ -32,6 +32,16 @@ func NewOccurrences() *Occurrences { return &Occurrences{pages: map[uint64]*page
 // Apply records occurrence occ and reports whether it was new. low is the spout's low
 // watermark when the line was emitted: no occurrence below it can be new.
 func (o *Occurrences) Apply(occ, low uint64) bool {
+	if o.Seen(occ, low) {
+		return false
+	}
+	o.Add(occ)
+	return true
+}
+
+// Seen reports whether occurrence occ was applied already (or lies below the floor),
+// after raising the floor to low and freeing the pages below it.
+func (o *Occurrences) Seen(occ, low uint64) bool {
 	if f := low >> pageShift; f > o.floor {
 		for i := range o.pages {
 			if i < f {
@@ -43,24 +53,40 @@ func (o *Occurrences) Apply(occ, low uint64) bool {
 	}
 	pi := occ >> pageShift
 	if pi < o.floor {
-		return false
+		return true
 	}
-	p := o.last
-	if p == nil || o.lastI != pi {
-		p = o.pages[pi]
-		if p == nil {
-			p = new(page)
-			o.pages[pi] = p
-		}
-		o.last, o.lastI = p, pi
+	p := o.page(pi, false)
+	if p == nil {
+		return false
 	}
 	bit := occ & (1<<pageShift - 1)
-	w, m := bit/64, uint64(1)<<(bit%64)
-	if p[w]&m != 0 {
-		return false
+	return p[bit/64]&(1<<(bit%64)) != 0
+}
+
+// Add records occurrence occ as applied (call Seen first: it maintains the floor).
+func (o *Occurrences) Add(occ uint64) {
+	pi := occ >> pageShift
+	if pi < o.floor {
+		return
 	}
-	p[w] |= m
-	return true
+	bit := occ & (1<<pageShift - 1)
+	o.page(pi, true)[bit/64] |= 1 << (bit % 64)
+}
+
+func (o *Occurrences) page(pi uint64, create bool) *page {
+	if o.last != nil && o.lastI == pi {
+		return o.last
+	}
+	p := o.pages[pi]
+	if p == nil {
+		if !create {
+			return nil
+		}
+		p = new(page)
+		o.pages[pi] = p
+	}
+	o.last, o.lastI = p, pi
+	return p
 }
 
 // Pages is the number of bitmap pages held (8 KiB each).

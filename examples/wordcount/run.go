@@ -16,8 +16,8 @@ import (
 // Options configure a word-count run.
 type Options struct {
 	Files []string
-	// FailRate is the probability that split or count fails an input (each bolt
-	// independently), to exercise replays. 0 ≤ FailRate < 1.
+	// FailRate is the probability that split fails a line, and that count fails a word
+	// occurrence it has not applied yet, to exercise replays. 0 ≤ FailRate < 1.
 	FailRate float64
 	// Seed seeds the failure injection (per task).
 	Seed uint64
@@ -75,7 +75,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.Files) == 0 {
 		return nil, errors.New("wordcount: no input files")
 	}
-	if opts.FailRate < 0 || opts.FailRate >= 1 {
+	if !(opts.FailRate >= 0 && opts.FailRate < 1) { // also refuses NaN
 		return nil, fmt.Errorf("wordcount: fail rate %v, must be in [0, 1)", opts.FailRate)
 	}
 	if opts.FailRate > 0 && opts.Config.Ackers == 0 {

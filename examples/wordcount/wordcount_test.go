@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,6 +162,20 @@ func TestWordCountTimeoutsReplay(t *testing.T) {
 	t.Logf("dropped %d, timed out %d, replays %d", dropped.Load(), res.TimedOut, res.Replays)
 }
 
+// A high fail rate still terminates with exact counts: occurrences already counted are
+// acked as duplicates rather than failed again, so every attempt makes progress.
+func TestWordCountHighFailRate(t *testing.T) {
+	files := books(t)[3:4] // 244-0.txt, the shortest book
+	want := referenceCount(t, files)
+	res, err := Run(context.Background(), Options{Files: files, FailRate: 0.5, Seed: 11, Config: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffCounts(res.Counts, want); d != "" || res.Unacked != 0 || res.Replays == 0 {
+		t.Fatalf("unacked %d replays %d, counts differ:\n%s", res.Unacked, res.Replays, d)
+	}
+}
+
 func TestRunRejectsBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		opts Options
@@ -169,6 +184,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{Options{Config: quiet()}, "no input files"},
 		{Options{Files: []string{"/nonexistent/book.txt"}, Config: quiet()}, "no such file"},
 		{Options{Files: books(t), FailRate: 1, Config: quiet()}, "fail rate 1"},
+		{Options{Files: books(t), FailRate: math.NaN(), Config: quiet()}, "fail rate NaN"},
 	} {
 		if _, err := Run(context.Background(), tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Run(%v) = %v, want %q", tc.opts.Files, err, tc.want)

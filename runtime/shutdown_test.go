@@ -1,0 +1,125 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// Stats must answer while a task is blocked sending into a full queue.
+func TestStatsDoNotBlockUnderBackpressure(t *testing.T) {
+	rec := newRecorder()
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) }) // runs before cleanups, even on t.Fatal
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 100} }, 1).Output("id")
+	b.SetBolt("slow", bolt(func(b *fnBolt, t *tuple.Tuple) { <-release; _ = b.out.Ack(t) }), 1).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.BatchSize, cfg.ReceiveQueue = 1, 1
+	rt := start(t, mustBuild(t, b), cfg)
+	// The spout has emitted more than the bolt's queue holds: it is blocked in a send.
+	waitStat(t, rt, "the spout to fill the queue", func(s Stats) bool { return s.Components["s"].Emitted >= 3 })
+	got := make(chan Stats, 1)
+	go func() { got <- rt.Stats() }()
+	select {
+	case s := <-got:
+		if s.Components["slow"].Executed != 0 {
+			t.Fatalf("slow executed %d while held", s.Components["slow"].Executed)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stats blocked behind a send under backpressure")
+	}
+	once.Do(func() { close(release) })
+	rec.waitFor(t, "acks", func(a, f int) bool { return a == 100 })
+	stop(t, rt)
+}
+
+// A task stuck in user code cannot hold Stop past its deadline (plus the grace).
+func TestStopReturnsWhenUserCodeHangs(t *testing.T) {
+	rec := newRecorder()
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	entered := make(chan struct{}, 1)
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
+	b.SetBolt("stuck", bolt(func(b *fnBolt, t *tuple.Tuple) { entered <- struct{}{}; <-release }), 1).ShuffleGrouping("s")
+	rt, err := Start(context.Background(), mustBuild(t, b), quietConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = rt.Stop(ctx)
+	if !errors.Is(err, ErrShutdownTimeout) || !strings.Contains(err.Error(), "inside user code") {
+		t.Fatalf("Stop = %v", err)
+	}
+	select {
+	case <-rt.Done():
+		t.Fatal("Done closed while a task is still in Execute")
+	default:
+	}
+	once.Do(func() { close(release) }) // the task returns; everything winds down
+	<-rt.Done()
+	if s := rt.Stats().Components["s"]; s.Abandoned != 1 {
+		t.Fatalf("abandoned %d, want 1", s.Abandoned)
+	}
+}
+
+// Canceling Start's context stops at once; the trees it cut off are reported.
+func TestStartContextCancelReportsAbandonedTrees(t *testing.T) {
+	rec := newRecorder()
+	held := make(chan *tuple.Tuple, 10)
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 10} }, 1).Output("id")
+	b.SetBolt("hold", holdBolt(held, nil), 1).ShuffleGrouping("s")
+	ctx, cancel := context.WithCancel(context.Background())
+	rt, err := Start(ctx, mustBuild(t, b), quietConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		<-held
+	}
+	cancel()
+	<-rt.Done()
+	err = rt.Stop(context.Background())
+	if !errors.Is(err, ErrShutdownTimeout) || rt.Stats().Components["s"].Abandoned != 10 {
+		t.Fatalf("Stop = %v, abandoned %d", err, rt.Stats().Components["s"].Abandoned)
+	}
+	if a, f := rec.counts(); a+f != 0 {
+		t.Fatalf("acks %d fails %d after a hard stop", a, f)
+	}
+}
+
+// ResetTimeout refuses nil and tuples this task did not receive.
+func TestResetTimeoutMisuse(t *testing.T) {
+	rec := newRecorder()
+	errs := make(chan error, 2)
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
+	b.SetBolt("a", bolt(func(b *fnBolt, t *tuple.Tuple) {
+		errs <- b.out.ResetTimeout(nil)
+		errs <- b.out.ResetTimeout(tuple.New(t.Source(), 0, t.Values()))
+		_ = b.out.Ack(t)
+	}), 1).ShuffleGrouping("s")
+	rt := start(t, mustBuild(t, b), quietConfig())
+	rec.waitFor(t, "ack", func(a, f int) bool { return a == 1 })
+	stop(t, rt)
+	for range 2 {
+		if err := <-errs; !errors.Is(err, topology.ErrMisuse) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	if n := rt.Stats().Components["a"].Misuse[MisuseForeignTask]; n != 1 {
+		t.Fatalf("foreign-task misuse %d", n)
+	}
+}
