@@ -73,20 +73,25 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 				continue
 			}
 			as := stateOf(a)
-			if as.Root0 == 0 {
-				continue // an untracked anchor adds nothing to any tree
+			// A tuple's state belongs to the task that received it and is guarded by
+			// that task's mu (held here), so anchoring is only allowed there.
+			if as.DstTask != e.task {
+				if misuseErr == nil {
+					misuseErr = e.misuse(MisuseForeignTask, a)
+				}
+				continue
 			}
-			edge := nonzeroID()
-			as.Mu.Lock()
 			if as.Status != tupleinternal.Pending {
-				as.Mu.Unlock()
 				if misuseErr == nil {
 					misuseErr = e.misuse(MisuseAnchorAfterAck, a)
 				}
 				continue
 			}
+			if as.Root0 == 0 {
+				continue // an untracked anchor adds nothing to any tree
+			}
+			edge := nonzeroID()
 			as.AckVal ^= edge
-			as.Mu.Unlock()
 			addEdge(st, as.Root0, edge)
 			for _, m := range as.More {
 				addEdge(st, m.Root, edge)
@@ -146,9 +151,7 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8) error {
 	if st.DstTask != e.task {
 		return e.misuse(MisuseForeignTask, t)
 	}
-	st.Mu.Lock()
 	if from := st.Status; from != tupleinternal.Pending {
-		st.Mu.Unlock()
 		switch {
 		case from == tupleinternal.Acked && to == tupleinternal.Acked:
 			return e.misuse(MisuseDoubleAck, t)
@@ -160,9 +163,15 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8) error {
 			return e.misuse(MisuseFailAfterAck, t)
 		}
 	}
+	b.finishLocked(st, to)
+	return nil
+}
+
+// finishLocked acks or fails a pending input this task received (e.mu held).
+func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8) {
+	e := b.e
 	st.Status = to
 	v := st.AckVal
-	st.Mu.Unlock()
 	if to == tupleinternal.Acked {
 		e.stats.acked++
 		if st.Root0 != 0 {
@@ -181,7 +190,16 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8) error {
 		}
 	}
 	b.wakeLocked()
-	return nil
+}
+
+// failPending fails t if it is still pending (after a panic in user code).
+func (b *boltExec) failPending(t *tuple.Tuple) {
+	e := b.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st := stateOf(t); !e.stopped && st.DstTask == e.task && st.Status == tupleinternal.Pending {
+		b.finishLocked(st, tupleinternal.Failed)
+	}
 }
 
 // ResetTimeout implements topology.OutputCollector.
@@ -199,10 +217,7 @@ func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
 	if st.DstTask != e.task {
 		return e.misuse(MisuseForeignTask, t)
 	}
-	st.Mu.Lock()
-	done := st.Status != tupleinternal.Pending
-	st.Mu.Unlock()
-	if done {
+	if st.Status != tupleinternal.Pending {
 		return e.misuse(MisuseResetAfterDone, t)
 	}
 	if st.Root0 != 0 {
@@ -221,13 +236,7 @@ func (b *boltExec) execute(t *tuple.Tuple) {
 	defer func() {
 		if p := recover(); p != nil {
 			b.e.reportError(fmt.Errorf("bolt %q task %d panicked on %v: %v", b.e.comp.ID, b.e.task, t, p), "stack", string(debug.Stack()))
-			st := stateOf(t)
-			st.Mu.Lock()
-			pending := st.Status == tupleinternal.Pending
-			st.Mu.Unlock()
-			if pending {
-				_ = b.Fail(t)
-			}
+			b.failPending(t)
 		}
 	}()
 	if b.basic == nil {

@@ -43,42 +43,54 @@ func TestMisuseIsReported(t *testing.T) {
 		// misuse does the wrong thing (and the right one) with input t.
 		misuse func(b *fnBolt, t *tuple.Tuple, other topology.OutputCollector) error
 		want   result
+		// leafFails: unanchored children the leaf fails (a refused anchor's child).
+		leafFails uint64
+		name      string
 	}{
 		{MisuseDoubleAck, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
 			_ = b.out.Emit(t.Values(), t)
 			_ = b.out.Ack(t)
 			return b.out.Ack(t) // would cancel the child's edge back in (R2): a stall
-		}, result{acks: 20}},
+		}, result{acks: 20}, 0, ""},
 		{MisuseDoubleFail, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
 			_ = b.out.Fail(t)
 			return b.out.Fail(t)
-		}, result{fails: 20}},
+		}, result{fails: 20}, 0, ""},
 		{MisuseAckAfterFail, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
 			_ = b.out.Fail(t)
 			return b.out.Ack(t)
-		}, result{fails: 20}},
+		}, result{fails: 20}, 0, ""},
 		{MisuseFailAfterAck, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
 			_ = b.out.Emit(t.Values(), t)
 			_ = b.out.Ack(t)
 			return b.out.Fail(t)
-		}, result{acks: 20}},
+		}, result{acks: 20}, 0, ""},
 		{MisuseAnchorAfterAck, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
 			_ = b.out.Ack(t)
 			return b.out.Emit(t.Values(), t) // R3: must not join (or complete) the tree
-		}, result{acks: 20}},
+		}, result{acks: 20}, 20, ""},
 		{MisuseForeignTask, func(b *fnBolt, t *tuple.Tuple, other topology.OutputCollector) error {
 			err := other.Ack(t) // the other task did not receive t
 			_ = b.out.Emit(t.Values(), t)
 			_ = b.out.Ack(t)
 			return err
-		}, result{acks: 20}},
+		}, result{acks: 20}, 0, ""},
 		{MisuseResetAfterDone, func(b *fnBolt, t *tuple.Tuple, _ topology.OutputCollector) error {
 			_ = b.out.Ack(t)
 			return b.out.ResetTimeout(t)
-		}, result{acks: 20}},
+		}, result{acks: 20}, 0, ""},
+		{MisuseForeignTask, func(b *fnBolt, t *tuple.Tuple, other topology.OutputCollector) error {
+			err := other.Emit(t.Values(), t) // anchored through a task that did not receive t
+			_ = b.out.Ack(t)
+			return err
+		}, result{acks: 20}, 20, "foreign-anchor"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.kind, func(t *testing.T) {
+		name := tc.kind
+		if tc.name != "" {
+			name = tc.name
+		}
+		t.Run(name, func(t *testing.T) {
 			rec := newRecorder()
 			var logs syncBuffer
 			var mu sync.Mutex
@@ -118,12 +130,8 @@ func TestMisuseIsReported(t *testing.T) {
 				t.Fatalf("spout acks %d fails %d, want %+v", a, f, tc.want)
 			}
 			s := rt.Stats()
-			wantLeafFails := uint64(0)
-			if tc.kind == MisuseAnchorAfterAck {
-				wantLeafFails = 20
-			}
-			if got := s.Components["leaf"].Failed; got != wantLeafFails {
-				t.Fatalf("leaf failed %d unanchored children, want %d", got, wantLeafFails)
+			if got := s.Components["leaf"].Failed; got != tc.leafFails {
+				t.Fatalf("leaf failed %d unanchored children, want %d", got, tc.leafFails)
 			}
 			if got := s.Components["a"].Misuse[tc.kind]; got != 20 || s.MisuseTotal() != 20 {
 				t.Fatalf("misuse %s counted %d (total %d), want 20", tc.kind, got, s.MisuseTotal())

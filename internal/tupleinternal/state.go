@@ -3,8 +3,6 @@
 // it: only the runtime may mark a tuple acked or failed, or add child edges to it.
 package tupleinternal
 
-import "sync"
-
 // Status of a delivered tuple, as seen by the task that received it.
 const (
 	Pending uint8 = iota // neither acked nor failed yet
@@ -20,11 +18,11 @@ type Edge struct {
 	Edge uint64
 }
 
-// State is the tracking state of one delivered tuple. Mu guards AckVal and Status: the
-// bolt collector may be used from other goroutines (async acks), and an emit anchored to
-// the tuple must never race with its ack (streamparse#325, R3).
+// State is the tracking state of one delivered tuple. AckVal and Status are guarded by
+// the receiving task's collector mutex: the collector may be used from other goroutines
+// (async acks), and an emit anchored to the tuple must never race with its ack
+// (streamparse#325, R3); only the receiving task may ack, fail or anchor to it.
 type State struct {
-	Mu sync.Mutex
 	// AckVal is the XOR of the edge ids of every child anchored to this tuple.
 	AckVal uint64
 	Status uint8
