@@ -137,19 +137,30 @@ func (b *boltExec) Ack(t *tuple.Tuple) error { return b.finish(t, tupleinternal.
 // Fail implements topology.OutputCollector.
 func (b *boltExec) Fail(t *tuple.Tuple) error { return b.finish(t, tupleinternal.Failed) }
 
+// received returns the state of an input this task received and may still act on, or
+// the misuse error: nil tuple, task stopped, or a tuple delivered elsewhere (mu held).
+func (b *boltExec) received(op string, t *tuple.Tuple) (*tupleinternal.State, error) {
+	e := b.e
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s of a nil tuple in %q task %d", topology.ErrMisuse, op, e.comp.ID, e.task)
+	}
+	if e.stopped {
+		return nil, e.misuse(MisuseEmitAfterStop, t)
+	}
+	st := stateOf(t)
+	if st.DstTask != e.task {
+		return nil, e.misuse(MisuseForeignTask, t)
+	}
+	return st, nil
+}
+
 func (b *boltExec) finish(t *tuple.Tuple, to uint8) error {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if t == nil {
-		return fmt.Errorf("%w: Ack/Fail of a nil tuple in %q task %d", topology.ErrMisuse, e.comp.ID, e.task)
-	}
-	if e.stopped {
-		return e.misuse(MisuseEmitAfterStop, t)
-	}
-	st := stateOf(t)
-	if st.DstTask != e.task {
-		return e.misuse(MisuseForeignTask, t)
+	st, err := b.received("Ack/Fail", t)
+	if err != nil {
+		return err
 	}
 	if from := st.Status; from != tupleinternal.Pending {
 		switch {
@@ -207,15 +218,9 @@ func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if t == nil {
-		return fmt.Errorf("%w: ResetTimeout of a nil tuple in %q task %d", topology.ErrMisuse, e.comp.ID, e.task)
-	}
-	if e.stopped {
-		return e.misuse(MisuseEmitAfterStop, t)
-	}
-	st := stateOf(t)
-	if st.DstTask != e.task {
-		return e.misuse(MisuseForeignTask, t)
+	st, err := b.received("ResetTimeout", t)
+	if err != nil {
+		return err
 	}
 	if st.Status != tupleinternal.Pending {
 		return e.misuse(MisuseResetAfterDone, t)

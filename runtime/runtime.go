@@ -1,7 +1,3 @@
-// Package runtime runs a topology in this process: one goroutine per task, bounded
-// queues between tasks, acker tasks around the acker ledger, message timeouts and a
-// graceful shutdown. Tasks talk only through a transport.Transport (in-process by
-// default), so the same executors can later run tasks spread over processes.
 package runtime
 
 import (

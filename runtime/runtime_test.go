@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -702,5 +703,69 @@ func TestTickTuplesFlushBatches(t *testing.T) {
 	c := rt.Stats().Components["batcher"]
 	if ticksSeen.Load() == 0 || uint64(ticksSeen.Load()) != c.Ticks || c.Executed != 500 || c.Acked != 500+c.Ticks || c.MisuseTotal() != 0 {
 		t.Fatalf("ticks seen %d, stats %+v", ticksSeen.Load(), c)
+	}
+}
+
+// parity routes even ids to the first target and odd ids to the second.
+type parity struct{ targets []int }
+
+func (p *parity) Prepare(_ *tuple.Source, targets []int) error { p.targets = targets; return nil }
+func (p *parity) ChooseTasks(values tuple.Values, dst []int) []int {
+	id := values[0].(int)
+	if id < 0 {
+		return append(dst, 9999) // not a target: the emit must be refused
+	}
+	return append(dst, p.targets[id%2])
+}
+
+// Custom, none, local-or-shuffle and global groupings route as documented.
+func TestOtherGroupings(t *testing.T) {
+	rec := newRecorder()
+	var mu sync.Mutex
+	got := map[string]map[int]int{} // consumer -> task index -> count
+	var customErr error
+	note := func(name string) func() topology.Bolt {
+		return bolt(func(b *fnBolt, t *tuple.Tuple) {
+			mu.Lock()
+			if got[name] == nil {
+				got[name] = map[int]int{}
+			}
+			got[name][b.tc.TaskIndex]++
+			if name == "custom" && t.Value(0).(int)%2 != b.tc.TaskIndex {
+				customErr = fmt.Errorf("id %d reached task index %d", t.Value(0), b.tc.TaskIndex)
+			}
+			mu.Unlock()
+			_ = b.out.Ack(t)
+		})
+	}
+	var refused error
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout {
+		return &listSpout{rec: rec, n: 100, onNext: func(out topology.SpoutCollector) {
+			if refused == nil {
+				refused = out.Emit(tuple.Values{-1}, nil)
+			}
+		}}
+	}, 1).Output("id")
+	b.SetBolt("custom", note("custom"), 2).CustomGrouping("s", "default", func() topology.CustomGrouping { return &parity{} })
+	b.SetBolt("none", note("none"), 2).NoneGrouping("s")
+	b.SetBolt("local", note("local"), 2).LocalOrShuffleGrouping("s")
+	b.SetBolt("global", note("global"), 3).GlobalGrouping("s")
+	rt := start(t, mustBuild(t, b), quietConfig())
+	rec.waitFor(t, "acks", func(a, f int) bool { return a == 100 })
+	stop(t, rt)
+	mu.Lock()
+	defer mu.Unlock()
+	if customErr != nil || got["custom"][0] != 50 || got["custom"][1] != 50 {
+		t.Fatalf("custom: %v %v", got["custom"], customErr)
+	}
+	if got["none"][0] != 50 || got["none"][1] != 50 || got["local"][0] != 50 || got["local"][1] != 50 {
+		t.Fatalf("none %v local %v: want an even spread", got["none"], got["local"])
+	}
+	if len(got["global"]) != 1 || got["global"][0] != 100 {
+		t.Fatalf("global: %v, want all 100 on task index 0", got["global"])
+	}
+	if refused == nil || !strings.Contains(refused.Error(), "custom grouping to \"custom\" chose task 9999") {
+		t.Fatalf("custom grouping choosing a non-target: %v", refused)
 	}
 }

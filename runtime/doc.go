@@ -1,0 +1,47 @@
+// Package runtime runs a topology in this process (Storm's local mode, and gale's
+// default): Start builds every task, Stop drains and closes them, Stats reads exact
+// counters.
+//
+// # Tasks and goroutines
+//
+// Every spout and bolt task runs on one goroutine of its own, so user code needs no
+// locks; every acker task runs one more around a pure acker.Ledger. Task ids are global
+// (spouts and bolts from 1 in declaration order, then ackers) and are all a task needs
+// to reach another through the transport.Transport, in-process by default: the
+// executors never assume that a task lives in this process.
+//
+// # What a tuple costs
+//
+// An emit routes the values (grouping), makes one tuple per target task with a fresh
+// random edge id per anchor, and appends it to that target's batch; a full batch (or
+// the end of the input batch, or of a round of NextTuple calls) is sent on the target's
+// bounded queue. An ack appends one message for the acker of each of the tuple's roots
+// (root id modulo the number of ackers), coalescing consecutive acks of one tree.
+// Acker messages travel on a control lane that never blocks, and are flushed before
+// data, so acks cannot deadlock behind tuples (STORM-3637, STORM-3314).
+//
+// # Concurrency rules
+//
+// A bolt's OutputCollector may be called from any goroutine. A tuple's tracking state
+// (its acked or failed status and the XOR of its children's edges) belongs to the task
+// that received it and is guarded by that task's collector mutex; that is why only the
+// receiving task may ack, fail or anchor to a tuple. A BasicCollector is valid only
+// during its Execute. Misuse is counted per component and kind (the Misuse* names),
+// logged once per task and kind, and returned as topology.ErrMisuse.
+//
+// # Timeouts
+//
+// Each spout task keeps its trees in flight in a rotating map of 5 buckets turned
+// every MessageTimeout/4, so a tree times out between 1 and 1.25 timeouts after its
+// emit; the acker's buckets keep entries one rotation longer, then drop them silently
+// (counted as expired, or as orphans if no init ever came). An outcome that reaches the
+// spout after its tree timed out is ignored and counted (LateOutcomes).
+//
+// # Shutdown
+//
+// Stop stops NextTuple calls, waits until every spout's pending trees are acked, failed
+// or timed out (bounded by its context), then closes the task queues in topological
+// order: a bolt's queue closes when its last producer has exited, the bolt drains it,
+// calls Cleanup and exits; ackers stop last. Canceling Start's context stops at once;
+// trees cut off either way are counted as Abandoned.
+package runtime
