@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -121,5 +122,37 @@ func TestResetTimeoutMisuse(t *testing.T) {
 	}
 	if n := rt.Stats().Components["a"].Misuse[MisuseForeignTask]; n != 1 {
 		t.Fatalf("foreign-task misuse %d", n)
+	}
+}
+
+// Every goroutine the runtime starts has an owner that stops it: after Done, the count
+// is back where it was (ticks, ackers and async timers included).
+func TestNoGoroutineLeak(t *testing.T) {
+	before := goruntime.NumGoroutine()
+	for range 3 {
+		rec := newRecorder()
+		b := topology.NewBuilder()
+		b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 200} }, 2).Output("id")
+		b.SetBolt("a", passOn, 3).ShuffleGrouping("s").Output("id").TickEvery(time.Millisecond)
+		b.SetBolt("b", ackAll, 2).FieldsGrouping("a", "id")
+		cfg := quietConfig()
+		cfg.Ackers = 2
+		rt, err := Start(context.Background(), mustBuild(t, b), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.waitFor(t, "acks", func(a, f int) bool { return a == 400 })
+		if err := rt.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-rt.Done()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for goruntime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if after := goruntime.NumGoroutine(); after > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines before, %d after:\n%s", before, after, buf[:goruntime.Stack(buf, true)])
 	}
 }
