@@ -33,7 +33,7 @@
 //
 // Each spout task keeps its trees in flight in a rotating map of 5 buckets turned
 // every MessageTimeout/4, so a tree times out between 1 and 1.25 timeouts after its
-// emit; the acker's buckets keep entries one rotation longer, then drop them silently
+// emit (later, never earlier, if the spout task itself was stalled); the acker's buckets keep entries one rotation longer, then drop them silently
 // (counted as expired, or as orphans if no init ever came). An outcome that reaches the
 // spout after its tree timed out is ignored and counted (LateOutcomes).
 //

@@ -6,6 +6,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +155,54 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if after := goruntime.NumGoroutine(); after > before {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("%d goroutines before, %d after:\n%s", before, after, buf[:goruntime.Stack(buf, true)])
+	}
+}
+
+// A spout stalled longer than the timeout (a slow NextTuple, a blocked send) must not
+// expire the tree it emits right after: rotations are never caught up in a burst.
+func TestStalledSpoutDoesNotExpireFreshTrees(t *testing.T) {
+	rec := newRecorder()
+	var calls atomic.Int32
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout {
+		return &listSpout{rec: rec, n: 1, onNext: func(topology.SpoutCollector) {
+			if calls.Add(1) == 1 {
+				time.Sleep(300 * time.Millisecond) // 3 timeouts
+			}
+		}}
+	}, 1).Output("id")
+	b.SetBolt("a", bolt(func(b *fnBolt, t *tuple.Tuple) { time.Sleep(10 * time.Millisecond); _ = b.out.Ack(t) }), 1).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.MessageTimeout = 100 * time.Millisecond
+	rt := start(t, mustBuild(t, b), cfg)
+	rec.waitFor(t, "outcome", func(a, f int) bool { return a+f == 1 })
+	stop(t, rt)
+	if a, f := rec.counts(); a != 1 || f != 0 {
+		t.Fatalf("acks %d fails %d: a fresh tree was expired by catch-up rotations", a, f)
+	}
+}
+
+// While Stop waits for a pending tree, the spout waits for outcomes instead of spinning.
+func TestStoppingSpoutWaitsInsteadOfSpinning(t *testing.T) {
+	rec := newRecorder()
+	held := make(chan *tuple.Tuple, 1)
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
+	b.SetBolt("hold", holdBolt(held, nil), 1).ShuffleGrouping("s")
+	rt, err := Start(context.Background(), mustBuild(t, b), quietConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	before := rt.spouts[0].loops.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := rt.Stop(ctx); !errors.Is(err, ErrShutdownTimeout) {
+		t.Fatalf("Stop = %v", err)
+	}
+	<-rt.Done()
+	// Waking: Stop's start, its deadline, and a few spurious signals at most.
+	if n := rt.spouts[0].loops.Load() - before; n > 20 {
+		t.Fatalf("the spout loop ran %d times while waiting for one tree", n)
 	}
 }

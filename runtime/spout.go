@@ -70,6 +70,7 @@ type spoutExec struct {
 	outs      []acker.Outcome
 	now       int64
 	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
+	loops     atomic.Int64 // loop iterations, for tests that the idle spout waits
 }
 
 // Emit implements topology.SpoutCollector.
@@ -208,18 +209,16 @@ func (s *spoutExec) run() {
 	defer timer.Stop()
 	backoff := time.Duration(0)
 	for {
+		s.loops.Add(1)
 		s.now = rt.nanotime()
 		s.drainOutcomes()
 		if timeouts && s.now >= nextRotate {
-			// Catch up on missed rotations (the task was blocked), but never loop more
-			// than the number of buckets: after that every tree has expired anyway.
-			for n := 0; s.now >= nextRotate && n <= rotationsPerTimeout; n++ {
-				s.expire()
-				nextRotate += rotateEvery
-			}
-			if s.now >= nextRotate {
-				nextRotate = s.now + rotateEvery
-			}
+			// One rotation at a time, never a catch-up: after the task was stalled (a
+			// slow NextTuple, a send blocked by backpressure) several rotations in a row
+			// would expire trees emitted a moment ago. A stall can only make a timeout
+			// late, never early.
+			s.expire()
+			nextRotate = s.now + rotateEvery
 		}
 		s.ackImmediate()
 		if rt.hard.Err() != nil {
@@ -234,6 +233,7 @@ func (s *spoutExec) run() {
 					break
 				}
 				before := s.e.stats.emitted // written only by this goroutine
+				s.now = rt.nanotime()       // a tree's clock starts at its emit
 				s.call("NextTuple", s.spout.NextTuple)
 				s.ackImmediate()
 				if s.e.stats.emitted == before {
@@ -273,11 +273,15 @@ func (s *spoutExec) run() {
 			backoff = min(max(2*backoff, 50*time.Microsecond), time.Millisecond)
 			wait = min(wait, backoff)
 		}
+		stopCh := rt.stopCh
+		if stopping {
+			stopCh = nil // already seen: waiting on a closed channel would spin
+		}
 		timer.Reset(max(wait, 0))
 		select {
 		case <-s.inbox.Signal():
 		case <-timer.C:
-		case <-rt.stopCh:
+		case <-stopCh:
 		case <-rt.drainExpired:
 		case <-rt.hard.Done():
 		}
