@@ -70,6 +70,10 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 		st.DstTask = int32(task)
 		for _, a := range anchors {
 			if a == nil {
+				// The caller meant to anchor: emitting untracked would be a silent opt-out.
+				if misuseErr == nil {
+					misuseErr = e.misuse(MisuseNilTuple, nil)
+				}
 				continue
 			}
 			as := stateOf(a)
@@ -139,10 +143,10 @@ func (b *boltExec) Fail(t *tuple.Tuple) error { return b.finish(t, tupleinternal
 
 // received returns the state of an input this task received and may still act on, or
 // the misuse error: nil tuple, task stopped, or a tuple delivered elsewhere (mu held).
-func (b *boltExec) received(op string, t *tuple.Tuple) (*tupleinternal.State, error) {
+func (b *boltExec) received(t *tuple.Tuple) (*tupleinternal.State, error) {
 	e := b.e
 	if t == nil {
-		return nil, fmt.Errorf("%w: %s of a nil tuple in %q task %d", topology.ErrMisuse, op, e.comp.ID, e.task)
+		return nil, e.misuse(MisuseNilTuple, nil)
 	}
 	if e.stopped {
 		return nil, e.misuse(MisuseEmitAfterStop, t)
@@ -158,7 +162,7 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8) error {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st, err := b.received("Ack/Fail", t)
+	st, err := b.received(t)
 	if err != nil {
 		return err
 	}
@@ -218,7 +222,7 @@ func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st, err := b.received("ResetTimeout", t)
+	st, err := b.received(t)
 	if err != nil {
 		return err
 	}
@@ -249,8 +253,10 @@ func (b *boltExec) execute(t *tuple.Tuple) {
 		return
 	}
 	bc := &basicCollector{b: b, in: t}
-	err := b.basic.Execute(t, bc)
-	bc.done.Store(true)
+	err := func() error {
+		defer bc.done.Store(true) // before the auto-ack, and also when Execute panics
+		return b.basic.Execute(t, bc)
+	}()
 	if err != nil {
 		_ = b.Fail(t)
 		return

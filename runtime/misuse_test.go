@@ -251,3 +251,59 @@ func TestStaleBasicCollectorNeverJoinsAnotherTree(t *testing.T) {
 		t.Fatal("stale emit not counted as misuse")
 	}
 }
+
+// A nil anchor would emit untracked and a nil input cannot be acked: both are counted.
+func TestNilTupleMisuse(t *testing.T) {
+	rec := newRecorder()
+	errs := make(chan error, 4)
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
+	b.SetBolt("a", bolt(func(b *fnBolt, t *tuple.Tuple) {
+		errs <- b.out.Emit(t.Values(), nil)
+		errs <- b.out.Ack(nil)
+		errs <- b.out.Fail(nil)
+		errs <- b.out.ResetTimeout(nil)
+		_ = b.out.Ack(t)
+	}), 1).ShuffleGrouping("s").Output("id")
+	b.SetBolt("leaf", ackAll, 1).ShuffleGrouping("a")
+	rt := start(t, mustBuild(t, b), quietConfig())
+	rec.waitFor(t, "ack", func(a, f int) bool { return a == 1 })
+	stop(t, rt)
+	for range 4 {
+		if err := <-errs; !errors.Is(err, topology.ErrMisuse) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	if n := rt.Stats().Components["a"].Misuse[MisuseNilTuple]; n != 4 {
+		t.Fatalf("nil-tuple misuse counted %d, want 4", n)
+	}
+}
+
+// panicky keeps its collector and panics; the collector must be dead afterwards.
+type panicky struct{ kept chan topology.BasicCollector }
+
+func (panicky) Prepare(context.Context, topology.TaskContext) error { return nil }
+func (p panicky) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
+	p.kept <- out
+	panic("boom")
+}
+func (panicky) Cleanup() error { return nil }
+
+func TestPanickedBasicCollectorIsRefused(t *testing.T) {
+	rec := newRecorder()
+	kept := make(chan topology.BasicCollector, 1)
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
+	b.SetBasicBolt("p", func() topology.BasicBolt { return panicky{kept} }, 1).ShuffleGrouping("s").Output("id")
+	b.SetBolt("leaf", ackAll, 1).ShuffleGrouping("p")
+	rt := start(t, mustBuild(t, b), quietConfig())
+	rec.waitFor(t, "the fail", func(a, f int) bool { return f == 1 })
+	if err := (<-kept).Emit(tuple.Values{1}); !errors.Is(err, topology.ErrMisuse) {
+		t.Fatalf("emit through a panicked Execute's collector: %v", err)
+	}
+	stop(t, rt)
+	s := rt.Stats()
+	if s.Components["p"].Misuse[MisuseBasicOutside] != 1 || s.Components["leaf"].Executed != 0 {
+		t.Fatalf("misuse %v, leaf executed %d", s.Components["p"].Misuse, s.Components["leaf"].Executed)
+	}
+}

@@ -315,7 +315,11 @@ func (r *Runtime) Done() <-chan struct{} { return r.done }
 // Tasks returns the global task ids of a component.
 func (r *Runtime) Tasks(component string) []int { return slices.Clone(r.tasksOf[component]) }
 
-// Stats returns a snapshot of every component's counters and the ackers'.
+// Stats returns every component's counters and the ackers'. It never waits for a task:
+// each task's counters are as of its last flush (the end of a batch, or before a send
+// that may block), so during a run counts of different tasks, or of one task read
+// mid-batch, may be from slightly different moments (a bolt's Acked can lead its
+// Executed); spout Pending is read live. After Done every count is exact.
 func (r *Runtime) Stats() Stats {
 	s := Stats{Components: map[string]*ComponentStats{}}
 	for _, c := range r.topo.Components {

@@ -439,8 +439,8 @@ func TestNoAckers(t *testing.T) {
 	waitStat(t, rt, "bolt fails", func(s Stats) bool { return s.Components["b"].Failed == 40 })
 	stop(t, rt)
 	s := rt.Stats()
-	if _, f := rec.counts(); f != 0 || s.Acker.Tasks != 0 || s.Components["s"].Pending != 0 {
-		t.Fatalf("fails %d, acker tasks %d", f, s.Acker.Tasks)
+	if _, f := rec.counts(); f != 0 || s.Acker.Tasks != 0 || s.Components["s"].Pending != 0 || s.Components["s"].Acked != 40 {
+		t.Fatalf("fails %d, acker tasks %d, spout stats %+v", f, s.Acker.Tasks, s.Components["s"])
 	}
 }
 

@@ -94,7 +94,7 @@ func TestStartContextCancelReportsAbandonedTrees(t *testing.T) {
 	cancel()
 	<-rt.Done()
 	err = rt.Stop(context.Background())
-	if !errors.Is(err, ErrShutdownTimeout) || rt.Stats().Components["s"].Abandoned != 10 {
+	if c := rt.Stats().Components["s"]; !errors.Is(err, ErrShutdownTimeout) || c.Abandoned != 10 || c.Pending != 0 {
 		t.Fatalf("Stop = %v, abandoned %d", err, rt.Stats().Components["s"].Abandoned)
 	}
 	if a, f := rec.counts(); a+f != 0 {

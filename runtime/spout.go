@@ -67,6 +67,7 @@ type spoutExec struct {
 	inbox     transport.Inbox
 	pending   *pendingMap
 	immediate []any // tracked emits acked at once (no ackers, or no consumers)
+	outs1     []*tuple.Tuple
 	outs      []acker.Outcome
 	now       int64
 	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
@@ -114,6 +115,9 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 	if tracked {
 		root = nonzeroID()
 	}
+	// Make every copy first, so that the init is queued before any of them can be sent:
+	// a send that fills a batch may block, and the init must not wait behind it.
+	outs := s.outs1[:0]
 	for _, task := range targets {
 		t := tuple.New(so.src, int(e.task), values)
 		st := stateOf(t)
@@ -123,13 +127,18 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 			st.Root0, st.Edge0 = root, edge
 			xor ^= edge
 		}
-		e.enqueue(s.rt.hard, task, t)
+		outs = append(outs, t)
 	}
-	switch {
-	case tracked:
+	if tracked {
 		s.pending.put(root, pendingEntry{msgID: msgID, start: s.now})
 		e.ackMsg(acker.Msg{Kind: acker.Init, Root: root, Val: xor, Task: e.task})
-	case msgID != nil:
+	}
+	for i, t := range outs {
+		e.enqueue(s.rt.hard, targets[i], t)
+		outs[i] = nil
+	}
+	s.outs1 = outs[:0]
+	if !tracked && msgID != nil {
 		// As Storm: without ackers (or consumers) a tracked emit is complete at once.
 		// Storm calls Ack inside emit; gale calls it after NextTuple returns, so the
 		// spout is never re-entered.
@@ -142,6 +151,9 @@ func (s *spoutExec) ackImmediate() {
 	for len(s.immediate) > 0 {
 		ids := s.immediate
 		s.immediate = nil
+		s.e.mu.Lock()
+		s.e.stats.acked += uint64(len(ids)) // Ack is called: count it (Storm shows 0)
+		s.e.mu.Unlock()
 		for _, id := range ids {
 			s.call("Ack", func() { s.spout.Ack(id) })
 		}
@@ -189,6 +201,17 @@ func (s *spoutExec) drainOutcomes() {
 	clear(s.outs)
 }
 
+// abandon gives up the trees in flight at a hard stop or an expired drain: they are
+// counted as Abandoned (and no longer as Pending) and get neither Ack nor Fail.
+func (s *spoutExec) abandon() {
+	n := s.pending.n.Load()
+	for i := range s.pending.buckets {
+		s.pending.buckets[i] = map[uint64]pendingEntry{}
+	}
+	s.pending.n.Store(0)
+	s.abandoned.Store(n)
+}
+
 func (s *spoutExec) expire() {
 	for _, ent := range s.pending.rotate() {
 		s.e.mu.Lock()
@@ -222,7 +245,7 @@ func (s *spoutExec) run() {
 		}
 		s.ackImmediate()
 		if rt.hard.Err() != nil {
-			s.abandoned.Store(s.pending.n.Load())
+			s.abandon()
 			break
 		}
 		stopping := rt.stopping.Load()
@@ -251,7 +274,7 @@ func (s *spoutExec) run() {
 			}
 			select {
 			case <-rt.drainExpired:
-				s.abandoned.Store(s.pending.n.Load())
+				s.abandon()
 			default:
 			}
 			if s.abandoned.Load() > 0 {

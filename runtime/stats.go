@@ -16,6 +16,7 @@ const (
 	MisuseResetAfterDone = "reset-after-done"  // ResetTimeout of an acked or failed input
 	MisuseEmitAfterStop  = "emit-after-stop"   // emit or ack after the task shut down
 	MisuseBasicOutside   = "basic-outside"     // BasicCollector used after its Execute returned
+	MisuseNilTuple       = "nil-tuple"         // a nil input to Ack, Fail or ResetTimeout, or a nil anchor
 )
 
 // ComponentStats are the counters of one component, summed over its tasks. Counts are
