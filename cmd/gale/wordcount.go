@@ -136,7 +136,7 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			if err != nil {
 				fmt.Fprintln(stderr, "gale: stopped early:", err)
 			}
-			if res.Unacked > 0 || res.Misuse > 0 || err != nil {
+			if res.Unacked > 0 || res.Lost > 0 || res.Misuse > 0 || err != nil {
 				return exitError{1}
 			}
 			return nil
@@ -228,6 +228,7 @@ func writeJSON(w io.Writer, r *wordcount.Result, top int) error {
 		"lines_failed":       r.Failed,
 		"lines_timed_out":    r.TimedOut,
 		"lines_unacked":      r.Unacked,
+		"lines_lost":         r.Lost,
 		"replays":            r.Replays,
 		"words":              r.Words,
 		"distinct_words":     len(r.Counts),
@@ -253,6 +254,9 @@ func writeSummary(w io.Writer, r *wordcount.Result, top int) {
 	p("timed out", grouped(r.TimedOut))
 	p("replayed", grouped(r.Replays))
 	p("unacked", grouped(r.Unacked))
+	if r.Lost > 0 {
+		p("LOST (file changed)", grouped(r.Lost))
+	}
 	p("words", grouped(r.Words))
 	p("distinct words", grouped(uint64(len(r.Counts))))
 	p("duplicates skipped", grouped(r.Duplicates))

@@ -43,8 +43,11 @@ type Result struct {
 	// Lines read, lines acked (trees completed), tree failures (explicit fails, of
 	// which TimedOut are timeouts), replays (re-emits after a fail or timeout).
 	Lines, Acked, Failed, TimedOut, Replays uint64
-	// Unacked lines at the end (left pending, or unreadable on replay).
+	// Unacked lines at the end: left pending, or Lost.
 	Unacked uint64
+	// Lost lines: unreadable, or changed in their file before a replay could re-read
+	// them (reported as errors; the run exits non-zero).
+	Lost uint64
 	// Words is the number of word occurrences counted; Duplicates the replayed ones
 	// absorbed by the count tasks.
 	Words, Duplicates uint64
@@ -138,7 +141,7 @@ wait:
 	if res.Acked < res.Lines {
 		res.Unacked = res.Lines - res.Acked
 	}
-	res.Unacked += j.lost.Load()
+	res.Lost = j.lost.Load()
 	if canceled {
 		return res, ctx.Err()
 	}

@@ -31,6 +31,17 @@ import (
 type LinePos struct {
 	ID  uint64
 	Low uint64
+	// Len and Sum (FNV-1a) of the line's text, so that a replay can tell that the file
+	// changed under it instead of counting different text.
+	Len, Sum uint32
+}
+
+func checksum(text string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(text); i++ {
+		h = (h ^ uint32(text[i])) * 16777619
+	}
+	return h
 }
 
 // errInjected is the failure injected by --fail-rate.
@@ -50,7 +61,7 @@ type lineSpout struct {
 	order   []uint64
 	head    int
 	acked   map[uint64]bool
-	replays []uint64
+	replays []LinePos
 	line    []byte
 }
 
@@ -86,19 +97,19 @@ func (s *lineSpout) low() uint64 {
 
 func (s *lineSpout) NextTuple() {
 	if n := len(s.replays); n > 0 {
-		id := s.replays[n-1]
+		pos := s.replays[n-1]
 		s.replays = s.replays[:n-1]
-		text, err := s.readAt(id)
+		text, err := s.readAt(pos)
 		if err != nil {
 			// The file changed under us: report, and count the line as lost rather than
-			// loop on it; the job then exits non-zero.
-			s.out.ReportError(fmt.Errorf("replay of line %x: %w", id, err))
+			// loop on it or count other text; the job then exits non-zero.
+			s.out.ReportError(fmt.Errorf("replay: %w", err))
 			s.job.lost.Add(1)
-			s.ack(id)
+			s.ack(pos.ID)
 			return
 		}
 		s.job.replays.Add(1)
-		s.emit(id, text)
+		s.emit(pos.ID, text)
 		return
 	}
 	for !s.eof {
@@ -153,34 +164,28 @@ func trimLine(raw []byte, off int64) (text string, skip int) {
 	return string(raw), skip
 }
 
-// readAt reads the line whose text starts at id, for a replay.
-func (s *lineSpout) readAt(id uint64) (string, error) {
-	fi, off := int(id>>40), int64(id&(1<<40-1))
+// readAt reads a line again for a replay, from its file offset, and checks that it is
+// the text first read.
+func (s *lineSpout) readAt(pos LinePos) (string, error) {
+	fi, off := int(pos.ID>>40), int64(pos.ID&(1<<40-1))
 	if fi >= len(s.files) {
 		return "", fmt.Errorf("no file %d", fi)
 	}
-	var buf []byte
-	chunk := make([]byte, 4096)
-	for {
-		n, err := s.files[fi].ReadAt(chunk, off+int64(len(buf)))
-		if i := bytes.IndexByte(chunk[:n], '\n'); i >= 0 {
-			buf = append(buf, chunk[:i+1]...)
-			break
+	buf := make([]byte, pos.Len)
+	n, err := s.files[fi].ReadAt(buf, off)
+	text := string(buf[:n])
+	if n < len(buf) || checksum(text) != pos.Sum {
+		if err == nil || err == io.EOF {
+			err = errors.New("the file changed since it was first read")
 		}
-		buf = append(buf, chunk[:n]...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", err
-		}
+		return "", fmt.Errorf("line at %s offset %d (%d bytes, checksum %08x): read %d bytes, checksum %08x: %w",
+			s.files[fi].Name(), off, pos.Len, pos.Sum, n, checksum(text), err)
 	}
-	text, _ := trimLine(buf, 1)
 	return text, nil
 }
 
 func (s *lineSpout) emit(id uint64, text string) {
-	pos := &LinePos{ID: id, Low: s.low()}
+	pos := &LinePos{ID: id, Low: s.low(), Len: uint32(len(text)), Sum: checksum(text)}
 	if err := s.out.Emit(tuple.Values{text, pos}, pos); err != nil {
 		s.out.ReportError(err)
 	}
@@ -205,7 +210,7 @@ func (s *lineSpout) Ack(msgID any) {
 
 func (s *lineSpout) Fail(msgID any) {
 	s.job.failed.Add(1)
-	s.replays = append(s.replays, msgID.(*LinePos).ID)
+	s.replays = append(s.replays, *msgID.(*LinePos))
 }
 
 func (s *lineSpout) Close() error {

@@ -241,3 +241,57 @@ func TestOccurrences(t *testing.T) {
 		t.Fatalf("%d pages held, want 2 (the first was freed)", o.Pages())
 	}
 }
+
+// truncator fails the 100th line once, after truncating its file: the replay must find
+// the text gone, report it and count the line as lost, never count other text.
+type truncator struct {
+	out  topology.OutputCollector
+	path string
+	n    int
+	done bool
+}
+
+func (d *truncator) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	d.out = out
+	return nil
+}
+
+func (d *truncator) Execute(t *tuple.Tuple) {
+	d.n++
+	if d.n == 100 && !d.done {
+		d.done = true
+		if err := os.Truncate(d.path, 0); err != nil {
+			panic(err)
+		}
+		_ = d.out.Fail(t)
+		return
+	}
+	_ = d.out.Emit(t.Values(), t)
+	_ = d.out.Ack(t)
+}
+
+func (d *truncator) Cleanup() error { return nil }
+
+func TestReplayOfChangedFileIsLostNotMiscounted(t *testing.T) {
+	data, err := os.ReadFile(books(t)[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "book.txt")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := quiet()
+	cfg.MaxSpoutPending = 50 // the file is truncated long before it is read to the end
+	res, err := Run(context.Background(), Options{Files: []string{path}, Config: cfg,
+		interpose: func() topology.Bolt { return &truncator{path: path} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Lost != 1 || res.Unacked != 1 || res.Acked != res.Lines-1 {
+		t.Fatalf("lost %d unacked %d, acked %d of %d lines", res.Lost, res.Unacked, res.Acked, res.Lines)
+	}
+	if e := res.Stats.Components["lines"]; e.Errors != 1 || !strings.Contains(e.LastError, "the file changed since it was first read") {
+		t.Fatalf("spout errors %d: %q", e.Errors, e.LastError)
+	}
+}
