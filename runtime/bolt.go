@@ -24,6 +24,7 @@ type boltExec struct {
 	executing bool
 	wake      chan struct{}
 	tuples    <-chan []*tuple.Tuple
+	cleanup   func() error // the bolt's Cleanup, rich or basic
 }
 
 // Emit implements topology.OutputCollector.
@@ -266,9 +267,8 @@ func (b *boltExec) execute(t *tuple.Tuple) {
 
 func (b *boltExec) run() {
 	rt := b.rt
-	e := b.e
 	var ticks <-chan time.Time
-	if every := e.comp.TickEvery; every > 0 {
+	if every := b.e.comp.TickEvery; every > 0 {
 		tk := time.NewTicker(every)
 		defer tk.Stop()
 		ticks = tk.C
@@ -277,44 +277,47 @@ func (b *boltExec) run() {
 		select {
 		case now := <-ticks:
 			t := tuple.New(tuple.TickSource, -1, tuple.Values{now})
-			stateOf(t).DstTask = e.task
-			e.mu.Lock()
-			b.executing = true
-			e.mu.Unlock()
-			b.execute(t)
-			e.mu.Lock()
-			b.executing = false
-			e.stats.ticks++
-			e.flush(rt.hard)
-			e.mu.Unlock()
+			stateOf(t).DstTask = b.e.task
+			b.executeBatch([]*tuple.Tuple{t}, true)
 		case batch, ok := <-b.tuples:
 			if !ok {
 				b.stop()
 				return
 			}
-			e.mu.Lock()
-			b.executing = true
-			e.mu.Unlock()
-			start := rt.nanotime()
-			for _, t := range batch {
-				b.execute(t)
-			}
-			d := rt.nanotime() - start
-			e.mu.Lock()
-			b.executing = false
-			e.stats.executed += uint64(len(batch))
-			e.stats.executeNanos += d
-			e.flush(rt.hard)
-			e.mu.Unlock()
+			b.executeBatch(batch, false)
 		case <-b.wake:
-			e.mu.Lock()
-			e.flush(rt.hard)
-			e.mu.Unlock()
+			b.e.mu.Lock()
+			b.e.flush(rt.hard)
+			b.e.mu.Unlock()
 		case <-rt.hard.Done():
 			b.stop()
 			return
 		}
 	}
+}
+
+// executeBatch runs Execute for each tuple, then flushes what they emitted and acked.
+// Ticks are counted apart from executed inputs.
+func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
+	e := b.e
+	e.mu.Lock()
+	b.executing = true
+	e.mu.Unlock()
+	start := b.rt.nanotime()
+	for _, t := range batch {
+		b.execute(t)
+	}
+	d := b.rt.nanotime() - start
+	e.mu.Lock()
+	b.executing = false
+	if ticks {
+		e.stats.ticks += uint64(len(batch))
+	} else {
+		e.stats.executed += uint64(len(batch))
+		e.stats.executeNanos += d
+	}
+	e.flush(b.rt.hard)
+	e.mu.Unlock()
 }
 
 func (b *boltExec) stop() {
@@ -323,20 +326,7 @@ func (b *boltExec) stop() {
 	e.flush(b.rt.hard)
 	e.stopped = true
 	e.mu.Unlock()
-	var err error
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("panic: %v", p)
-			}
-		}()
-		if b.basic != nil {
-			err = b.basic.Cleanup()
-		} else {
-			err = b.bolt.Cleanup()
-		}
-	}()
-	if err != nil {
+	if err := callErr(b.cleanup); err != nil {
 		e.reportError(fmt.Errorf("bolt Cleanup: %w", err))
 	}
 }

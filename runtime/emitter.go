@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/gale-stream/gale/acker"
 	"github.com/gale-stream/gale/internal/tupleinternal"
@@ -266,7 +267,7 @@ func (e *emitter) snapshot(cs *ComponentStats) {
 	cs.LateOutcomes += s.late
 	cs.Executed += s.executed
 	cs.Ticks += s.ticks
-	cs.ExecuteTime += durationOf(s.executeNanos)
+	cs.ExecuteTime += time.Duration(s.executeNanos)
 	cs.Errors += s.errors
 	cs.Dropped += s.dropped
 	if s.lastError != "" {

@@ -45,7 +45,7 @@ func (r *route) choose(values tuple.Values, dst []int) ([]int, error) {
 		r.rr++
 		return append(dst, pool[r.rr%uint32(len(pool))]), nil
 	case topology.FieldsKind:
-		h := uint64(14695981039346656037)
+		h := fnvOffset
 		for _, i := range r.fieldIdx {
 			h = hashValue(h, values[i])
 		}
@@ -66,6 +66,9 @@ func (r *route) choose(values tuple.Values, dst []int) ([]int, error) {
 	}
 	return dst, nil // direct: only EmitDirect reaches a direct consumer
 }
+
+// fnvOffset is the FNV-1a 64-bit offset basis, the hash of no fields.
+const fnvOffset uint64 = 14695981039346656037
 
 // hashValue folds v into an FNV-1a hash. The hash depends only on the value, never on
 // the process, so that fields grouping routes the same key to the same task in every

@@ -57,8 +57,6 @@ type Runtime struct {
 
 func (r *Runtime) nanotime() int64 { return int64(time.Since(r.epoch)) }
 
-func durationOf(ns int64) time.Duration { return time.Duration(ns) }
-
 // Start validates cfg, creates every task (calling Open and Prepare) and starts them.
 // If an Open or Prepare fails, the tasks already made are closed and the error names
 // the component and task. Canceling ctx stops the topology at once (no drain); use
@@ -204,22 +202,19 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 			b := &boltExec{e: e, rt: r, wake: make(chan struct{}, 1), tuples: inbox.Tuples()}
 			// As for spouts, a task whose Prepare failed is not cleaned up; the tasks
 			// prepared before it are.
+			prepare := func() error { return b.bolt.Prepare(ctx, tc, b) }
 			if c.Basic != nil {
 				b.basic = c.Basic()
-				err = callErr(func() error { return b.basic.Prepare(ctx, tc) })
-				if err == nil {
-					opened = append(opened, func() { _ = callErr(b.basic.Cleanup) })
-				}
+				b.cleanup = b.basic.Cleanup
+				prepare = func() error { return b.basic.Prepare(ctx, tc) }
 			} else {
 				b.bolt = c.Bolt()
-				err = callErr(func() error { return b.bolt.Prepare(ctx, tc, b) })
-				if err == nil {
-					opened = append(opened, func() { _ = callErr(b.bolt.Cleanup) })
-				}
+				b.cleanup = b.bolt.Cleanup
 			}
-			if err != nil {
+			if err := callErr(prepare); err != nil {
 				return fmt.Errorf("bolt %q task %d: Prepare: %w", c.ID, task, err)
 			}
+			opened = append(opened, func() { _ = callErr(b.cleanup) })
 			r.bolts = append(r.bolts, b)
 		}
 	}

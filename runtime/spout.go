@@ -69,6 +69,7 @@ type spoutExec struct {
 	immediate []any // tracked emits acked at once (no ackers, or no consumers)
 	outs1     []*tuple.Tuple
 	outs      []acker.Outcome
+	calls     []spoutCall // Ack and Fail calls to make, reused
 	now       int64
 	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
 	loops     atomic.Int64 // loop iterations, for tests that the idle spout waits
@@ -170,35 +171,53 @@ func (s *spoutExec) call(what string, fn func()) {
 	fn()
 }
 
+// drainOutcomes applies the acker's outcomes: counters under one lock for the whole
+// batch, then the spout's Ack and Fail calls (user code, which may emit) outside it.
 func (s *spoutExec) drainOutcomes() {
 	s.outs = s.inbox.TakeOutcomes(s.outs)
+	if len(s.outs) == 0 {
+		return
+	}
+	calls := s.calls[:0]
+	s.e.mu.Lock()
 	for _, o := range s.outs {
 		ent, ok := s.pending.remove(o.Root)
-		if !ok {
-			// The spout already timed this tree out: a late outcome is ignored.
-			s.e.mu.Lock()
-			s.e.stats.late++
-			s.e.mu.Unlock()
-			continue
-		}
-		switch o.Result {
-		case acker.Completed:
-			s.e.mu.Lock()
+		switch {
+		case !ok:
+			s.e.stats.late++ // the spout already timed this tree out: ignored
+		case o.Result == acker.Completed:
 			s.e.stats.acked++
 			s.e.stats.latency.Record(s.now - ent.start)
-			s.e.mu.Unlock()
-			s.call("Ack", func() { s.spout.Ack(ent.msgID) })
-		case acker.Failed:
-			s.e.mu.Lock()
+			calls = append(calls, spoutCall{msgID: ent.msgID, ack: true})
+		case o.Result == acker.Failed:
 			s.e.stats.failed++
-			s.e.mu.Unlock()
-			s.call("Fail", func() { s.spout.Fail(ent.msgID) })
-		case acker.Restarted:
+			calls = append(calls, spoutCall{msgID: ent.msgID})
+		case o.Result == acker.Restarted:
 			// The clock restarts (newest bucket); complete latency still counts from the emit.
 			s.pending.put(o.Root, ent)
 		}
 	}
+	s.e.mu.Unlock()
 	clear(s.outs)
+	s.deliver(calls)
+}
+
+// spoutCall is one Ack or Fail to deliver to the spout.
+type spoutCall struct {
+	msgID any
+	ack   bool
+}
+
+func (s *spoutExec) deliver(calls []spoutCall) {
+	for _, c := range calls {
+		if c.ack {
+			s.call("Ack", func() { s.spout.Ack(c.msgID) })
+		} else {
+			s.call("Fail", func() { s.spout.Fail(c.msgID) })
+		}
+	}
+	clear(calls)
+	s.calls = calls[:0]
 }
 
 // abandon gives up the trees in flight at a hard stop or an expired drain: they are
@@ -212,13 +231,26 @@ func (s *spoutExec) abandon() {
 	s.abandoned.Store(n)
 }
 
+// expire fails, as timed out, the trees of the bucket that rotates out.
 func (s *spoutExec) expire() {
-	for _, ent := range s.pending.rotate() {
-		s.e.mu.Lock()
-		s.e.stats.timedOut++
-		s.e.mu.Unlock()
-		s.call("Fail", func() { s.spout.Fail(ent.msgID) })
+	expired := s.pending.rotate()
+	if len(expired) == 0 {
+		return
 	}
+	calls := s.calls[:0]
+	for _, ent := range expired {
+		calls = append(calls, spoutCall{msgID: ent.msgID})
+	}
+	s.e.mu.Lock()
+	s.e.stats.timedOut += uint64(len(expired))
+	s.e.mu.Unlock()
+	s.deliver(calls)
+}
+
+// full reports whether max spout pending stops NextTuple calls.
+func (s *spoutExec) full() bool {
+	cfg := s.rt.cfg
+	return cfg.MaxSpoutPending > 0 && cfg.Ackers > 0 && int(s.pending.n.Load()) >= cfg.MaxSpoutPending
 }
 
 func (s *spoutExec) run() {
@@ -252,7 +284,7 @@ func (s *spoutExec) run() {
 		emitted := false
 		if !stopping {
 			for range cfg.BatchSize {
-				if cfg.MaxSpoutPending > 0 && cfg.Ackers > 0 && int(s.pending.n.Load()) >= cfg.MaxSpoutPending {
+				if s.full() {
 					break
 				}
 				before := s.e.stats.emitted // written only by this goroutine
@@ -291,8 +323,7 @@ func (s *spoutExec) run() {
 		if timeouts {
 			wait = time.Duration(nextRotate - s.now)
 		}
-		full := cfg.MaxSpoutPending > 0 && cfg.Ackers > 0 && int(s.pending.n.Load()) >= cfg.MaxSpoutPending
-		if !stopping && !full {
+		if !stopping && !s.full() {
 			backoff = min(max(2*backoff, 50*time.Microsecond), time.Millisecond)
 			wait = min(wait, backoff)
 		}

@@ -60,13 +60,13 @@ type Result struct {
 }
 
 type job struct {
-	opts                                Options
-	lines, acked, failed, replays, lost atomic.Uint64
-	mu                                  sync.Mutex
-	counts                              map[string]uint64
-	dups                                uint64
-	doneOnce                            sync.Once
-	done                                chan struct{}
+	opts                        Options
+	lines, acked, replays, lost atomic.Uint64
+	mu                          sync.Mutex
+	counts                      map[string]uint64
+	dups                        uint64
+	doneOnce                    sync.Once
+	done                        chan struct{}
 }
 
 func (j *job) finish() { j.doneOnce.Do(func() { close(j.done) }) }
