@@ -1,0 +1,152 @@
+// Package event holds what gale's ingest path carries: an Event as a producer sends it,
+// its validation, and the binary Record the durable log stores for it.
+//
+// An event is keyed by its EventID, chosen by the producer and stable across retries
+// (seed 004: "the same business event retried ten times keeps one id"). Key and Version
+// are optional: a business key and an integer that grows per key, for sinks that keep
+// only the newest version of an entity (versioned upsert).
+package event
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxIDLen is the longest accepted EventID, in bytes.
+const MaxIDLen = 128
+
+// ErrInvalid is wrapped by every validation error, so callers can map it to a 400.
+var ErrInvalid = errors.New("invalid event")
+
+// Event is one event as a producer sends it (the JSON body of POST /v1/events).
+type Event struct {
+	// ID is the idempotency key: at most MaxIDLen bytes of printable ASCII.
+	ID string `json:"event_id"`
+	// Source names the producer; an ack-level default may be set per source.
+	Source string `json:"source"`
+	// Type names what happened (e.g. "order_line", "device_command").
+	Type string `json:"type"`
+	// Key is the optional business key (e.g. an order id).
+	Key string `json:"key,omitempty"`
+	// Version is optional; when set it grows per Key, and a versioned-upsert sink
+	// applies an event only if its version is newer than the stored one.
+	Version *int64 `json:"version,omitempty"`
+	// Payload is a JSON object, kept byte for byte as sent.
+	Payload json.RawMessage `json:"payload"`
+}
+
+// FieldError says which field of an event is wrong. It wraps ErrInvalid.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.Field, e.Reason) }
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Parse decodes one JSON event and validates it. Unknown fields are refused (a typo
+// such as "eventid" would otherwise lose the id). Errors wrap ErrInvalid; a
+// *FieldError names the field.
+func Parse(data []byte) (Event, error) {
+	var e Event
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return Event{}, jsonError(err)
+	}
+	if dec.More() {
+		return Event{}, fmt.Errorf("%w: more than one JSON value (use /v1/events:batch for many)", ErrInvalid)
+	}
+	return e, e.Validate()
+}
+
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return &FieldError{Field: te.Field, Reason: fmt.Sprintf("must be %s, not JSON %s", goKind(te.Type.String()), te.Value)}
+	}
+	return fmt.Errorf("%w: malformed JSON: %v", ErrInvalid, err)
+}
+
+func goKind(t string) string {
+	switch t {
+	case "string":
+		return "a string"
+	case "int64", "*int64":
+		return "an integer"
+	case "json.RawMessage":
+		return "a JSON object"
+	}
+	return t
+}
+
+// Validate checks the rules of the API: event_id, source, type and payload are
+// required; event_id is printable ASCII of at most MaxIDLen bytes; payload is a JSON
+// object; version, when given, is not negative.
+func (e *Event) Validate() error {
+	switch {
+	case e.ID == "":
+		return &FieldError{"event_id", "required"}
+	case len(e.ID) > MaxIDLen:
+		return &FieldError{"event_id", fmt.Sprintf("%d bytes, at most %d allowed", len(e.ID), MaxIDLen)}
+	}
+	for i := 0; i < len(e.ID); i++ {
+		if c := e.ID[i]; c < 0x21 || c > 0x7e {
+			return &FieldError{"event_id", fmt.Sprintf("byte %d (0x%02x) is not printable ASCII", i, c)}
+		}
+	}
+	if e.Source == "" {
+		return &FieldError{"source", "required"}
+	}
+	if e.Type == "" {
+		return &FieldError{"type", "required"}
+	}
+	for _, f := range []struct{ name, v string }{{"source", e.Source}, {"type", e.Type}, {"key", e.Key}} {
+		if len(f.v) > 256 {
+			return &FieldError{f.name, fmt.Sprintf("%d bytes, at most 256 allowed", len(f.v))}
+		}
+		if !utf8.ValidString(f.v) {
+			return &FieldError{f.name, "not valid UTF-8"}
+		}
+	}
+	if e.Version != nil && *e.Version < 0 {
+		return &FieldError{"version", fmt.Sprintf("%d is negative", *e.Version)}
+	}
+	if e.Version != nil && e.Key == "" {
+		return &FieldError{"key", "required when version is given"}
+	}
+	p := bytes.TrimSpace(e.Payload)
+	if len(p) == 0 || string(p) == "null" {
+		return &FieldError{"payload", "required"}
+	}
+	if p[0] != '{' {
+		return &FieldError{"payload", "must be a JSON object"}
+	}
+	e.Payload = p
+	return nil
+}
+
+// Hash is the SHA-256 of what defines the event's content (everything but the id),
+// used to tell a retry (same hash) from a conflicting reuse of an id (409).
+func (e *Event) Hash() [32]byte {
+	h := sha256.New()
+	var v int64 = -1
+	if e.Version != nil {
+		v = *e.Version
+	}
+	fmt.Fprintf(h, "%d:%s|%d:%s|%d:%s|%d|", len(e.Source), e.Source, len(e.Type), e.Type, len(e.Key), e.Key, v)
+	h.Write(e.Payload)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// HashString is the hash as the API shows it: "sha256:" and 16 hex digits.
+func HashString(h [32]byte) string { return "sha256:" + hex.EncodeToString(h[:8]) }

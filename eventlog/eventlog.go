@@ -1,0 +1,565 @@
+package eventlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/gale-stream/gale/event"
+)
+
+// Errors. Every error from a failed commit wraps ErrFailed; appends offered while
+// the writer queue is full wrap ErrOverloaded; ErrCorrupt comes from package event.
+var (
+	ErrFailed     = errors.New("eventlog: log failed (sticky: reopen to recover)")
+	ErrOverloaded = errors.New("eventlog: append queue full")
+	ErrClosed     = errors.New("eventlog: closed")
+)
+
+// Options configure Open.
+type Options struct {
+	// Dir is the data directory. Required.
+	Dir string
+	// FS is the file system; nil means the operating system's. Tests pass Pebble's
+	// crashable in-memory FS or an error-injecting one.
+	FS vfs.FS
+	// MaxBatch caps the records in one group commit (default 8192).
+	MaxBatch int
+	// QueueLen caps the append requests waiting for the writer (default 16384);
+	// beyond it Submit returns ErrOverloaded at once instead of queueing without bound.
+	QueueLen int
+	// Logger receives Pebble's own messages at debug level; nil discards them.
+	Logger *slog.Logger
+}
+
+// Entry is the dedupe index entry of an event id: where its newest record is.
+type Entry struct {
+	Seq        uint64
+	ReceivedAt int64 // Unix nanoseconds
+	Generation uint32
+	Hash       [32]byte
+}
+
+// Namespace names a keyspace for per-event documents kept beside the log.
+type Namespace byte
+
+// Namespaces for documents owned by the ingest layer.
+const (
+	Status     Namespace = 's'
+	DeadLetter Namespace = 'x'
+)
+
+// Log is the durable event log. Its methods are safe for concurrent use.
+type Log struct {
+	db       *pebble.DB
+	maxBatch int
+
+	mu      sync.RWMutex // guards closed against sends on reqs
+	closed  bool
+	reqs    chan *request
+	stopped chan struct{}
+
+	err       atomic.Pointer[error] // sticky failure
+	durable   atomic.Uint64         // highest durable seq (0: none)
+	committed atomic.Uint64         // next seq to process; every seq below is finished
+	notify    chan struct{}         // signalled when durable advances
+	failedCh  chan struct{}         // closed on the first failure
+	failOnce  sync.Once
+}
+
+type request struct {
+	recs []*event.Record
+	done func(error)
+}
+
+var committedKey = []byte("m/committed")
+
+func logKey(seq uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = 'l'
+	binary.BigEndian.PutUint64(k[1:], seq)
+	return k
+}
+
+func nsKey(ns byte, id string) []byte {
+	k := make([]byte, 1+len(id))
+	k[0] = ns
+	copy(k[1:], id)
+	return k
+}
+
+// Open opens (or creates) the log in opts.Dir, verifies every record from the
+// committed offset to the end, and starts the writer. A corrupt record fails Open
+// with an error naming its sequence number and wrapping event.ErrCorrupt.
+func Open(opts Options) (*Log, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("eventlog: Options.Dir is required")
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 8192
+	}
+	if opts.QueueLen <= 0 {
+		opts.QueueLen = 16384
+	}
+	po := &pebble.Options{
+		FS:           opts.FS,
+		Logger:       pebbleLogger{opts.Logger},
+		MemTableSize: 32 << 20,
+	}
+	db, err := pebble.Open(opts.Dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: open %s: %w", opts.Dir, err)
+	}
+	l := &Log{
+		db:       db,
+		maxBatch: opts.MaxBatch,
+		reqs:     make(chan *request, opts.QueueLen),
+		stopped:  make(chan struct{}),
+		notify:   make(chan struct{}, 1),
+		failedCh: make(chan struct{}),
+	}
+	if err := l.recover(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	go l.writer(l.durable.Load() + 1)
+	return l, nil
+}
+
+// recover reads the committed offset and verifies the records after it.
+func (l *Log) recover() error {
+	committed := uint64(1)
+	v, closer, err := l.db.Get(committedKey)
+	switch {
+	case err == nil:
+		if len(v) != 8 {
+			closer.Close()
+			return fmt.Errorf("eventlog: committed offset is %d bytes, want 8: %w", len(v), event.ErrCorrupt)
+		}
+		committed = binary.BigEndian.Uint64(v)
+		closer.Close()
+	case !errors.Is(err, pebble.ErrNotFound):
+		return fmt.Errorf("eventlog: read committed offset: %w", err)
+	}
+	l.committed.Store(committed)
+	last := committed - 1
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(committed), UpperBound: []byte{'l' + 1}})
+	if err != nil {
+		return fmt.Errorf("eventlog: scan: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		seq := binary.BigEndian.Uint64(it.Key()[1:])
+		if seq != last+1 {
+			return fmt.Errorf("eventlog: record seq %d follows %d: records missing: %w", seq, last, event.ErrCorrupt)
+		}
+		r, err := event.Decode(it.Value())
+		if err != nil {
+			return fmt.Errorf("eventlog: record seq %d: %w", seq, err)
+		}
+		if r.Seq != seq {
+			return fmt.Errorf("eventlog: record at seq %d says seq %d: %w", seq, r.Seq, event.ErrCorrupt)
+		}
+		last = seq
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("eventlog: scan: %w", err)
+	}
+	l.durable.Store(last)
+	return nil
+}
+
+// Submit queues recs for the next group commit and returns at once. done is called
+// exactly once, from the writer goroutine, after the sync covering every record of
+// recs returned (err nil; each record's Seq is set) or failed (err wraps ErrFailed).
+// done must not block. Submit itself fails (and done is not called) when the log is
+// closed, failed, or its queue is full (ErrOverloaded).
+func (l *Log) Submit(recs []*event.Record, done func(error)) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	select {
+	case l.reqs <- &request{recs: recs, done: done}:
+		return nil
+	default:
+		return ErrOverloaded
+	}
+}
+
+// Append is Submit that waits for the sync. ctx only bounds the wait: a record
+// whose caller gave up may still become durable.
+func (l *Log) Append(ctx context.Context, recs ...*event.Record) error {
+	ch := make(chan error, 1)
+	if err := l.Submit(recs, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Log) writer(next uint64) {
+	defer close(l.stopped)
+	var (
+		batch []*request
+		buf   []byte
+		n     int
+	)
+	for {
+		r, ok := <-l.reqs
+		if !ok {
+			return
+		}
+		batch, n = append(batch[:0], r), len(r.recs)
+	drain:
+		for n < l.maxBatch {
+			select {
+			case r, ok := <-l.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+				n += len(r.recs)
+			default:
+				break drain
+			}
+		}
+		if err := l.Err(); err != nil {
+			for _, r := range batch {
+				r.done(err)
+			}
+			continue
+		}
+		b := l.db.NewBatch()
+		seq := next
+		for _, r := range batch {
+			for _, rec := range r.recs {
+				rec.Seq = seq
+				seq++
+				buf = rec.Encode(buf[:0])
+				_ = b.Set(logKey(rec.Seq), buf, nil)
+				buf = encodeEntry(buf[:0], Entry{Seq: rec.Seq, ReceivedAt: rec.ReceivedAt, Generation: rec.Generation, Hash: rec.Hash})
+				_ = b.Set(nsKey('d', rec.Event.ID), buf, nil)
+			}
+		}
+		err := commitSync(b)
+		_ = b.Close()
+		if err != nil {
+			err = l.fail(fmt.Errorf("commit of seq %d..%d: %w", next, seq-1, err))
+			for _, r := range batch {
+				r.done(err)
+			}
+			continue
+		}
+		next = seq
+		l.durable.Store(seq - 1)
+		select {
+		case l.notify <- struct{}{}:
+		default:
+		}
+		for _, r := range batch {
+			r.done(nil)
+		}
+		clear(batch)
+	}
+}
+
+// fail makes err sticky and returns the error every caller will see from now on.
+func (l *Log) fail(err error) error {
+	wrapped := fmt.Errorf("%w: %w", ErrFailed, err)
+	if l.err.CompareAndSwap(nil, &wrapped) {
+		l.failOnce.Do(func() { close(l.failedCh) })
+		return wrapped
+	}
+	return *l.err.Load()
+}
+
+// Err is the sticky failure, or nil while the log is healthy.
+func (l *Log) Err() error {
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Failed is closed when the log fails.
+func (l *Log) Failed() <-chan struct{} { return l.failedCh }
+
+// Durable is the highest sequence number whose record is durable (0: none).
+func (l *Log) Durable() uint64 { return l.durable.Load() }
+
+// Notify receives a signal (coalesced) whenever Durable advances.
+func (l *Log) Notify() <-chan struct{} { return l.notify }
+
+// Committed is the committed offset: the next seq to process. Every record below
+// it is finished (processed or dead-lettered).
+func (l *Log) Committed() uint64 { return l.committed.Load() }
+
+// Read returns up to max durable records from seq from on, in order. A record that
+// fails its checksum is an error naming its seq (wrapping event.ErrCorrupt).
+func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
+	end := l.durable.Load()
+	if from > end || max <= 0 {
+		return nil, nil
+	}
+	if uint64(max) < end-from+1 {
+		end = from + uint64(max) - 1
+	}
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(from), UpperBound: logKey(end + 1)})
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: read: %w", err)
+	}
+	defer it.Close()
+	out := make([]event.Record, 0, end-from+1)
+	for ok := it.First(); ok; ok = it.Next() {
+		seq := binary.BigEndian.Uint64(it.Key()[1:])
+		r, err := event.Decode(it.Value())
+		if err != nil {
+			return out, fmt.Errorf("eventlog: record seq %d: %w", seq, err)
+		}
+		out = append(out, r)
+	}
+	return out, it.Error()
+}
+
+// ReadSeq returns the record at seq, if it is durable and not trimmed.
+func (l *Log) ReadSeq(seq uint64) (event.Record, bool, error) {
+	if seq == 0 || seq > l.durable.Load() {
+		return event.Record{}, false, nil
+	}
+	v, closer, err := l.db.Get(logKey(seq))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return event.Record{}, false, nil
+	}
+	if err != nil {
+		return event.Record{}, false, fmt.Errorf("eventlog: read seq %d: %w", seq, err)
+	}
+	defer closer.Close()
+	r, err := event.Decode(v)
+	if err != nil {
+		return r, false, fmt.Errorf("eventlog: record seq %d: %w", seq, err)
+	}
+	return r, true, nil
+}
+
+// Lookup returns the dedupe index entry of an event id. Entries are written in the
+// same batch as their record, but only entries at or below Durable are returned, so
+// an entry is never authoritative before its record is durable.
+func (l *Log) Lookup(id string) (Entry, bool, error) {
+	v, closer, err := l.db.Get(nsKey('d', id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("eventlog: lookup %q: %w", id, err)
+	}
+	defer closer.Close()
+	e, err := decodeEntry(v)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("eventlog: index entry of %q: %w", id, err)
+	}
+	if e.Seq > l.durable.Load() {
+		return Entry{}, false, nil
+	}
+	return e, true, nil
+}
+
+// Write is a group of changes applied atomically and synced by Apply.
+type Write struct {
+	// Committed, when non-zero, moves the committed offset (never backwards).
+	Committed uint64
+	sets      []kv
+	dels      [][]byte
+}
+
+type kv struct{ k, v []byte }
+
+// Set stores a document under (ns, id).
+func (w *Write) Set(ns Namespace, id string, doc []byte) {
+	w.sets = append(w.sets, kv{nsKey(byte(ns), id), doc})
+}
+
+// Delete removes the document under (ns, id).
+func (w *Write) Delete(ns Namespace, id string) { w.dels = append(w.dels, nsKey(byte(ns), id)) }
+
+// Apply commits w with a sync. A failure is sticky, as for appends.
+func (l *Log) Apply(w *Write) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	b := l.db.NewBatch()
+	defer b.Close()
+	for _, s := range w.sets {
+		_ = b.Set(s.k, s.v, nil)
+	}
+	for _, d := range w.dels {
+		_ = b.Delete(d, nil)
+	}
+	if w.Committed > l.committed.Load() {
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], w.Committed)
+		_ = b.Set(committedKey, v[:], nil)
+	}
+	if err := commitSync(b); err != nil {
+		return l.fail(fmt.Errorf("apply: %w", err))
+	}
+	for {
+		c := l.committed.Load()
+		if w.Committed <= c || l.committed.CompareAndSwap(c, w.Committed) {
+			break
+		}
+	}
+	return nil
+}
+
+// Get returns the document under (ns, id).
+func (l *Log) Get(ns Namespace, id string) ([]byte, bool, error) {
+	v, closer, err := l.db.Get(nsKey(byte(ns), id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("eventlog: get %c%q: %w", ns, id, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), true, nil
+}
+
+// Scan calls fn for every document in ns, in id order, until fn returns false.
+func (l *Log) Scan(ns Namespace, fn func(id string, doc []byte) bool) error {
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{byte(ns)}, UpperBound: []byte{byte(ns) + 1}})
+	if err != nil {
+		return fmt.Errorf("eventlog: scan: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if !fn(string(it.Key()[1:]), bytes.Clone(it.Value())) {
+			break
+		}
+	}
+	return it.Error()
+}
+
+// Close stops accepting appends, lets the writer finish every queued one, and closes
+// the database. Records not yet synced when Close returns were answered with errors.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	close(l.reqs)
+	l.mu.Unlock()
+	<-l.stopped
+	if l.Err() != nil {
+		// Pebble's commit pipeline is unusable after a failed sync; closing it can
+		// only report that again. What is durable is on disk for the next Open.
+		func() {
+			defer func() { _ = recover() }()
+			_ = l.db.Close()
+		}()
+		return nil
+	}
+	if err := l.db.Close(); err != nil {
+		return fmt.Errorf("eventlog: close: %w", err)
+	}
+	return nil
+}
+
+// commitSync commits b with a WAL sync. Pebble treats a failed WAL write or sync as
+// fatal (Logger.Fatalf: "the commit pipeline will be horked"); our logger panics with
+// fatalError there, and this turns it back into an error so the log can fail sticky
+// instead of taking the process down mid-answer.
+func commitSync(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fe.err
+		}
+	}()
+	return b.Commit(pebble.Sync)
+}
+
+// fatalMsg keeps the cause of a Pebble fatal message matchable (errors.Is EIO).
+type fatalMsg struct {
+	msg   string
+	cause error
+}
+
+func (f fatalMsg) Error() string { return f.msg }
+func (f fatalMsg) Unwrap() error { return f.cause }
+
+// fatalError is what pebbleLogger.Fatalf panics with.
+type fatalError struct{ err error }
+
+func encodeEntry(dst []byte, e Entry) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(e.ReceivedAt))
+	dst = binary.BigEndian.AppendUint32(dst, e.Generation)
+	return append(dst, e.Hash[:]...)
+}
+
+func decodeEntry(b []byte) (Entry, error) {
+	if len(b) != 8+8+4+32 {
+		return Entry{}, fmt.Errorf("%d bytes, want 52: %w", len(b), event.ErrCorrupt)
+	}
+	var e Entry
+	e.Seq = binary.BigEndian.Uint64(b)
+	e.ReceivedAt = int64(binary.BigEndian.Uint64(b[8:]))
+	e.Generation = binary.BigEndian.Uint32(b[16:])
+	copy(e.Hash[:], b[20:])
+	return e, nil
+}
+
+// pebbleLogger sends Pebble's messages to slog at debug level (errors at error).
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l != nil {
+		p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+// Fatalf must not return: Pebble goes on as if the failed operation succeeded.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	err := error(fatalMsg{msg: fmt.Sprintf(format, args...)})
+	for _, a := range args {
+		if e, ok := a.(error); ok {
+			err = fatalMsg{msg: err.Error(), cause: e}
+			break
+		}
+	}
+	if p.l != nil {
+		p.l.Error(err.Error(), "component", "pebble")
+	}
+	panic(fatalError{err})
+}
+
+var _ io.Closer = (*Log)(nil)
