@@ -34,6 +34,9 @@ type Msg struct {
 	Val  uint64
 	Task int32 // spout task (Init only)
 	Kind Kind
+	// Reason says why a tuple failed (Fail only; optional). It travels to the spout
+	// in the Outcome, so a dead letter can name the error that ended it.
+	Reason string
 }
 
 // Result is what the ledger tells the spout task about a tree.
@@ -66,6 +69,8 @@ type Outcome struct {
 	// Latency is the time in nanoseconds (to the millisecond) from the tree's first
 	// message at this ledger to this outcome.
 	Latency int64
+	// Reason is the first fail reason of a Failed tree, if its bolt gave one.
+	Reason string
 }
 
 const (
@@ -113,6 +118,7 @@ type Ledger struct {
 	// buckets[0] is the newest; Rotate drops the last one.
 	buckets []map[uint64]entry
 	stats   Stats
+	reasons map[uint64]string // fail reasons of trees not yet reported (rare: kept apart from the 16-byte entries)
 }
 
 // New returns a ledger with n rotating buckets (n ≥ 2). With rotation every I, an entry
@@ -181,6 +187,12 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 	case Ack:
 		e.xor ^= m.Val
 	case Fail:
+		if e.meta&flagFailed == 0 && m.Reason != "" {
+			if l.reasons == nil {
+				l.reasons = map[uint64]string{}
+			}
+			l.reasons[m.Root] = m.Reason
+		}
 		e.meta |= flagFailed
 	case Reset:
 		reset = true
@@ -194,7 +206,9 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 		case e.meta&flagFailed != 0:
 			l.remove(bi, m.Root)
 			l.stats.Failed++
-			return Outcome{Root: m.Root, SpoutTask: e.task(), Result: Failed, Latency: e.latency(now)}, true, nil
+			reason := l.reasons[m.Root]
+			delete(l.reasons, m.Root)
+			return Outcome{Root: m.Root, SpoutTask: e.task(), Result: Failed, Latency: e.latency(now), Reason: reason}, true, nil
 		case e.xor == 0:
 			l.remove(bi, m.Root)
 			l.stats.Completed++
@@ -228,7 +242,8 @@ func (l *Ledger) remove(bi int, root uint64) {
 // map has already timed these trees out.
 func (l *Ledger) Rotate() (expired, orphans int) {
 	last := len(l.buckets) - 1
-	for _, e := range l.buckets[last] {
+	for root, e := range l.buckets[last] {
+		delete(l.reasons, root)
 		if e.meta&flagInit != 0 {
 			expired++
 		} else {

@@ -202,3 +202,32 @@ func TestKindAndResultNames(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// A fail reason reaches the outcome, also when the fail overtakes the init, and is
+// forgotten when its orphan entry rotates out.
+func TestFailReasonInOutcome(t *testing.T) {
+	l := New(3)
+	if _, _, err := l.Step(0, Msg{Kind: Init, Root: 1, Val: 5, Task: 2}); err != nil {
+		t.Fatal(err)
+	}
+	o, ok, _ := l.Step(1, Msg{Kind: Fail, Root: 1, Reason: "bad row"})
+	if !ok || o.Result != Failed || o.Reason != "bad row" {
+		t.Fatalf("outcome %+v %v", o, ok)
+	}
+	// Fail before init: kept until the init comes.
+	if _, ok, _ := l.Step(2, Msg{Kind: Fail, Root: 2, Reason: "first"}); ok {
+		t.Fatal("outcome before init")
+	}
+	l.Step(2, Msg{Kind: Fail, Root: 2, Reason: "second"})
+	o, ok, _ = l.Step(3, Msg{Kind: Init, Root: 2, Val: 9, Task: 1})
+	if !ok || o.Result != Failed || o.Reason != "first" {
+		t.Fatalf("outcome %+v %v, want the first reason", o, ok)
+	}
+	l.Step(4, Msg{Kind: Fail, Root: 3, Reason: "orphan"})
+	for range 3 {
+		l.Rotate()
+	}
+	if len(l.reasons) != 0 {
+		t.Fatalf("%d reasons left after the orphan rotated out", len(l.reasons))
+	}
+}

@@ -137,10 +137,19 @@ func (b *boltExec) wakeLocked() {
 }
 
 // Ack implements topology.OutputCollector.
-func (b *boltExec) Ack(t *tuple.Tuple) error { return b.finish(t, tupleinternal.Acked) }
+func (b *boltExec) Ack(t *tuple.Tuple) error { return b.finish(t, tupleinternal.Acked, "") }
 
 // Fail implements topology.OutputCollector.
-func (b *boltExec) Fail(t *tuple.Tuple) error { return b.finish(t, tupleinternal.Failed) }
+func (b *boltExec) Fail(t *tuple.Tuple) error { return b.finish(t, tupleinternal.Failed, "") }
+
+// FailWith implements topology.OutputCollector.
+func (b *boltExec) FailWith(t *tuple.Tuple, reason error) error {
+	r := ""
+	if reason != nil {
+		r = reason.Error()
+	}
+	return b.finish(t, tupleinternal.Failed, r)
+}
 
 // received returns the state of an input this task received and may still act on, or
 // the misuse error: nil tuple, task stopped, or a tuple delivered elsewhere (mu held).
@@ -159,7 +168,7 @@ func (b *boltExec) received(t *tuple.Tuple) (*tupleinternal.State, error) {
 	return st, nil
 }
 
-func (b *boltExec) finish(t *tuple.Tuple, to uint8) error {
+func (b *boltExec) finish(t *tuple.Tuple, to uint8, reason string) error {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -179,12 +188,12 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8) error {
 			return e.misuse(MisuseFailAfterAck, t)
 		}
 	}
-	b.finishLocked(st, to)
+	b.finishLocked(st, to, reason)
 	return nil
 }
 
 // finishLocked acks or fails a pending input this task received (e.mu held).
-func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8) {
+func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string) {
 	e := b.e
 	st.Status = to
 	v := st.AckVal
@@ -199,9 +208,9 @@ func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8) {
 	} else {
 		e.stats.failed++
 		if st.Root0 != 0 {
-			e.ackMsg(acker.Msg{Kind: acker.Fail, Root: st.Root0})
+			e.ackMsg(acker.Msg{Kind: acker.Fail, Root: st.Root0, Reason: reason})
 			for _, m := range st.More {
-				e.ackMsg(acker.Msg{Kind: acker.Fail, Root: m.Root})
+				e.ackMsg(acker.Msg{Kind: acker.Fail, Root: m.Root, Reason: reason})
 			}
 		}
 	}
@@ -209,12 +218,12 @@ func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8) {
 }
 
 // failPending fails t if it is still pending (after a panic in user code).
-func (b *boltExec) failPending(t *tuple.Tuple) {
+func (b *boltExec) failPending(t *tuple.Tuple, reason string) {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if st := stateOf(t); !e.stopped && st.DstTask == e.task && st.Status == tupleinternal.Pending {
-		b.finishLocked(st, tupleinternal.Failed)
+		b.finishLocked(st, tupleinternal.Failed, reason)
 	}
 }
 
@@ -245,8 +254,9 @@ func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
 func (b *boltExec) execute(t *tuple.Tuple) {
 	defer func() {
 		if p := recover(); p != nil {
-			b.e.reportError(fmt.Errorf("bolt %q task %d panicked on %v: %v", b.e.comp.ID, b.e.task, t, p), "stack", string(debug.Stack()))
-			b.failPending(t)
+			err := fmt.Errorf("bolt %q task %d panicked on %v: %v", b.e.comp.ID, b.e.task, t, p)
+			b.e.reportError(err, "stack", string(debug.Stack()))
+			b.failPending(t, err.Error())
 		}
 	}()
 	if b.basic == nil {
@@ -259,7 +269,7 @@ func (b *boltExec) execute(t *tuple.Tuple) {
 		return b.basic.Execute(t, bc)
 	}()
 	if err != nil {
-		_ = b.Fail(t)
+		_ = b.FailWith(t, fmt.Errorf("bolt %q: %w", b.e.comp.ID, err))
 		return
 	}
 	_ = b.Ack(t)

@@ -71,6 +71,8 @@ type spoutExec struct {
 	outs      []acker.Outcome
 	calls     []spoutCall // Ack and Fail calls to make, reused
 	now       int64
+	// timeoutReason is the FailReason of a tree whose message timeout passed.
+	timeoutReason string
 	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
 	loops     atomic.Int64 // loop iterations, for tests that the idle spout waits
 }
@@ -191,7 +193,7 @@ func (s *spoutExec) drainOutcomes() {
 			calls = append(calls, spoutCall{msgID: ent.msgID, ack: true})
 		case o.Result == acker.Failed:
 			s.e.stats.failed++
-			calls = append(calls, spoutCall{msgID: ent.msgID})
+			calls = append(calls, spoutCall{msgID: ent.msgID, reason: o.Reason})
 		case o.Result == acker.Restarted:
 			// The clock restarts (newest bucket); complete latency still counts from the emit.
 			s.pending.put(o.Root, ent)
@@ -204,8 +206,9 @@ func (s *spoutExec) drainOutcomes() {
 
 // spoutCall is one Ack or Fail to deliver to the spout.
 type spoutCall struct {
-	msgID any
-	ack   bool
+	msgID  any
+	ack    bool
+	reason string
 }
 
 func (s *spoutExec) deliver(calls []spoutCall) {
@@ -213,7 +216,11 @@ func (s *spoutExec) deliver(calls []spoutCall) {
 		if c.ack {
 			s.call("Ack", func() { s.spout.Ack(c.msgID) })
 		} else {
-			s.call("Fail", func() { s.spout.Fail(c.msgID) })
+			if rs, ok := s.spout.(topology.ReasonedSpout); ok {
+				s.call("Fail", func() { rs.FailReason(c.msgID, c.reason) })
+			} else {
+				s.call("Fail", func() { s.spout.Fail(c.msgID) })
+			}
 		}
 	}
 	clear(calls)
@@ -239,7 +246,7 @@ func (s *spoutExec) expire() {
 	}
 	calls := s.calls[:0]
 	for _, ent := range expired {
-		calls = append(calls, spoutCall{msgID: ent.msgID})
+		calls = append(calls, spoutCall{msgID: ent.msgID, reason: s.timeoutReason})
 	}
 	s.e.mu.Lock()
 	s.e.stats.timedOut += uint64(len(expired))

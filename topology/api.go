@@ -42,6 +42,15 @@ type Spout interface {
 	Close() error
 }
 
+// ReasonedSpout is a Spout that also wants to know why a tree failed. When a spout
+// implements it, FailReason is called instead of Fail, with the reason the failing
+// bolt gave (OutputCollector.FailWith, or the error a BasicBolt returned), "message
+// timeout" when the timeout passed first, or "" when no reason was given.
+type ReasonedSpout interface {
+	Spout
+	FailReason(msgID any, reason string)
+}
+
 // SpoutCollector is how a spout emits. It is not safe for concurrent use: call it from
 // Open, NextTuple, Ack and Fail only (as Storm's SpoutOutputCollector).
 type SpoutCollector interface {
@@ -90,6 +99,9 @@ type OutputCollector interface {
 	// Fail fails every tree the input belongs to at once (the spout's Fail follows
 	// without waiting for the timeout). Misuse as for Ack.
 	Fail(input *tuple.Tuple) error
+	// FailWith is Fail with the reason, passed to a ReasonedSpout (dead letters keep
+	// it). Only the first reason of a tree reaches the spout.
+	FailWith(input *tuple.Tuple, reason error) error
 	// ResetTimeout restarts the message timeout of every tree the input belongs to, in
 	// the acker and in the spout (STORM-1549). Use it sparingly for slow inputs.
 	ResetTimeout(input *tuple.Tuple) error
