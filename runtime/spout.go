@@ -73,8 +73,8 @@ type spoutExec struct {
 	now       int64
 	// timeoutReason is the FailReason of a tree whose message timeout passed.
 	timeoutReason string
-	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
-	loops     atomic.Int64 // loop iterations, for tests that the idle spout waits
+	abandoned     atomic.Int64 // trees left with neither Ack nor Fail at exit
+	loops         atomic.Int64 // loop iterations, for tests that the idle spout waits
 }
 
 // Emit implements topology.SpoutCollector.
