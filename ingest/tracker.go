@@ -1,0 +1,252 @@
+package ingest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+)
+
+// TrackerConfig sets the retry policy of the Tracker.
+type TrackerConfig struct {
+	// MaxAttempts is how many times an event is processed before it becomes
+	// FAILED_FINAL (default 5), counted per generation (a :retry starts a new one).
+	MaxAttempts int
+	// BackoffBase is the delay before the second attempt (default 100ms); each later
+	// retry waits twice as long as the one before, up to BackoffMax (default 30s).
+	BackoffBase, BackoffMax time.Duration
+}
+
+func (c *TrackerConfig) defaults() {
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = 100 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 30 * time.Second
+	}
+}
+
+// Backoff is the delay after the n-th failed attempt (n ≥ 1): base·2^(n-1), capped.
+func (c TrackerConfig) Backoff(n int) time.Duration {
+	d := c.BackoffBase
+	for i := 1; i < n && d < c.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, c.BackoffMax)
+}
+
+// Verdict is what Receive decided about an incoming event.
+type Verdict uint8
+
+// Verdicts.
+const (
+	// New: the id is unknown; the event must be appended to the log.
+	New Verdict = iota + 1
+	// Duplicate: the id is known with the same content; answer its status and
+	// write nothing (an ACCEPTED one is still on its way to the log: wait for it).
+	Duplicate
+	// Conflict: the id is known with other content (409).
+	Conflict
+)
+
+// Tracker is the event status state machine of the ingest path: per event id, its
+// status, attempts and history. It is pure, as etcd's raft: no goroutines, clock
+// reads or I/O; time comes in as Unix nanoseconds and the caller does the I/O (log
+// appends, status documents) and wakes whoever waits on a change. Not safe for
+// concurrent use.
+//
+// It holds in memory only events in progress; a finished event's status is kept in
+// the log's status documents and Forget drops it here.
+type Tracker struct {
+	cfg TrackerConfig
+	m   map[string]*entry
+}
+
+type entry struct {
+	st          EventStatus
+	hash        [32]byte
+	genAttempts int
+}
+
+// NewTracker returns an empty tracker.
+func NewTracker(cfg TrackerConfig) *Tracker {
+	cfg.defaults()
+	return &Tracker{cfg: cfg, m: map[string]*entry{}}
+}
+
+// Config is the effective configuration.
+func (t *Tracker) Config() TrackerConfig { return t.cfg }
+
+// Len is the number of events held in memory.
+func (t *Tracker) Len() int { return len(t.m) }
+
+func (e *entry) snapshot() EventStatus {
+	s := e.st
+	s.Transitions = append([]Transition(nil), e.st.Transitions...)
+	return s
+}
+
+func (e *entry) step(tr Transition) {
+	if tr.Status != 0 {
+		e.st.Status = tr.Status
+	}
+	e.st.Transitions = append(e.st.Transitions, tr)
+}
+
+// Receive decides what to do with an event arriving at now with content hash. known
+// is its durable status when the caller found the id in the log's dedupe index (nil
+// otherwise); the index is authoritative only for durable records, so an id whose
+// append failed is New again (NATS #6415). On New the event is held as ACCEPTED.
+func (t *Tracker) Receive(now int64, id string, hash [32]byte, known *EventStatus) (Verdict, EventStatus) {
+	if e, ok := t.m[id]; ok {
+		if e.hash != hash {
+			return Conflict, e.snapshot()
+		}
+		return Duplicate, e.snapshot()
+	}
+	if known != nil {
+		if known.PayloadHash != event.HashString(hash) {
+			return Conflict, *known
+		}
+		return Duplicate, *known
+	}
+	e := &entry{hash: hash, st: EventStatus{EventID: id, PayloadHash: event.HashString(hash)}}
+	e.step(Transition{Step: StepReceived, Status: Accepted, At: now})
+	t.m[id] = e
+	return New, e.snapshot()
+}
+
+// Persisted records that the event's log record (seq, generation) is durable.
+func (t *Tracker) Persisted(now int64, id string, seq uint64, gen uint32) (EventStatus, bool) {
+	e, ok := t.m[id]
+	if !ok {
+		return EventStatus{}, false
+	}
+	e.st.Seq, e.st.Generation = seq, gen
+	e.step(Transition{Step: StepPersisted, Status: Persisted, At: now})
+	return e.snapshot(), true
+}
+
+// PersistFailed drops an event whose append failed: it was never durable, so a retry
+// of the same id must be taken in as New. The returned status (FAILED_RETRYABLE, with
+// the error) is for whoever waits on it.
+func (t *Tracker) PersistFailed(now int64, id string, err error) EventStatus {
+	e, ok := t.m[id]
+	if !ok {
+		return EventStatus{EventID: id, Status: FailedRetryable, LastError: err.Error()}
+	}
+	delete(t.m, id)
+	e.st.LastError = err.Error()
+	e.step(Transition{Step: StepFailed, Status: FailedRetryable, At: now, Error: err.Error()})
+	return e.snapshot()
+}
+
+// Load makes the tracker hold a durable event read back from the log (after a
+// restart), from its status document if one was kept (prior attempts) or else as
+// PERSISTED at its receipt time. An event already held is left as it is.
+func (t *Tracker) Load(rec *event.Record, doc *EventStatus) EventStatus {
+	if e, ok := t.m[rec.Event.ID]; ok {
+		return e.snapshot()
+	}
+	e := &entry{hash: rec.Hash}
+	if doc != nil && doc.Generation == rec.Generation {
+		e.st = *doc
+		for _, tr := range doc.Transitions {
+			if tr.Step == StepStarted {
+				e.genAttempts++
+			}
+			if tr.Step == StepResubmitted {
+				e.genAttempts = 0
+			}
+		}
+	} else {
+		e.st = EventStatus{EventID: rec.Event.ID, PayloadHash: event.HashString(rec.Hash)}
+		e.step(Transition{Step: StepPersisted, Status: Persisted, At: rec.ReceivedAt})
+	}
+	e.st.Seq, e.st.Generation = rec.Seq, rec.Generation
+	t.m[rec.Event.ID] = e
+	return e.snapshot()
+}
+
+// Started records that an attempt of the event was emitted into the topology and
+// returns its number (1 for the first).
+func (t *Tracker) Started(now int64, id string) (int, error) {
+	e, ok := t.m[id]
+	if !ok {
+		return 0, fmt.Errorf("ingest: start of %q, which is not held", id)
+	}
+	if e.st.Status != Persisted {
+		return 0, fmt.Errorf("ingest: start of %q in status %s", id, e.st.Status)
+	}
+	e.st.Attempts++
+	e.genAttempts++
+	e.step(Transition{Step: StepStarted, At: now, Attempt: e.st.Attempts})
+	return e.st.Attempts, nil
+}
+
+// Failed records a failed attempt. Below max attempts it returns retryAt, when the
+// next attempt is due (exponential backoff); at max attempts the event becomes
+// FAILED_FINAL with reason as its last error, and final is true.
+func (t *Tracker) Failed(now int64, id, reason string) (final bool, retryAt int64, st EventStatus, err error) {
+	e, ok := t.m[id]
+	if !ok || e.st.Status != Persisted {
+		return false, 0, EventStatus{}, fmt.Errorf("ingest: failure of %q, which is not in progress", id)
+	}
+	if reason == "" {
+		reason = "failed without a reason"
+	}
+	e.st.LastError = reason
+	if e.genAttempts >= t.cfg.MaxAttempts {
+		e.step(Transition{Step: StepDeadLetter, Status: FailedFinal, At: now, Attempt: e.st.Attempts, Error: reason})
+		return true, 0, e.snapshot(), nil
+	}
+	retryAt = now + int64(t.cfg.Backoff(e.genAttempts))
+	e.step(Transition{Step: StepFailed, At: now, Attempt: e.st.Attempts, Error: reason, RetryAt: retryAt})
+	return false, retryAt, e.snapshot(), nil
+}
+
+// Processed records that the event's tree completed: PROCESSED.
+func (t *Tracker) Processed(now int64, id string) (EventStatus, error) {
+	e, ok := t.m[id]
+	if !ok || e.st.Status != Persisted {
+		return EventStatus{}, fmt.Errorf("ingest: completion of %q, which is not in progress", id)
+	}
+	e.st.LastError = ""
+	e.step(Transition{Step: StepCompleted, Status: Processed, At: now, Attempt: e.st.Attempts})
+	return e.snapshot(), nil
+}
+
+// Resubmit starts a new generation for a FAILED_FINAL event (doc is its stored
+// status when it is no longer held): it is held as ACCEPTED until its new record is
+// durable (then Persisted), with a fresh attempt budget.
+func (t *Tracker) Resubmit(now int64, id string, doc *EventStatus, hash [32]byte) (EventStatus, error) {
+	e, ok := t.m[id]
+	if !ok {
+		if doc == nil {
+			return EventStatus{}, fmt.Errorf("ingest: resubmit of unknown event %q", id)
+		}
+		e = &entry{st: *doc, hash: hash}
+	}
+	if e.st.Status != FailedFinal {
+		return e.snapshot(), fmt.Errorf("ingest: resubmit of %q in status %s: only FAILED_FINAL events can be resubmitted", id, e.st.Status)
+	}
+	e.genAttempts = 0
+	e.step(Transition{Step: StepResubmitted, Status: Accepted, At: now})
+	t.m[id] = e
+	return e.snapshot(), nil
+}
+
+// Get returns the status of a held event.
+func (t *Tracker) Get(id string) (EventStatus, bool) {
+	e, ok := t.m[id]
+	if !ok {
+		return EventStatus{}, false
+	}
+	return e.snapshot(), true
+}
+
+// Forget drops a finished event (its status document is durable).
+func (t *Tracker) Forget(id string) { delete(t.m, id) }

@@ -1,0 +1,176 @@
+package ingest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+)
+
+func h(s string) [32]byte {
+	e := event.Event{Source: "s", Type: "t", Payload: []byte(s)}
+	return e.Hash()
+}
+
+func steps(st EventStatus) []Step {
+	var out []Step
+	for _, tr := range st.Transitions {
+		out = append(out, tr.Step)
+	}
+	return out
+}
+
+func eqSteps(a []Step, b ...Step) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Every status transition, in order, with the attempt count and backoff.
+func TestTrackerLifecycle(t *testing.T) {
+	tr := NewTracker(TrackerConfig{MaxAttempts: 3, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
+	v, st := tr.Receive(10, "e1", h(`{"a":1}`), nil)
+	if v != New || st.Status != Accepted {
+		t.Fatalf("Receive = %v %v", v, st.Status)
+	}
+	if v, st := tr.Receive(11, "e1", h(`{"a":1}`), nil); v != Duplicate || st.Status != Accepted {
+		t.Fatalf("same id, same payload while ACCEPTED: %v %v", v, st.Status)
+	}
+	if v, _ := tr.Receive(12, "e1", h(`{"a":2}`), nil); v != Conflict {
+		t.Fatalf("same id, other payload: %v", v)
+	}
+	st, _ = tr.Persisted(20, "e1", 7, 0)
+	if st.Status != Persisted || st.Seq != 7 {
+		t.Fatalf("Persisted: %+v", st)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		n, err := tr.Started(int64(100*attempt), "e1")
+		if err != nil || n != attempt {
+			t.Fatalf("Started = %d %v", n, err)
+		}
+		final, retryAt, st, err := tr.Failed(int64(100*attempt+1), "e1", "sink down")
+		want := int64(100*attempt+1) + int64(100*time.Millisecond)<<(attempt-1)
+		if err != nil || final || retryAt != want || st.Status != Persisted || st.LastError != "sink down" {
+			t.Fatalf("Failed #%d = %v %d (want %d) %+v %v", attempt, final, retryAt, want, st, err)
+		}
+	}
+	tr.Started(300, "e1")
+	final, _, st, _ := tr.Failed(301, "e1", "sink down for good")
+	if !final || st.Status != FailedFinal || st.Attempts != 3 || st.LastError != "sink down for good" {
+		t.Fatalf("third failure: final=%v %+v", final, st)
+	}
+	if !eqSteps(steps(st), StepReceived, StepPersisted, StepStarted, StepFailed, StepStarted, StepFailed, StepStarted, StepDeadLetter) {
+		t.Fatalf("steps %v", steps(st))
+	}
+	if _, err := tr.Started(302, "e1"); err == nil {
+		t.Fatal("start of a FAILED_FINAL event accepted")
+	}
+	// :retry gives a new generation with a fresh budget.
+	st, err := tr.Resubmit(400, "e1", nil, h(`{"a":1}`))
+	if err != nil || st.Status != Accepted {
+		t.Fatalf("Resubmit: %+v %v", st, err)
+	}
+	tr.Persisted(401, "e1", 9, 1)
+	if n, _ := tr.Started(402, "e1"); n != 4 {
+		t.Fatalf("attempt after resubmit = %d, want 4", n)
+	}
+	if _, retryAt, _, _ := tr.Failed(403, "e1", "x"); retryAt != 403+int64(100*time.Millisecond) {
+		t.Fatalf("first failure of generation 1 backs off %d", retryAt-403)
+	}
+	tr.Started(500, "e1")
+	st, err = tr.Processed(600, "e1")
+	if err != nil || st.Status != Processed || st.Attempts != 5 || st.LastError != "" || st.Generation != 1 {
+		t.Fatalf("Processed: %+v %v", st, err)
+	}
+	if _, err := tr.Processed(601, "e1"); err == nil {
+		t.Fatal("second completion accepted")
+	}
+	if _, err := tr.Resubmit(602, "e1", nil, h(`{"a":1}`)); err == nil {
+		t.Fatal("resubmit of a PROCESSED event accepted")
+	}
+	tr.Forget("e1")
+	if tr.Len() != 0 {
+		t.Fatal("Forget kept the entry")
+	}
+}
+
+// NATS #6415: an id whose append failed is not a duplicate; its retry is New.
+func TestTrackerFailedAppendDoesNotSwallowRetry(t *testing.T) {
+	tr := NewTracker(TrackerConfig{})
+	tr.Receive(1, "e", h("{}"), nil)
+	st := tr.PersistFailed(2, "e", errors.New("fsync: input/output error"))
+	if st.Status != FailedRetryable || st.LastError != "fsync: input/output error" {
+		t.Fatalf("PersistFailed = %+v", st)
+	}
+	if v, _ := tr.Receive(3, "e", h("{}"), nil); v != New {
+		t.Fatalf("retry after a failed append: %v, want New", v)
+	}
+}
+
+// The durable index answers for ids no longer held in memory.
+func TestTrackerKnownFromIndex(t *testing.T) {
+	tr := NewTracker(TrackerConfig{})
+	known := &EventStatus{EventID: "e", Status: Processed, PayloadHash: event.HashString(h("{}"))}
+	if v, st := tr.Receive(1, "e", h("{}"), known); v != Duplicate || st.Status != Processed {
+		t.Fatalf("known same: %v %v", v, st.Status)
+	}
+	if v, _ := tr.Receive(1, "e", h(`{"x":1}`), known); v != Conflict {
+		t.Fatalf("known other: %v", v)
+	}
+	if tr.Len() != 0 {
+		t.Fatal("a known duplicate was loaded into memory")
+	}
+}
+
+// After a restart, attempts made before the crash still count toward max attempts.
+func TestTrackerLoadKeepsAttempts(t *testing.T) {
+	tr := NewTracker(TrackerConfig{MaxAttempts: 3})
+	rec := &event.Record{Seq: 4, Hash: h("{}"), Event: event.Event{ID: "e"}, ReceivedAt: 5}
+	doc := &EventStatus{EventID: "e", Status: Persisted, Attempts: 2, Transitions: []Transition{
+		{Step: StepPersisted, Status: Persisted}, {Step: StepStarted, Attempt: 1}, {Step: StepFailed}, {Step: StepStarted, Attempt: 2}, {Step: StepFailed}}}
+	tr.Load(rec, doc)
+	if n, _ := tr.Started(10, "e"); n != 3 {
+		t.Fatalf("attempt = %d, want 3", n)
+	}
+	if final, _, _, _ := tr.Failed(11, "e", "boom"); !final {
+		t.Fatal("third attempt across a restart was not final")
+	}
+	st := tr.Load(&event.Record{Seq: 5, Hash: h("{}"), Event: event.Event{ID: "f"}, ReceivedAt: 7}, nil)
+	if st.Status != Persisted || st.Transitions[0].At != 7 || st.Seq != 5 {
+		t.Fatalf("Load without a doc: %+v", st)
+	}
+}
+
+func TestOffsetsNeverPassUnfinished(t *testing.T) {
+	o := NewOffsets(1)
+	for _, seq := range []uint64{2, 3, 5} {
+		if c := o.Done(seq); c != 1 {
+			t.Fatalf("Done(%d) moved the offset to %d past unfinished 1", seq, c)
+		}
+	}
+	if c := o.Done(1); c != 4 {
+		t.Fatalf("Done(1) = %d, want 4", c)
+	}
+	if c := o.Done(4); c != 6 || o.Ahead() != 0 {
+		t.Fatalf("Done(4) = %d ahead %d, want 6 and 0", c, o.Ahead())
+	}
+	if c := o.Done(2); c != 6 {
+		t.Fatalf("a seq done twice moved the offset to %d", c)
+	}
+}
+
+func TestBackoffCaps(t *testing.T) {
+	c := TrackerConfig{BackoffBase: time.Second, BackoffMax: 5 * time.Second}
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 5 * time.Second, 40: 5 * time.Second} {
+		if got := c.Backoff(n); got != want {
+			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
