@@ -43,8 +43,8 @@ type Verdict uint8
 
 // Verdicts.
 const (
-	// New: the id is unknown; the event must be appended to the log.
-	New Verdict = iota + 1
+	// Fresh: the id is unknown; the event must be appended to the log.
+	Fresh Verdict = iota + 1
 	// Duplicate: the id is known with the same content; answer its status and
 	// write nothing (an ACCEPTED one is still on its way to the log: wait for it).
 	Duplicate
@@ -99,7 +99,7 @@ func (e *entry) step(tr Transition) {
 // Receive decides what to do with an event arriving at now with content hash. known
 // is its durable status when the caller found the id in the log's dedupe index (nil
 // otherwise); the index is authoritative only for durable records, so an id whose
-// append failed is New again (NATS #6415). On New the event is held as ACCEPTED.
+// append failed is New again (NATS #6415). On Fresh the event is held as ACCEPTED.
 func (t *Tracker) Receive(now int64, id string, hash [32]byte, known *EventStatus) (Verdict, EventStatus) {
 	if e, ok := t.m[id]; ok {
 		if e.hash != hash {
@@ -116,14 +116,19 @@ func (t *Tracker) Receive(now int64, id string, hash [32]byte, known *EventStatu
 	e := &entry{hash: hash, st: EventStatus{EventID: id, PayloadHash: event.HashString(hash)}}
 	e.step(Transition{Step: StepReceived, Status: Accepted, At: now})
 	t.m[id] = e
-	return New, e.snapshot()
+	return Fresh, e.snapshot()
 }
 
-// Persisted records that the event's log record (seq, generation) is durable.
+// Persisted records that the event's log record (seq, generation) is durable. It
+// changes only an ACCEPTED event: the log's reader may see a record before its
+// appender is told, and whichever comes second is a no-op.
 func (t *Tracker) Persisted(now int64, id string, seq uint64, gen uint32) (EventStatus, bool) {
 	e, ok := t.m[id]
 	if !ok {
 		return EventStatus{}, false
+	}
+	if e.st.Status != Accepted {
+		return e.snapshot(), true
 	}
 	e.st.Seq, e.st.Generation = seq, gen
 	e.step(Transition{Step: StepPersisted, Status: Persisted, At: now})
@@ -131,7 +136,7 @@ func (t *Tracker) Persisted(now int64, id string, seq uint64, gen uint32) (Event
 }
 
 // PersistFailed drops an event whose append failed: it was never durable, so a retry
-// of the same id must be taken in as New. The returned status (FAILED_RETRYABLE, with
+// of the same id must be taken in as Fresh. The returned status (FAILED_RETRYABLE, with
 // the error) is for whoever waits on it.
 func (t *Tracker) PersistFailed(now int64, id string, err error) EventStatus {
 	e, ok := t.m[id]

@@ -37,7 +37,7 @@ func eqSteps(a []Step, b ...Step) bool {
 func TestTrackerLifecycle(t *testing.T) {
 	tr := NewTracker(TrackerConfig{MaxAttempts: 3, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
 	v, st := tr.Receive(10, "e1", h(`{"a":1}`), nil)
-	if v != New || st.Status != Accepted {
+	if v != Fresh || st.Status != Accepted {
 		t.Fatalf("Receive = %v %v", v, st.Status)
 	}
 	if v, st := tr.Receive(11, "e1", h(`{"a":1}`), nil); v != Duplicate || st.Status != Accepted {
@@ -109,8 +109,8 @@ func TestTrackerFailedAppendDoesNotSwallowRetry(t *testing.T) {
 	if st.Status != FailedRetryable || st.LastError != "fsync: input/output error" {
 		t.Fatalf("PersistFailed = %+v", st)
 	}
-	if v, _ := tr.Receive(3, "e", h("{}"), nil); v != New {
-		t.Fatalf("retry after a failed append: %v, want New", v)
+	if v, _ := tr.Receive(3, "e", h("{}"), nil); v != Fresh {
+		t.Fatalf("retry after a failed append: %v, want Fresh", v)
 	}
 }
 

@@ -1,0 +1,315 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
+)
+
+// HTTPOptions bound what the HTTP API takes in.
+type HTTPOptions struct {
+	// MaxEventBytes caps the body of POST /v1/events (default 1 MiB): 413 beyond.
+	MaxEventBytes int64
+	// MaxBatchBytes caps the body of POST /v1/events:batch (default 16 MiB).
+	MaxBatchBytes int64
+	// Ready, when set, is consulted by /readyz besides the service (e.g. the
+	// topology is running).
+	Ready func() error
+}
+
+// Handler returns the HTTP API of s:
+//
+//	POST /v1/events              one JSON event        ?ack=accepted|persisted|processed&wait=10s
+//	POST /v1/events:batch        NDJSON, one per line  (same parameters)
+//	GET  /v1/events/{id}         status, transitions, attempts
+//	POST /v1/events/{id}:retry   resubmit a dead letter
+//	GET  /v1/dead-letters        ?limit=100
+//	GET  /healthz, /readyz
+//
+// Status codes: 200 PERSISTED or PROCESSED (also for a duplicate, with
+// "duplicate": true), 202 ACCEPTED, 400 invalid (FAILED_FINAL, naming the field), 409
+// event_id reused with another payload, 413 too large, 422 FAILED_FINAL after max
+// attempts, 429 overloaded and 503 log failed or shutting down (FAILED_RETRYABLE,
+// with Retry-After).
+func (s *Service) Handler(o HTTPOptions) http.Handler {
+	if o.MaxEventBytes <= 0 {
+		o.MaxEventBytes = 1 << 20
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 16 << 20
+	}
+	h := &handler{s: s, o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/events", h.postEvent)
+	mux.HandleFunc("POST /v1/events:batch", h.postBatch)
+	mux.HandleFunc("GET /v1/events/{id...}", h.getEvent)
+	mux.HandleFunc("POST /v1/events/{id...}", h.postRetry)
+	mux.HandleFunc("GET /v1/dead-letters", h.deadLetters)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", h.ready)
+	return mux
+}
+
+type handler struct {
+	s *Service
+	o HTTPOptions
+}
+
+// Answer is the JSON answer for one event.
+type Answer struct {
+	Line        int    `json:"line,omitempty"` // 1-based line in a batch
+	EventID     string `json:"event_id,omitempty"`
+	Status      Status `json:"status"`
+	Duplicate   bool   `json:"duplicate,omitempty"`
+	Seq         uint64 `json:"seq,omitempty"`
+	Attempts    int    `json:"attempts,omitempty"`
+	PayloadHash string `json:"payload_hash,omitempty"`
+	Error       string `json:"error,omitempty"`
+	code        int
+}
+
+func answerOf(r Result) Answer {
+	a := Answer{EventID: r.Status.EventID, Status: r.Status.Status, Duplicate: r.Duplicate, Seq: r.Status.Seq,
+		Attempts: r.Status.Attempts, PayloadHash: r.Status.PayloadHash}
+	switch {
+	case errors.Is(r.Err, ErrConflict):
+		a.Status, a.Error, a.code = FailedFinal, r.Err.Error(), http.StatusConflict
+	case errors.Is(r.Err, eventlog.ErrOverloaded):
+		a.Status, a.Error, a.code = FailedRetryable, r.Err.Error(), http.StatusTooManyRequests
+	case r.Err != nil || a.Status == FailedRetryable:
+		a.Status, a.code = FailedRetryable, http.StatusServiceUnavailable
+		a.Error = r.Status.LastError
+		if r.Err != nil {
+			a.Error = r.Err.Error()
+		}
+	case a.Status == FailedFinal:
+		a.Error, a.code = r.Status.LastError, http.StatusUnprocessableEntity
+	case a.Status == Accepted:
+		a.code = http.StatusAccepted
+	default:
+		a.code = http.StatusOK
+	}
+	return a
+}
+
+func invalid(line int, id string, err error) Answer {
+	return Answer{Line: line, EventID: id, Status: FailedFinal, Error: err.Error(), code: http.StatusBadRequest}
+}
+
+func (h *handler) params(w http.ResponseWriter, r *http.Request) (Level, time.Duration, bool) {
+	var lvl Level
+	if v := r.URL.Query().Get("ack"); v != "" {
+		l, err := ParseLevel(v)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, Answer{Status: FailedFinal, Error: err.Error()})
+			return 0, 0, false
+		}
+		lvl = l
+	}
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > 10*time.Minute {
+			writeJSON(w, http.StatusBadRequest, Answer{Status: FailedFinal, Error: fmt.Sprintf("wait=%q: want a duration such as 5s, at most 10m", v)})
+			return 0, 0, false
+		}
+		wait = d
+	}
+	return lvl, wait, true
+}
+
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, Answer{Status: FailedFinal,
+				Error: fmt.Sprintf("body larger than %d bytes", limit)})
+		} else {
+			writeJSON(w, http.StatusBadRequest, Answer{Status: FailedRetryable, Error: "reading body: " + err.Error()})
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+func (h *handler) postEvent(w http.ResponseWriter, r *http.Request) {
+	lvl, wait, ok := h.params(w, r)
+	if !ok {
+		return
+	}
+	body, ok := h.readBody(w, r, h.o.MaxEventBytes)
+	if !ok {
+		return
+	}
+	ev, err := event.Parse(body)
+	if err != nil {
+		writeAnswer(w, invalid(0, ev.ID, err))
+		return
+	}
+	a := answerOf(h.s.Submit(r.Context(), []event.Event{ev}, lvl, wait)[0])
+	writeAnswer(w, a)
+}
+
+// BatchAnswer is the JSON answer of POST /v1/events:batch.
+type BatchAnswer struct {
+	Results []Answer       `json:"results"`
+	Counts  map[string]int `json:"counts"`
+}
+
+func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
+	lvl, wait, ok := h.params(w, r)
+	if !ok {
+		return
+	}
+	body, ok := h.readBody(w, r, h.o.MaxBatchBytes)
+	if !ok {
+		return
+	}
+	var (
+		evs     []event.Event
+		lines   []int
+		answers []Answer
+	)
+	for n, line := 1, body; len(line) > 0; n++ {
+		var cur []byte
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			cur, line = line[:i], line[i+1:]
+		} else {
+			cur, line = line, nil
+		}
+		if len(bytes.TrimSpace(cur)) == 0 {
+			continue
+		}
+		ev, err := event.Parse(cur)
+		if err != nil {
+			answers = append(answers, invalid(n, ev.ID, fmt.Errorf("line %d: %w", n, err)))
+			continue
+		}
+		evs = append(evs, ev)
+		lines = append(lines, n)
+	}
+	if len(evs) == 0 && len(answers) == 0 {
+		writeJSON(w, http.StatusBadRequest, Answer{Status: FailedFinal, Error: "empty batch: send one JSON event per line"})
+		return
+	}
+	for i, res := range h.s.Submit(r.Context(), evs, lvl, wait) {
+		a := answerOf(res)
+		a.Line = lines[i]
+		answers = append(answers, a)
+	}
+	// In line order, as sent.
+	sortAnswers(answers)
+	out := BatchAnswer{Results: answers, Counts: map[string]int{}}
+	allRetryable := true
+	for _, a := range answers {
+		out.Counts[a.Status.String()]++
+		allRetryable = allRetryable && a.Status == FailedRetryable
+	}
+	code := http.StatusOK
+	if allRetryable {
+		code = answers[0].code
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, code, out)
+}
+
+func sortAnswers(a []Answer) {
+	// Insertion sort: invalid lines come first and are few.
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j].Line < a[j-1].Line; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+func (h *handler) getEvent(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	st, err := h.s.Status(id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeJSON(w, http.StatusNotFound, Answer{EventID: id, Error: "no event with this event_id (never persisted, or past the dedupe window)"})
+	case err != nil:
+		writeJSON(w, http.StatusServiceUnavailable, Answer{EventID: id, Status: FailedRetryable, Error: err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+func (h *handler) postRetry(w http.ResponseWriter, r *http.Request) {
+	id, ok := strings.CutSuffix(r.PathValue("id"), ":retry")
+	if !ok {
+		writeJSON(w, http.StatusNotFound, Answer{Error: "unknown action: POST /v1/events/{event_id}:retry is the only one"})
+		return
+	}
+	st, err := h.s.Resubmit(r.Context(), id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeJSON(w, http.StatusNotFound, Answer{EventID: id, Error: err.Error()})
+	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrShuttingDown), errors.Is(err, eventlog.ErrOverloaded):
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, Answer{EventID: id, Status: FailedRetryable, Error: err.Error()})
+	case err != nil:
+		writeJSON(w, http.StatusConflict, Answer{EventID: id, Status: st.Status, Error: err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 10000 {
+			writeJSON(w, http.StatusBadRequest, Answer{Error: fmt.Sprintf("limit=%q: want 1..10000", v)})
+			return
+		}
+		limit = n
+	}
+	dl, err := h.s.DeadLetters(limit)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, Answer{Error: err.Error()})
+		return
+	}
+	if dl == nil {
+		dl = []DeadLetter{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": dl})
+}
+
+func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
+	err := h.s.Ready()
+	if err == nil && h.o.Ready != nil {
+		err = h.o.Ready()
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeAnswer(w http.ResponseWriter, a Answer) {
+	if a.code == http.StatusTooManyRequests || a.code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, a.code, a)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,593 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
+)
+
+// Errors of the Service. ErrShuttingDown and eventlog.ErrOverloaded /
+// eventlog.ErrFailed are retryable (FAILED_RETRYABLE); ErrNotFound is a 404.
+var (
+	ErrShuttingDown = errors.New("ingest: shutting down")
+	ErrNotFound     = errors.New("ingest: no such event")
+)
+
+// Config configures a Service.
+type Config struct {
+	// Log is the durable log (required). The Service does not close it.
+	Log *eventlog.Log
+	// Tracker sets max attempts and backoff.
+	Tracker TrackerConfig
+	// DefaultLevel is the ack level when neither the request nor its source names
+	// one (default persisted).
+	DefaultLevel Level
+	// SourceLevels sets a default ack level per source (seed 004: debug logs
+	// accepted, metrics persisted, orders processed).
+	SourceLevels map[string]Level
+	// ProcessedWait bounds how long an ack=processed answer waits (default 10s); when
+	// it passes the answer gives the status reached, e.g. PERSISTED, never a failure.
+	ProcessedWait time.Duration
+	// FlushEvery is how often status documents and the committed offset are synced
+	// (default 50ms).
+	FlushEvery time.Duration
+	// DedupeWindow is how long an event id is remembered at least (default 7 days).
+	DedupeWindow time.Duration
+	// Logger receives operational messages; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests set it.
+	Now func() time.Time
+}
+
+// Service is the ingest front door's core: it takes events in, answers at the
+// requested level, feeds the log spout, and keeps every event's status. The HTTP
+// server is a thin layer over it. Safe for concurrent use.
+type Service struct {
+	cfg Config
+	log *eventlog.Log
+	now func() int64
+
+	mu       sync.Mutex
+	tr       *Tracker
+	waiters  map[string][]chan struct{}
+	offsets  *Offsets
+	docs     map[string]EventStatus // status documents to sync at the next flush
+	dead     map[string]bool        // dead-letter documents to set (true) or delete (false)
+	finished map[string]bool        // held events that may be forgotten once flushed
+	flushed  chan struct{}          // closed and replaced after each flush
+	closing  bool
+	inflight sync.WaitGroup // submissions under way, so Close can answer them all
+
+	stop, stopped chan struct{}
+}
+
+// New starts a Service over cfg.Log. Close stops it.
+func New(cfg Config) (*Service, error) {
+	if cfg.Log == nil {
+		return nil, errors.New("ingest: Config.Log is required")
+	}
+	if cfg.DefaultLevel == 0 {
+		cfg.DefaultLevel = LevelPersisted
+	}
+	if cfg.ProcessedWait <= 0 {
+		cfg.ProcessedWait = 10 * time.Second
+	}
+	if cfg.FlushEvery <= 0 {
+		cfg.FlushEvery = 50 * time.Millisecond
+	}
+	if cfg.DedupeWindow <= 0 {
+		cfg.DedupeWindow = 7 * 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Service{
+		cfg:      cfg,
+		log:      cfg.Log,
+		now:      func() int64 { return cfg.Now().UnixNano() },
+		tr:       NewTracker(cfg.Tracker),
+		waiters:  map[string][]chan struct{}{},
+		offsets:  NewOffsets(cfg.Log.Committed()),
+		docs:     map[string]EventStatus{},
+		dead:     map[string]bool{},
+		finished: map[string]bool{},
+		flushed:  make(chan struct{}),
+		stop:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	go s.flusher()
+	return s, nil
+}
+
+// Result is the answer for one event.
+type Result struct {
+	Status EventStatus
+	// Duplicate is true when the id was known with the same content: nothing was
+	// written and Status is the existing one.
+	Duplicate bool
+	// Err explains a FAILED_* status or a conflict. Wraps ErrConflict for a known id
+	// with other content, event.ErrInvalid for bad input, eventlog.ErrOverloaded,
+	// eventlog.ErrFailed or ErrShuttingDown for retryable refusals.
+	Err error
+}
+
+// ErrConflict is wrapped by a Result.Err when an id is reused with other content.
+var ErrConflict = errors.New("event_id already used with a different payload")
+
+// LevelFor is the ack level for an event of source when the request named none.
+func (s *Service) LevelFor(source string) Level {
+	if l, ok := s.cfg.SourceLevels[source]; ok {
+		return l
+	}
+	return s.cfg.DefaultLevel
+}
+
+// Submit takes events in and answers each at level (0: its source's default), with
+// one log append (one group commit) for all the new ones. ctx bounds every wait;
+// wait bounds an ack=processed wait (0: Config.ProcessedWait), after which the
+// answer is the status reached (e.g. PERSISTED). Results are in input order.
+func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wait time.Duration) []Result {
+	res := make([]Result, len(evs))
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		for i := range res {
+			res[i] = retryable(evs[i].ID, ErrShuttingDown)
+		}
+		return res
+	}
+	s.inflight.Add(1)
+	s.mu.Unlock()
+	defer s.inflight.Done()
+
+	// The durable index is read outside the lock; Receive re-checks memory under it.
+	hashes := make([][32]byte, len(evs))
+	known := make([]*EventStatus, len(evs))
+	for i := range evs {
+		hashes[i] = evs[i].Hash()
+		s.mu.Lock()
+		_, held := s.tr.Get(evs[i].ID)
+		s.mu.Unlock()
+		if !held {
+			k, err := s.durableStatus(evs[i].ID)
+			if err != nil {
+				res[i] = retryable(evs[i].ID, err)
+				continue
+			}
+			known[i] = k
+		}
+	}
+	now := s.now()
+	var recs []*event.Record
+	var fresh []int
+	s.mu.Lock()
+	for i := range evs {
+		if res[i].Err != nil {
+			continue
+		}
+		v, st := s.tr.Receive(now, evs[i].ID, hashes[i], known[i])
+		switch v {
+		case Fresh:
+			recs = append(recs, &event.Record{ReceivedAt: now, Hash: hashes[i], Event: evs[i]})
+			fresh = append(fresh, i)
+			res[i] = Result{Status: st}
+		case Duplicate:
+			res[i] = Result{Status: st, Duplicate: true}
+		case Conflict:
+			res[i] = Result{Status: st, Err: fmt.Errorf("%w: stored %s, this request %s",
+				ErrConflict, st.PayloadHash, event.HashString(hashes[i]))}
+		}
+	}
+	s.mu.Unlock()
+
+	var appendErr error
+	appended := make(chan struct{})
+	if len(recs) > 0 {
+		if err := s.log.Submit(recs, func(err error) {
+			s.appended(recs, err)
+			appendErr = err
+			close(appended)
+		}); err != nil {
+			s.appended(recs, err)
+			appendErr = err
+			close(appended)
+		}
+	} else {
+		close(appended)
+	}
+	waitSync := false
+	for _, i := range fresh {
+		waitSync = waitSync || s.levelOf(evs[i], level) > LevelAccepted
+	}
+	synced := true
+	if waitSync {
+		select {
+		case <-appended:
+		case <-ctx.Done():
+			synced = false
+		}
+	}
+	deadline := time.Now().Add(s.cfg.ProcessedWait)
+	if wait > 0 {
+		deadline = time.Now().Add(wait)
+	}
+	for i := range evs {
+		if res[i].Err != nil {
+			continue
+		}
+		lvl := s.levelOf(evs[i], level)
+		if !res[i].Duplicate { // a new event
+			if lvl == LevelAccepted {
+				continue
+			}
+			if !synced {
+				// The record may still become durable; a retry will find it.
+				res[i] = retryable(evs[i].ID, fmt.Errorf("answer abandoned before the sync: %w", ctx.Err()))
+				continue
+			}
+			if appendErr != nil {
+				res[i] = retryable(evs[i].ID, appendErr)
+				continue
+			}
+		}
+		until := func(st Status) bool { return st != Accepted }
+		if lvl == LevelProcessed {
+			until = func(st Status) bool { return st != Accepted && st != Persisted }
+		} else if lvl == LevelAccepted {
+			until = func(Status) bool { return true }
+		}
+		st, err := s.waitFor(ctx, evs[i].ID, until, deadline)
+		switch {
+		case err != nil:
+			res[i] = retryable(evs[i].ID, err)
+		case st.Status == FailedRetryable:
+			res[i] = Result{Status: st, Duplicate: res[i].Duplicate, Err: errors.New(st.LastError)}
+		default:
+			res[i].Status = st
+		}
+	}
+	return res
+}
+
+func (s *Service) levelOf(ev event.Event, level Level) Level {
+	if level != 0 {
+		return level
+	}
+	return s.LevelFor(ev.Source)
+}
+
+func retryable(id string, err error) Result {
+	return Result{Status: EventStatus{EventID: id, Status: FailedRetryable, LastError: err.Error()}, Err: err}
+}
+
+// appended is the log's answer for a group of new records (writer goroutine).
+func (s *Service) appended(recs []*event.Record, err error) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		if err != nil {
+			s.tr.PersistFailed(now, r.Event.ID, err)
+		} else {
+			s.tr.Persisted(now, r.Event.ID, r.Seq, r.Generation)
+		}
+		s.wakeLocked(r.Event.ID)
+	}
+}
+
+func (s *Service) wakeLocked(id string) {
+	for _, ch := range s.waiters[id] {
+		close(ch)
+	}
+	delete(s.waiters, id)
+}
+
+// errAppendLost answers a duplicate that waited on a first copy whose append failed.
+var errAppendLost = errors.New("not persisted: the append that carried this event_id failed; send it again")
+
+// waitFor waits until the event's status satisfies until, ctx ends (error) or the
+// deadline passes (the status reached, no error).
+func (s *Service) waitFor(ctx context.Context, id string, until func(Status) bool, deadline time.Time) (EventStatus, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		st, held := s.tr.Get(id)
+		if !held {
+			s.mu.Unlock()
+			d, err := s.durableStatus(id)
+			if err != nil {
+				return EventStatus{}, err
+			}
+			if d == nil {
+				return EventStatus{EventID: id, Status: FailedRetryable, LastError: errAppendLost.Error()}, nil
+			}
+			return *d, nil
+		}
+		if until(st.Status) {
+			s.mu.Unlock()
+			return st, nil
+		}
+		ch := make(chan struct{})
+		s.waiters[id] = append(s.waiters[id], ch)
+		s.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(time.Until(deadline))
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-timer.C:
+			s.mu.Lock()
+			st2, held := s.tr.Get(id)
+			s.mu.Unlock()
+			if held {
+				return st2, nil
+			}
+			return st, nil
+		}
+	}
+}
+
+// durableStatus is the status of an id not held in memory: from its status
+// document, or PERSISTED from the dedupe index; nil if the log does not know it.
+func (s *Service) durableStatus(id string) (*EventStatus, error) {
+	e, ok, err := s.log.Lookup(id)
+	if err != nil || !ok {
+		return nil, err
+	}
+	doc, err := s.statusDoc(id)
+	if err != nil {
+		return nil, err
+	}
+	if doc != nil && doc.Generation >= e.Generation {
+		return doc, nil
+	}
+	st := &EventStatus{EventID: id, Status: Persisted, Seq: e.Seq, Generation: e.Generation,
+		PayloadHash: event.HashString(e.Hash)}
+	if doc != nil { // an older generation's history, then the resubmitted record
+		st.Attempts, st.Transitions = doc.Attempts, doc.Transitions
+	}
+	st.Transitions = append(st.Transitions, Transition{Step: StepPersisted, Status: Persisted, At: e.ReceivedAt})
+	return st, nil
+}
+
+func (s *Service) statusDoc(id string) (*EventStatus, error) {
+	b, ok, err := s.log.Get(eventlog.Status, id)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var st EventStatus
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("ingest: status document of %q: %w", id, err)
+	}
+	return &st, nil
+}
+
+// Status is the current status of an event: ErrNotFound if the id is unknown.
+func (s *Service) Status(id string) (EventStatus, error) {
+	s.mu.Lock()
+	st, held := s.tr.Get(id)
+	s.mu.Unlock()
+	if held {
+		return st, nil
+	}
+	d, err := s.durableStatus(id)
+	if err != nil {
+		return EventStatus{}, err
+	}
+	if d == nil {
+		return EventStatus{}, ErrNotFound
+	}
+	return *d, nil
+}
+
+// DeadLetter is an event that ended FAILED_FINAL after max attempts.
+type DeadLetter struct {
+	EventID   string `json:"event_id"`
+	Seq       uint64 `json:"seq"`
+	Attempts  int    `json:"attempts"`
+	LastError string `json:"last_error"`
+	At        int64  `json:"at_unix_nano"`
+}
+
+// DeadLetters lists up to limit dead letters in event id order.
+func (s *Service) DeadLetters(limit int) ([]DeadLetter, error) {
+	s.flush() // so the list includes every event dead-lettered until now
+	var out []DeadLetter
+	var derr error
+	err := s.log.Scan(eventlog.DeadLetter, func(id string, doc []byte) bool {
+		var d DeadLetter
+		if derr = json.Unmarshal(doc, &d); derr != nil {
+			derr = fmt.Errorf("ingest: dead letter %q: %w", id, derr)
+			return false
+		}
+		out = append(out, d)
+		return len(out) < limit
+	})
+	if err == nil {
+		err = derr
+	}
+	return out, err
+}
+
+// Resubmit sends a dead-lettered event again as a new generation with a fresh
+// attempt budget (POST /v1/events/{id}:retry), waiting until its new record is
+// durable. ErrNotFound if unknown; an error naming the status if it is not
+// FAILED_FINAL.
+func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) {
+	st, err := s.Status(id)
+	if err != nil {
+		return st, err
+	}
+	if st.Status != FailedFinal {
+		return st, fmt.Errorf("ingest: %q is %s: only FAILED_FINAL events can be resubmitted", id, st.Status)
+	}
+	rec, ok, err := s.log.ReadSeq(st.Seq)
+	if err != nil || !ok {
+		return st, fmt.Errorf("ingest: record seq %d of %q is gone (past the retention window?): %v", st.Seq, id, err)
+	}
+	now := s.now()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return st, ErrShuttingDown
+	}
+	st, err = s.tr.Resubmit(now, id, &st, rec.Hash)
+	if err != nil {
+		s.mu.Unlock()
+		return st, err
+	}
+	delete(s.finished, id)
+	s.mu.Unlock()
+	nrec := &event.Record{ReceivedAt: now, Hash: rec.Hash, Generation: rec.Generation + 1, Event: rec.Event}
+	if err := s.log.Append(ctx, nrec); err != nil {
+		s.mu.Lock()
+		// Back to FAILED_FINAL: the stored documents still say so.
+		s.tr.Forget(id)
+		s.wakeLocked(id)
+		s.mu.Unlock()
+		return st, err
+	}
+	s.mu.Lock()
+	st, _ = s.tr.Persisted(s.now(), id, nrec.Seq, nrec.Generation)
+	s.docs[id] = st
+	s.dead[id] = false
+	s.wakeLocked(id)
+	s.mu.Unlock()
+	return st, nil
+}
+
+// Ready reports whether the service takes events in: not closing and the log healthy.
+func (s *Service) Ready() error {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return ErrShuttingDown
+	}
+	return s.log.Err()
+}
+
+// Stats are the service's gauges.
+type Stats struct {
+	Held, Waiters, AheadOfOffset int
+	Committed, Durable           uint64
+}
+
+// Stats returns current gauges.
+func (s *Service) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Held: s.tr.Len(), Waiters: len(s.waiters), AheadOfOffset: s.offsets.Ahead(),
+		Committed: s.offsets.Committed(), Durable: s.log.Durable()}
+}
+
+func (s *Service) flusher() {
+	defer close(s.stopped)
+	t := time.NewTicker(s.cfg.FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.flush()
+		case <-s.stop:
+			s.flush()
+			return
+		}
+	}
+}
+
+// flush syncs status documents, dead letters and the committed offset in one
+// batch, then forgets the finished events it covered.
+func (s *Service) flush() {
+	s.mu.Lock()
+	committed := s.offsets.Committed()
+	if len(s.docs) == 0 && len(s.dead) == 0 && committed <= s.log.Committed() {
+		s.mu.Unlock()
+		return
+	}
+	var w eventlog.Write
+	w.Committed = committed
+	for id, st := range s.docs {
+		b, _ := json.Marshal(st)
+		w.Set(eventlog.Status, id, b)
+		if set, ok := s.dead[id]; ok && set {
+			d, _ := json.Marshal(DeadLetter{EventID: id, Seq: st.Seq, Attempts: st.Attempts, LastError: st.LastError, At: st.Transitions[len(st.Transitions)-1].At})
+			w.Set(eventlog.DeadLetter, id, d)
+		}
+	}
+	for id, set := range s.dead {
+		if !set {
+			w.Delete(eventlog.DeadLetter, id)
+		}
+	}
+	docs, dead := s.docs, s.dead
+	s.docs, s.dead = map[string]EventStatus{}, map[string]bool{}
+	s.mu.Unlock()
+
+	err := s.log.Apply(&w)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		// The log failed (sticky); keep everything in memory for GET. A restart
+		// recovers from what is durable and replays the rest.
+		for id, st := range docs {
+			if _, newer := s.docs[id]; !newer {
+				s.docs[id] = st
+			}
+		}
+		for id, v := range dead {
+			if _, newer := s.dead[id]; !newer {
+				s.dead[id] = v
+			}
+		}
+		s.cfg.Logger.Error("status flush failed; the log is failed, restart to recover", "err", err)
+		return
+	}
+	for id := range s.finished {
+		if _, pending := s.docs[id]; pending {
+			continue
+		}
+		if st, ok := s.tr.Get(id); ok && (st.Status == Processed || st.Status == FailedFinal) && len(s.waiters[id]) == 0 {
+			s.tr.Forget(id)
+		}
+		delete(s.finished, id)
+	}
+	close(s.flushed)
+	s.flushed = make(chan struct{})
+}
+
+// Close stops taking events in (ErrShuttingDown), waits for the submissions under
+// way to be answered, syncs the statuses and committed offset a last time, and stops
+// the flusher. Stop the topology first, so its last outcomes are included. It does
+// not close the log.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+	close(s.stop)
+	<-s.stopped
+	return s.log.Err()
+}

@@ -1,0 +1,494 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// sinkBolt records the event ids it applied (once per id, as an idempotent sink)
+// and how many times each was executed; failN decides how many first executions
+// of an id fail, with a reason.
+type sinkBolt struct {
+	mu      sync.Mutex
+	applied map[string]int
+	execs   map[string]int
+	failN   func(id string) int
+	out     topology.OutputCollector
+}
+
+func newSink(failN func(string) int) *sinkBolt {
+	return &sinkBolt{applied: map[string]int{}, execs: map[string]int{}, failN: failN}
+}
+
+func (b *sinkBolt) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+func (b *sinkBolt) Cleanup() error { return nil }
+func (b *sinkBolt) Execute(t *tuple.Tuple) {
+	id := t.StringByField("event_id")
+	rec := t.ValueByField("record").(*event.Record)
+	b.mu.Lock()
+	b.execs[id]++
+	n := b.execs[id]
+	fail := b.failN != nil && n <= b.failN(id)
+	if !fail {
+		b.applied[id]++
+	}
+	b.mu.Unlock()
+	if fail {
+		_ = b.out.FailWith(t, fmt.Errorf("sink: attempt %d of %s (seq %d) refused", n, id, rec.Seq))
+		return
+	}
+	_ = b.out.Ack(t)
+}
+
+func (b *sinkBolt) count(id string) (applied, execs int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.applied[id], b.execs[id]
+}
+
+type rig struct {
+	t    *testing.T
+	fs   vfs.FS
+	log  *eventlog.Log
+	svc  *Service
+	rt   *runtime.Runtime
+	srv  *httptest.Server
+	sink *sinkBolt
+	// drain bounds the topology's drain at stop (default 5s).
+	drain time.Duration
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func startRig(t *testing.T, fs vfs.FS, sink *sinkBolt, cfg Config) *rig {
+	t.Helper()
+	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Log = l
+	cfg.Logger = quiet()
+	if cfg.Tracker.BackoffBase == 0 {
+		cfg.Tracker.BackoffBase = time.Millisecond
+	}
+	if cfg.FlushEvery == 0 {
+		cfg.FlushEvery = 5 * time.Millisecond
+	}
+	svc, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("log", svc.Spout(), 1).Output(SpoutFields...)
+	b.SetBolt("sink", func() topology.Bolt { return sink }, 1).ShuffleGrouping("log")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := topology.DefaultConfig()
+	tc.Logger = quiet()
+	tc.MessageTimeout = 2 * time.Second
+	rt, err := runtime.Start(context.Background(), topo, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, fs: fs, log: l, svc: svc, rt: rt, sink: sink}
+	r.srv = httptest.NewServer(svc.Handler(HTTPOptions{MaxEventBytes: 4096}))
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *rig) stop() {
+	if r.srv == nil {
+		return
+	}
+	r.srv.Close()
+	if r.drain == 0 {
+		r.drain = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.drain)
+	defer cancel()
+	_ = r.rt.Stop(ctx)
+	<-r.rt.Done()
+	_ = r.svc.Close()
+	_ = r.log.Close()
+	r.srv = nil
+}
+
+func (r *rig) post(path, body string) (int, http.Header, []byte) {
+	r.t.Helper()
+	resp, err := http.Post(r.srv.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func (r *rig) get(path string) (int, []byte) {
+	r.t.Helper()
+	resp, err := http.Get(r.srv.URL + path)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func ev(id, payload string) string {
+	return fmt.Sprintf(`{"event_id":%q,"source":"orders","type":"order_line","payload":%s}`, id, payload)
+}
+
+func decode[T any](t *testing.T, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return v
+}
+
+func TestEveryAckLevelAndTheHistory(t *testing.T) {
+	r := startRig(t, vfs.NewMem(), newSink(nil), Config{})
+	code, _, b := r.post("/v1/events?ack=processed", ev("p1", `{"qty":1}`))
+	a := decode[Answer](t, b)
+	if code != 200 || a.Status != Processed || a.Seq != 1 || a.Attempts != 1 || a.Duplicate {
+		t.Fatalf("ack=processed: %d %s", code, b)
+	}
+	code, b = r.get("/v1/events/p1")
+	st := decode[EventStatus](t, b)
+	if code != 200 || st.Status != Processed || !eqSteps(steps(st), StepReceived, StepPersisted, StepStarted, StepCompleted) {
+		t.Fatalf("GET: %d %s", code, b)
+	}
+	for i := 1; i < len(st.Transitions); i++ {
+		if st.Transitions[i].At < st.Transitions[i-1].At {
+			t.Fatalf("transition times go backwards: %s", b)
+		}
+	}
+	code, _, b = r.post("/v1/events", ev("p2", `{"qty":2}`)) // default: persisted
+	if a := decode[Answer](t, b); code != 200 || (a.Status != Persisted && a.Status != Processed) || a.Seq != 2 {
+		t.Fatalf("default level: %d %s", code, b)
+	}
+	code, _, b = r.post("/v1/events?ack=accepted", ev("p3", `{"qty":3}`))
+	if a := decode[Answer](t, b); code != 202 || a.Status != Accepted {
+		t.Fatalf("ack=accepted: %d %s", code, b)
+	}
+	// Both end PROCESSED, each applied once.
+	for _, id := range []string{"p2", "p3"} {
+		code, _, b = r.post("/v1/events?ack=processed", ev(id, fmt.Sprintf(`{"qty":%s}`, id[1:])))
+		if a := decode[Answer](t, b); code != 200 || a.Status != Processed || !a.Duplicate {
+			t.Fatalf("retry of %s at ack=processed: %d %s", id, code, b)
+		}
+		if applied, _ := r.sink.count(id); applied != 1 {
+			t.Fatalf("%s applied %d times", id, applied)
+		}
+	}
+}
+
+// A lost response then a retry: the same status, nothing new in the log or the sink.
+func TestRetryAfterLostResponseIsADuplicate(t *testing.T) {
+	r := startRig(t, vfs.NewMem(), newSink(nil), Config{})
+	r.post("/v1/events?ack=processed", ev("o1", `{"a":1}`))
+	durable := r.log.Durable()
+	code, _, b := r.post("/v1/events?ack=processed", ev("o1", `{"a":1}`))
+	a := decode[Answer](t, b)
+	if code != 200 || !a.Duplicate || a.Status != Processed || a.Seq != 1 {
+		t.Fatalf("retry: %d %s", code, b)
+	}
+	if r.log.Durable() != durable {
+		t.Fatalf("a duplicate was appended: durable %d → %d", durable, r.log.Durable())
+	}
+	if applied, execs := r.sink.count("o1"); applied != 1 || execs != 1 {
+		t.Fatalf("sink applied %d, executed %d", applied, execs)
+	}
+	code, _, b = r.post("/v1/events", ev("o1", `{"a":2}`))
+	a = decode[Answer](t, b)
+	want := event.Event{Source: "orders", Type: "order_line", Payload: []byte(`{"a":1}`)}
+	other := event.Event{Source: "orders", Type: "order_line", Payload: []byte(`{"a":2}`)}
+	if code != 409 || a.Status != FailedFinal || !strings.Contains(a.Error, event.HashString(want.Hash())) ||
+		!strings.Contains(a.Error, event.HashString(other.Hash())) {
+		t.Fatalf("conflict: %d %s", code, b)
+	}
+}
+
+func TestRetriesWithBackoffThenDeadLetterThenResubmit(t *testing.T) {
+	var healed atomic.Bool
+	sink := newSink(func(id string) int {
+		switch {
+		case id == "flaky":
+			return 2
+		case id == "bad" && !healed.Load():
+			return 1000
+		}
+		return 0
+	})
+	r := startRig(t, vfs.NewMem(), sink, Config{Tracker: TrackerConfig{MaxAttempts: 5, BackoffBase: time.Millisecond}})
+	code, _, b := r.post("/v1/events?ack=processed", ev("flaky", `{}`))
+	if a := decode[Answer](t, b); code != 200 || a.Status != Processed || a.Attempts != 3 {
+		t.Fatalf("flaky: %d %s", code, b)
+	}
+	code, _, b = r.post("/v1/events?ack=processed", ev("bad", `{}`))
+	a := decode[Answer](t, b)
+	if code != 422 || a.Status != FailedFinal || a.Attempts != 5 || !strings.Contains(a.Error, "attempt 5 of bad (seq 2) refused") {
+		t.Fatalf("bad: %d %s", code, b)
+	}
+	_, b = r.get("/v1/events/bad")
+	st := decode[EventStatus](t, b)
+	var retryGaps []int64
+	for _, tr := range st.Transitions {
+		if tr.Step == StepFailed {
+			retryGaps = append(retryGaps, tr.RetryAt-tr.At)
+		}
+	}
+	wantGaps := []int64{1e6, 2e6, 4e6, 8e6}
+	if fmt.Sprint(retryGaps) != fmt.Sprint(wantGaps) || st.Transitions[len(st.Transitions)-1].Step != StepDeadLetter {
+		t.Fatalf("backoff gaps %v, want %v; history %s", retryGaps, wantGaps, b)
+	}
+	_, b = r.get("/v1/dead-letters")
+	dl := decode[map[string][]DeadLetter](t, b)["dead_letters"]
+	if len(dl) != 1 || dl[0].EventID != "bad" || dl[0].Attempts != 5 || !strings.Contains(dl[0].LastError, "refused") {
+		t.Fatalf("dead letters: %s", b)
+	}
+	if code, _, b := r.post("/v1/events/flaky:retry", ""); code != 409 {
+		t.Fatalf("retry of a PROCESSED event: %d %s", code, b)
+	}
+	healed.Store(true)
+	code, _, b = r.post("/v1/events/bad:retry", "")
+	if code != 200 {
+		t.Fatalf(":retry: %d %s", code, b)
+	}
+	code, _, b = r.post("/v1/events?ack=processed", ev("bad", `{}`))
+	a = decode[Answer](t, b)
+	if a.Status != Processed || a.Attempts != 6 || !a.Duplicate {
+		t.Fatalf("after :retry: %d %s", code, b)
+	}
+	if applied, _ := r.sink.count("bad"); applied != 1 {
+		t.Fatalf("bad applied %d times", applied)
+	}
+	_, b = r.get("/v1/dead-letters")
+	if dl := decode[map[string][]DeadLetter](t, b)["dead_letters"]; len(dl) != 0 {
+		t.Fatalf("dead letter still listed after a successful resubmit: %s", b)
+	}
+}
+
+func TestBadInputNamesTheProblem(t *testing.T) {
+	r := startRig(t, vfs.NewMem(), newSink(nil), Config{})
+	cases := []struct {
+		body, want string
+		code       int
+	}{
+		{`{"event_id":"x","source":"s","type":"t"`, "malformed JSON", 400},
+		{`{"source":"s","type":"t","payload":{}}`, `field "event_id": required`, 400},
+		{`{"event_id":"x","type":"t","payload":{}}`, `field "source": required`, 400},
+		{`{"event_id":"x","source":"s","type":"t","payload":[1]}`, `field "payload": must be a JSON object`, 400},
+		{`{"event_id":"x","source":"s","type":"t","payload":{},"version":"7"}`, `field "version"`, 400},
+		{`{"event_id":"a b","source":"s","type":"t","payload":{}}`, `not printable ASCII`, 400},
+		{`{"eventid":"x","source":"s","type":"t","payload":{}}`, `unknown field "eventid"`, 400},
+		{ev(strings.Repeat("x", 129), `{}`), "129 bytes, at most 128", 400},
+		{ev("big", `{"pad":"`+strings.Repeat("x", 5000)+`"}`), "larger than 4096 bytes", 413},
+	}
+	for _, c := range cases {
+		code, _, b := r.post("/v1/events", c.body)
+		if a := decode[Answer](t, b); code != c.code || a.Status != FailedFinal || !strings.Contains(a.Error, c.want) {
+			t.Errorf("%.60s: %d %s, want %d naming %q", c.body, code, b, c.code, c.want)
+		}
+	}
+	if code, _, b := r.post("/v1/events?ack=sometimes", ev("x", `{}`)); code != 400 || !strings.Contains(string(b), "want accepted, persisted or processed") {
+		t.Errorf("bad ack: %d %s", code, b)
+	}
+	if r.log.Durable() != 0 {
+		t.Fatalf("bad input reached the log: durable %d", r.log.Durable())
+	}
+	if code, b := r.get("/healthz"); code != 200 {
+		t.Fatalf("server unhealthy after bad input: %d %s", code, b)
+	}
+}
+
+func TestBatchKeepsGoodLinesAroundABadOne(t *testing.T) {
+	r := startRig(t, vfs.NewMem(), newSink(nil), Config{})
+	body := ev("b1", `{}`) + "\n" + `{"event_id":"b2","source":"s"}` + "\n\n" + ev("b3", `{}`) + "\n" + ev("b1", `{}`) + "\n"
+	code, _, b := r.post("/v1/events:batch?ack=persisted", body)
+	out := decode[BatchAnswer](t, b)
+	if code != 200 || len(out.Results) != 4 {
+		t.Fatalf("batch: %d %s", code, b)
+	}
+	got := ""
+	for _, a := range out.Results {
+		got += fmt.Sprintf("%d:%s:%s:%v ", a.Line, a.EventID, a.Status, a.Duplicate)
+	}
+	if want := "1:b1:PERSISTED:false 2:b2:FAILED_FINAL:false 4:b3:PERSISTED:false 5:b1:PERSISTED:true "; strings.ReplaceAll(got, "PROCESSED", "PERSISTED") != want {
+		t.Fatalf("results %q, want %q", got, want)
+	}
+	if !strings.Contains(out.Results[1].Error, `line 2: field "type": required`) {
+		t.Fatalf("bad line error: %q", out.Results[1].Error)
+	}
+	if out.Counts["FAILED_FINAL"] != 1 || r.log.Durable() != 2 {
+		t.Fatalf("counts %v durable %d", out.Counts, r.log.Durable())
+	}
+}
+
+// fsyncgate at the API: a failed sync answers FAILED_RETRYABLE (503, Retry-After),
+// never PERSISTED; readiness turns false; after a restart the retry is taken in
+// (the dedupe index never ran ahead of the log) and processed once.
+func TestSyncFailureAnswersRetryableAndRestartRecovers(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var failing atomic.Bool
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && strings.HasSuffix(op.Path, ".log") &&
+			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+			return syscall.EIO
+		}
+		return nil
+	}))
+	r := startRig(t, fs, newSink(nil), Config{})
+	if code, _, b := r.post("/v1/events?ack=processed", ev("ok", `{}`)); code != 200 {
+		t.Fatalf("before failure: %d %s", code, b)
+	}
+	failing.Store(true)
+	code, hdr, b := r.post("/v1/events", ev("e9", `{}`))
+	a := decode[Answer](t, b)
+	if code != 503 || a.Status != FailedRetryable || hdr.Get("Retry-After") == "" || !strings.Contains(a.Error, "input/output error") {
+		t.Fatalf("during sync failure: %d %v %s", code, hdr, b)
+	}
+	failing.Store(false)
+	if code, _, b := r.post("/v1/events", ev("e10", `{}`)); code != 503 {
+		t.Fatalf("after the disk healed, the failed log answered %d %s", code, b)
+	}
+	if code, b := r.get("/readyz"); code != 503 || !strings.Contains(string(b), "log failed") {
+		t.Fatalf("readyz: %d %s", code, b)
+	}
+	if code, _ := r.get("/v1/events/e9"); code != 404 {
+		t.Fatalf("GET of the unpersisted event: %d", code)
+	}
+	r.stop()
+
+	sink := newSink(nil)
+	r2 := startRig(t, mem.CrashClone(vfs.CrashCloneCfg{}), sink, Config{})
+	code, _, b = r2.post("/v1/events?ack=processed", ev("e9", `{}`))
+	if a := decode[Answer](t, b); code != 200 || a.Status != Processed || a.Duplicate || a.Seq != 2 {
+		t.Fatalf("retry after restart: %d %s", code, b)
+	}
+	if applied, _ := sink.count("e9"); applied != 1 {
+		t.Fatalf("e9 applied %d times", applied)
+	}
+	if code, b := r2.get("/v1/events/ok"); code != 200 || decode[EventStatus](t, b).Status != Processed {
+		t.Fatalf("status of the event processed before the restart: %d %s", code, b)
+	}
+}
+
+// Power loss after PERSISTED answers: every persisted event is processed after
+// the restart, and the ones processed before it are not processed again.
+func TestPowerLossThenRestartProcessesEveryPersistedEvent(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	// A sink that processes 20 events, then leaves every later tree pending.
+	blocking := &blockSink{sinkBolt: newSink(nil), after: 20}
+	r := startRigBolt(t, mem, blocking, Config{})
+	var body bytes.Buffer
+	for i := range 100 {
+		body.WriteString(ev(fmt.Sprintf("k%d", i), `{}`) + "\n")
+	}
+	code, _, b := r.post("/v1/events:batch", body.String())
+	if out := decode[BatchAnswer](t, b); code != 200 || out.Counts["PERSISTED"]+out.Counts["PROCESSED"] != 100 {
+		t.Fatalf("batch: %d %s", code, b)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.svc.Stats().Committed < 21 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(30 * time.Millisecond) // a flush of the processed statuses
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	r.drain = 100 * time.Millisecond // 80 trees stay pending: don't wait for them
+	r.stop()
+
+	sink := newSink(nil)
+	r2 := startRig(t, crashed, sink, Config{})
+	for i := range 100 {
+		id := fmt.Sprintf("k%d", i)
+		code, _, b := r2.post("/v1/events?ack=processed", ev(id, `{}`))
+		if a := decode[Answer](t, b); code != 200 || a.Status != Processed {
+			t.Fatalf("%s after power loss: %d %s", id, code, b)
+		}
+		applied, _ := sink.count(id)
+		if i < 20 && applied != 0 {
+			t.Fatalf("%s was processed before the crash and again after it", id)
+		}
+		if i >= 20 && applied != 1 {
+			t.Fatalf("%s applied %d times after the restart", id, applied)
+		}
+	}
+}
+
+// blockSink applies the first `after` events and never acks the later ones: their
+// trees are pending when the power goes.
+type blockSink struct {
+	*sinkBolt
+	after int
+	n     atomic.Int64
+}
+
+func (b *blockSink) Execute(t *tuple.Tuple) {
+	if b.n.Add(1) > int64(b.after) {
+		return
+	}
+	b.sinkBolt.Execute(t)
+}
+
+func startRigBolt(t *testing.T, fs vfs.FS, bolt topology.Bolt, cfg Config) *rig {
+	t.Helper()
+	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Log, cfg.Logger, cfg.FlushEvery = l, quiet(), 5*time.Millisecond
+	svc, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("log", svc.Spout(), 1).Output(SpoutFields...)
+	b.SetBolt("sink", func() topology.Bolt { return bolt }, 1).ShuffleGrouping("log")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := topology.DefaultConfig()
+	tc.Logger = quiet()
+	tc.ShutdownTimeout = 100 * time.Millisecond
+	rt, err := runtime.Start(context.Background(), topo, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, fs: fs, log: l, svc: svc, rt: rt}
+	r.srv = httptest.NewServer(svc.Handler(HTTPOptions{}))
+	t.Cleanup(r.stop)
+	return r
+}
+
+var _ = errors.Is

@@ -1,0 +1,230 @@
+package ingest
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// SpoutFields are the fields of the tuples the log spout emits: the event id and the
+// *event.Record (with Seq and Generation set).
+var SpoutFields = []string{"event_id", "record"}
+
+// Spout returns the factory of the log spout for s: it reads the log in sequence
+// from the committed offset, emits each durable record as the root of a tracked
+// tuple tree (message id: its seq), and reports outcomes to s: a completed tree is
+// PROCESSED; a failed or timed-out one is replayed after an exponential backoff
+// without holding back later records, up to max attempts, then FAILED_FINAL.
+//
+// Declare it with parallelism 1 (the log is one sequence): other tasks fail Open.
+func (s *Service) Spout() func() topology.Spout {
+	return func() topology.Spout { return &logSpout{svc: s} }
+}
+
+type logSpout struct {
+	svc      *Service
+	out      topology.SpoutCollector
+	pos      uint64 // next seq to read
+	buf      []event.Record
+	inflight map[uint64]*event.Record
+	retries  retryHeap
+}
+
+func (sp *logSpout) Open(_ context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
+	if tc.Parallelism != 1 {
+		return fmt.Errorf("ingest: the log spout reads one sequence: declare it with parallelism 1, not %d", tc.Parallelism)
+	}
+	sp.out = out
+	sp.pos = sp.svc.log.Committed()
+	sp.inflight = map[uint64]*event.Record{}
+	return nil
+}
+
+func (sp *logSpout) NextTuple() {
+	now := sp.svc.now()
+	if len(sp.retries) > 0 && sp.retries[0].due <= now {
+		r := heap.Pop(&sp.retries).(retryItem)
+		sp.emit(r.rec)
+		return
+	}
+	for {
+		if len(sp.buf) == 0 {
+			recs, err := sp.svc.log.Read(sp.pos, 256)
+			if err != nil {
+				// A record that fails its checksum after Open verified it: stop here
+				// rather than skip it; the operator sees the error.
+				sp.svc.cfg.Logger.Error("log spout: read failed; not emitting past it", "seq", sp.pos, "err", err)
+				return
+			}
+			if len(recs) == 0 {
+				return
+			}
+			sp.buf = recs
+		}
+		rec := &sp.buf[0]
+		sp.buf = sp.buf[1:]
+		sp.pos = rec.Seq + 1
+		if sp.svc.admit(rec) {
+			r := *rec
+			sp.emit(&r)
+			return
+		}
+	}
+}
+
+func (sp *logSpout) emit(rec *event.Record) {
+	if _, err := sp.svc.started(rec); err != nil {
+		sp.svc.cfg.Logger.Error("log spout: cannot start event", "event_id", rec.Event.ID, "err", err)
+		return
+	}
+	sp.inflight[rec.Seq] = rec
+	if err := sp.out.Emit(tuple.Values{rec.Event.ID, rec}, rec.Seq); err != nil {
+		sp.svc.cfg.Logger.Error("log spout: emit failed", "event_id", rec.Event.ID, "err", err)
+	}
+}
+
+func (sp *logSpout) Ack(msgID any) {
+	seq := msgID.(uint64)
+	rec, ok := sp.inflight[seq]
+	if !ok {
+		return
+	}
+	delete(sp.inflight, seq)
+	sp.svc.processed(rec)
+}
+
+func (sp *logSpout) Fail(msgID any) { sp.FailReason(msgID, "") }
+
+// FailReason implements topology.ReasonedSpout: the reason becomes the event's
+// last error.
+func (sp *logSpout) FailReason(msgID any, reason string) {
+	seq := msgID.(uint64)
+	rec, ok := sp.inflight[seq]
+	if !ok {
+		return
+	}
+	delete(sp.inflight, seq)
+	if retryAt, final := sp.svc.failed(rec, reason); !final {
+		heap.Push(&sp.retries, retryItem{due: retryAt, rec: rec})
+	}
+}
+
+func (sp *logSpout) Close() error { return nil }
+
+type retryItem struct {
+	due int64
+	rec *event.Record
+}
+
+type retryHeap []retryItem
+
+func (h retryHeap) Len() int           { return len(h) }
+func (h retryHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h retryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *retryHeap) Push(x any)        { *h = append(*h, x.(retryItem)) }
+func (h *retryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// admit decides whether a record read from the log is to be processed: not if a
+// newer generation superseded it or its status document says it already finished
+// (processed before a crash, but the committed offset had not been synced yet).
+func (s *Service) admit(rec *event.Record) bool {
+	s.mu.Lock()
+	st, held := s.tr.Get(rec.Event.ID)
+	if held && st.Status == Accepted {
+		// Durable (it was read below Durable) before its appender heard so.
+		st, _ = s.tr.Persisted(s.now(), rec.Event.ID, rec.Seq, rec.Generation)
+		s.wakeLocked(rec.Event.ID)
+	}
+	s.mu.Unlock()
+	if held {
+		if st.Generation != rec.Generation || st.Status != Persisted {
+			s.skip(rec.Seq)
+			return false
+		}
+		return true
+	}
+	e, ok, err := s.log.Lookup(rec.Event.ID)
+	if err == nil && ok && e.Generation > rec.Generation {
+		s.skip(rec.Seq)
+		return false
+	}
+	doc, err := s.statusDoc(rec.Event.ID)
+	if err != nil {
+		s.cfg.Logger.Warn("unreadable status document; processing the event again", "event_id", rec.Event.ID, "err", err)
+		doc = nil
+	}
+	if doc != nil && doc.Generation == rec.Generation && (doc.Status == Processed || doc.Status == FailedFinal) {
+		s.skip(rec.Seq)
+		return false
+	}
+	s.mu.Lock()
+	s.tr.Load(rec, doc)
+	s.mu.Unlock()
+	return true
+}
+
+func (s *Service) skip(seq uint64) {
+	s.mu.Lock()
+	s.offsets.Done(seq)
+	s.mu.Unlock()
+}
+
+func (s *Service) started(rec *event.Record) (int, error) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.tr.Started(now, rec.Event.ID)
+	if err == nil {
+		s.wakeLocked(rec.Event.ID)
+	}
+	return n, err
+}
+
+func (s *Service) processed(rec *event.Record) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.tr.Processed(now, rec.Event.ID)
+	if err != nil {
+		s.cfg.Logger.Error("completion of an event not in progress", "event_id", rec.Event.ID, "err", err)
+		return
+	}
+	s.docs[rec.Event.ID] = st
+	s.finished[rec.Event.ID] = true
+	s.offsets.Done(rec.Seq)
+	s.wakeLocked(rec.Event.ID)
+}
+
+// failed records a failed attempt; final means the event is dead-lettered.
+func (s *Service) failed(rec *event.Record, reason string) (retryAt int64, final bool) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	final, retryAt, st, err := s.tr.Failed(now, rec.Event.ID, reason)
+	if err != nil {
+		s.cfg.Logger.Error("failure of an event not in progress", "event_id", rec.Event.ID, "err", err)
+		return 0, true
+	}
+	s.docs[rec.Event.ID] = st // attempts survive a restart
+	if final {
+		s.dead[rec.Event.ID] = true
+		s.finished[rec.Event.ID] = true
+		s.offsets.Done(rec.Seq)
+		s.cfg.Logger.Warn("event dead-lettered", "event_id", rec.Event.ID, "attempts", st.Attempts, "last_error", reason)
+	} else {
+		s.cfg.Logger.Info("event attempt failed; retrying", "event_id", rec.Event.ID, "attempt", st.Attempts,
+			"retry_in", time.Duration(retryAt-now), "reason", reason)
+	}
+	s.wakeLocked(rec.Event.ID)
+	return retryAt, final
+}
