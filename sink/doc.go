@@ -1,0 +1,37 @@
+// Package sink writes tuples to a SQL database (SQLite or PostgreSQL, over
+// database/sql) idempotently, as the last bolt of a topology.
+//
+// A sink bolt turns each input into rows (Options.Rows), buffers them, and writes a
+// batch in one transaction when it is full (Options.BatchRows) or old enough
+// (Options.BatchDelay, on tick tuples). It acks a batch's inputs only after COMMIT
+// returned nil, and fails them all if anything went wrong, so a tuple tree that
+// completes means its rows are committed, and a failed one is replayed by the spout.
+// Replays are why every write is idempotent (seed 004):
+//
+//   - InsertOnce tables keep the first row per key (INSERT ... ON CONFLICT DO
+//     NOTHING): an event replayed or retried with the same event id is written once,
+//     and the extra copies are counted as duplicates.
+//   - VersionedUpsert tables keep the newest version per key (INSERT ... ON CONFLICT
+//     DO UPDATE ... WHERE excluded.version > stored version): versions arriving out of
+//     order, or again, never overwrite a newer one; they are counted as stale.
+//
+// Use it so:
+//
+//	db, err := sink.Open(ctx, "postgres://gale:secret@db:5432/gale") // or "sqlite:events.db"
+//	...
+//	opts := sink.Options{
+//		DB: db,
+//		Tables: []sink.Table{{Name: "events", Columns: []string{"event_id", "type", "payload"},
+//			Conflict: []string{"event_id"}, Mode: sink.InsertOnce}},
+//		Rows: func(t *tuple.Tuple) ([]sink.Row, error) {
+//			rec := t.ValueByField("record").(*event.Record)
+//			return []sink.Row{{Table: "events", Values: []any{rec.Event.ID, rec.Event.Type, string(rec.Event.Payload)}}}, nil
+//		},
+//	}
+//	d, err := sink.SetBolt(builder, "sink", 1, opts) // declares TickEvery(BatchDelay)
+//	...
+//	d.ShuffleGrouping("ingest")
+//
+// The tables must exist, with a unique key on each Table's Conflict columns; the sink
+// runs no DDL.
+package sink
