@@ -22,7 +22,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(wordcountCmd())
+	root.AddCommand(wordcountCmd(), benchCmd())
 	if err := root.Execute(); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/examples/orders"
+	"github.com/gale-stream/gale/internal/bench"
+)
+
+func benchCmd() *cobra.Command {
+	c := &cobra.Command{Use: "bench", Short: "measure gale on this machine"}
+	c.AddCommand(benchIngestCmd())
+	return c
+}
+
+func benchIngestCmd() *cobra.Command {
+	var (
+		dir        string
+		data       []string
+		o          bench.IngestOptions
+		asJSON     bool
+		duration   time.Duration
+		cpuprofile string
+	)
+	c := &cobra.Command{
+		Use:   "ingest",
+		Short: "PERSISTED answers/s and latency through the HTTP API, beside the disk's raw fdatasync limit",
+		Long: `Runs four rows, one after the other, each for --duration:
+  1. the disk: one writer appending records of the events' mean encoded size, one fdatasync each;
+  2. the disk: --clients writers, group commit (one fdatasync per group), no HTTP, no Pebble;
+  3. POST /v1/events?ack=persisted from --clients concurrent clients, one event each;
+  4. POST /v1/events:batch?ack=persisted, NDJSON batches of --batch-size from --batch-clients.
+Rows 3 and 4 run gale's ingest service (log on Pebble, group commit) in this process
+without a topology, so they measure PERSISTED answers. Events are real order lines
+(--data CSV files), each sent with a fresh event_id. Files go under --dir, which
+must be on the disk to measure, and are removed afterwards.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if cpuprofile != "" {
+				pf, err := os.Create(cpuprofile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			var evs []event.Event
+			for _, p := range data {
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				e, err := orders.ReadCSV(f, filepath.Base(p))
+				f.Close()
+				if err != nil {
+					return err
+				}
+				evs = append(evs, e...)
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			tmp, err := os.MkdirTemp(dir, "bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			o.Dir, o.Events, o.Duration = tmp, evs, duration
+			fmt.Fprintf(cmd.ErrOrStderr(), "gale bench ingest: %d real events from %d file(s), %v per row, files under %s\n",
+				len(evs), len(data), duration, tmp)
+			rows, err := bench.Ingest(ctx, o)
+			if asJSON {
+				type jrow struct {
+					Name         string  `json:"name"`
+					Events       uint64  `json:"events"`
+					Requests     uint64  `json:"requests"`
+					Errors       uint64  `json:"errors"`
+					Seconds      float64 `json:"seconds"`
+					EventsPerSec float64 `json:"events_per_sec"`
+					P50Ms        float64 `json:"p50_ms"`
+					P99Ms        float64 `json:"p99_ms"`
+					MaxMs        float64 `json:"max_ms"`
+				}
+				var out []jrow
+				for _, r := range rows {
+					out = append(out, jrow{r.Name, r.Events, r.Requests, r.Errors, r.Elapsed.Seconds(), r.EventsPerSec(),
+						ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)), ms(r.Latency.Max())})
+				}
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(out)
+			} else {
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "events/s\tp50 ms\tp99 ms\tmax ms\tevents\t\trow")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%.0f\t%.2f\t%.2f\t%.2f\t%d\t\t%s\n", r.EventsPerSec(),
+						ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)), ms(r.Latency.Max()), r.Events, r.Name)
+				}
+				tw.Flush()
+				for _, r := range rows {
+					if r.Log.Commits > 0 {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s: %d group commits, %.1f records and %.2f ms each on average\n", r.Name,
+							r.Log.Commits, float64(r.Log.Records)/float64(r.Log.Commits), ms(r.Log.CommitTime)/float64(r.Log.Commits))
+					}
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "latency: per request for HTTP rows (a batch answers all its events at once), per record for disk rows")
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&dir, "dir", ".", "directory on the disk to measure (a temporary bench-* folder is made and removed in it)")
+	f.StringSliceVar(&data, "data", []string{"testdata/retail/2010-12-01.csv", "testdata/retail/2010-12-02.csv", "testdata/retail/2010-12-03.csv"}, "CSV files of real order lines to send")
+	f.IntVar(&o.Clients, "clients", 64, "concurrent single-event clients (and disk writers)")
+	f.IntVar(&o.BatchClients, "batch-clients", 8, "concurrent batch clients")
+	f.IntVar(&o.BatchSize, "batch-size", 1000, "events per NDJSON batch")
+	f.DurationVar(&duration, "duration", 5*time.Second, "length of each row")
+	f.BoolVar(&asJSON, "json", false, "print the rows as JSON")
+	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	return c
+}

@@ -1,0 +1,304 @@
+// Package bench measures gale's ingest path: the raw fdatasync limit of the disk
+// under the data directory, and PERSISTED answers through the HTTP API. It is the
+// engine of `gale bench ingest`; figures come from real runs, never from tests.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/runtime"
+)
+
+// IngestOptions configure Ingest.
+type IngestOptions struct {
+	// Dir holds the bench's files (a log per row and the raw file); it must be on the
+	// disk to measure. Emptied rows are removed afterwards.
+	Dir string
+	// Events are the real events whose source, type, key and payload are sent
+	// (cycled, each with a fresh event_id). Required.
+	Events []event.Event
+	// Clients is the number of concurrent single-event clients (default 64).
+	Clients int
+	// BatchClients and BatchSize shape the NDJSON rows (default 8 clients × 1000).
+	BatchClients, BatchSize int
+	// Duration of each row (default 5s).
+	Duration time.Duration
+}
+
+// Row is one measured line.
+type Row struct {
+	Name     string
+	Requests uint64 // answers (or syncs, for the disk rows)
+	Events   uint64 // events (records) acknowledged
+	Errors   uint64 // answers other than the expected status
+	Elapsed  time.Duration
+	Latency  *runtime.Histogram // per request (per record for disk rows)
+	Log      eventlog.Stats     // the log's group commits (HTTP rows)
+}
+
+// EventsPerSec is the throughput of acknowledged events.
+func (r Row) EventsPerSec() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+
+// Ingest runs every row in turn and returns them.
+func Ingest(ctx context.Context, o IngestOptions) ([]Row, error) {
+	if len(o.Events) == 0 {
+		return nil, errors.New("bench: no events to send")
+	}
+	if o.Clients <= 0 {
+		o.Clients = 64
+	}
+	if o.BatchClients <= 0 {
+		o.BatchClients = 8
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 1000
+	}
+	if o.Duration <= 0 {
+		o.Duration = 5 * time.Second
+	}
+	bodies := make([][]byte, len(o.Events))
+	size := 0
+	for i, e := range o.Events {
+		bodies[i] = eventJSON(nil, e, "x")
+		r := event.Record{Event: e}
+		size += len(r.Encode(nil))
+	}
+	recBytes := size / len(o.Events)
+	var rows []Row
+	for _, run := range []func() (Row, error){
+		func() (Row, error) { return diskRow(ctx, o, 1, recBytes) },
+		func() (Row, error) { return diskRow(ctx, o, o.Clients, recBytes) },
+		func() (Row, error) { return httpRow(ctx, o, false) },
+		func() (Row, error) { return httpRow(ctx, o, true) },
+	} {
+		r, err := run()
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// eventJSON appends one event as the API takes it, with the id suffix.
+func eventJSON(dst []byte, e event.Event, id string) []byte {
+	dst = append(dst, `{"event_id":`...)
+	dst = strconv.AppendQuote(dst, id)
+	dst = append(dst, `,"source":`...)
+	dst = strconv.AppendQuote(dst, e.Source)
+	dst = append(dst, `,"type":`...)
+	dst = strconv.AppendQuote(dst, e.Type)
+	if e.Key != "" {
+		dst = append(dst, `,"key":`...)
+		dst = strconv.AppendQuote(dst, e.Key)
+	}
+	dst = append(dst, `,"payload":`...)
+	dst = append(dst, e.Payload...)
+	return append(dst, '}')
+}
+
+// diskRow appends recBytes-sized records to a growing file from writers
+// goroutines; one flusher goroutine writes whatever is waiting and fdatasyncs once
+// per group (group commit), then acknowledges the group. No HTTP, no Pebble: the
+// disk's own limit for the same bytes.
+func diskRow(ctx context.Context, o IngestOptions, writers, recBytes int) (Row, error) {
+	path := filepath.Join(o.Dir, fmt.Sprintf("raw-%d.wal", writers))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return Row{}, fmt.Errorf("bench: %w", err)
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	type req struct{ done chan struct{} }
+	reqs := make(chan req, writers)
+	var syncs atomic.Uint64
+	var werr atomic.Pointer[error]
+	flusherDone := make(chan struct{})
+	go func() {
+		defer close(flusherDone)
+		rec := bytes.Repeat([]byte{'r'}, recBytes)
+		var buf []byte
+		var group []req
+		for r := range reqs {
+			group = append(group[:0], r)
+		drain:
+			for {
+				select {
+				case r, ok := <-reqs:
+					if !ok {
+						break drain
+					}
+					group = append(group, r)
+				default:
+					break drain
+				}
+			}
+			buf = buf[:0]
+			for range group {
+				buf = append(buf, rec...)
+			}
+			if _, err := f.Write(buf); err != nil {
+				werr.Store(&err)
+			} else if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+				werr.Store(&err)
+			}
+			syncs.Add(1)
+			for _, r := range group {
+				close(r.done)
+			}
+		}
+	}()
+	row := Row{Name: fmt.Sprintf("disk: %d-byte records, fdatasync group commit, %d writer(s)", recBytes, writers)}
+	if writers == 1 {
+		row.Name = fmt.Sprintf("disk: %d-byte records, one fdatasync per record, 1 writer", recBytes)
+	}
+	hists := make([]runtime.Histogram, writers)
+	var n atomic.Uint64
+	stop := time.Now().Add(o.Duration)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && time.Now().Before(stop) {
+				t0 := time.Now()
+				r := req{done: make(chan struct{})}
+				reqs <- r
+				<-r.done
+				hists[w].Record(int64(time.Since(t0)))
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	row.Elapsed = time.Since(start)
+	close(reqs)
+	<-flusherDone
+	if p := werr.Load(); p != nil {
+		return row, fmt.Errorf("bench: %s: %w", path, *p)
+	}
+	row.Requests, row.Events = syncs.Load(), n.Load()
+	row.Latency = merge(hists)
+	return row, ctx.Err()
+}
+
+func merge(hs []runtime.Histogram) *runtime.Histogram {
+	out := &runtime.Histogram{}
+	for i := range hs {
+		out.Merge(&hs[i])
+	}
+	return out
+}
+
+// httpRow serves the ingest API over a fresh log (no topology: the row measures
+// PERSISTED answers) and posts single events from o.Clients clients, or NDJSON
+// batches from o.BatchClients clients.
+func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
+	name := "single"
+	if batch {
+		name = "batch"
+	}
+	dir := filepath.Join(o.Dir, "log-"+name)
+	defer os.RemoveAll(dir)
+	l, err := eventlog.Open(eventlog.Options{Dir: dir})
+	if err != nil {
+		return Row{}, err
+	}
+	defer l.Close()
+	svc, err := ingest.New(ingest.Config{Log: l, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return Row{}, err
+	}
+	defer svc.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Row{}, err
+	}
+	srv := &http.Server{Handler: svc.Handler(ingest.HTTPOptions{})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	url := "http://" + ln.Addr().String()
+
+	clients := o.Clients
+	per := 1
+	row := Row{Name: fmt.Sprintf("HTTP: one event per request, ack=persisted, %d clients", clients)}
+	if batch {
+		clients, per = o.BatchClients, o.BatchSize
+		row.Name = fmt.Sprintf("HTTP: NDJSON batches of %d, ack=persisted, %d clients", per, clients)
+		url += "/v1/events:batch?ack=persisted"
+	} else {
+		url += "/v1/events?ack=persisted"
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	hists := make([]runtime.Histogram, clients)
+	var reqs, evs, errs atomic.Uint64
+	var firstErr atomic.Pointer[string]
+	stop := time.Now().Add(o.Duration)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var body []byte
+			next := c
+			for i := 0; ctx.Err() == nil && time.Now().Before(stop); i++ {
+				body = body[:0]
+				for j := range per {
+					e := o.Events[next%len(o.Events)]
+					next += clients
+					body = eventJSON(body, e, fmt.Sprintf("bench-%s-%d-%d-%d", name, c, i, j))
+					body = append(body, '\n')
+				}
+				t0 := time.Now()
+				resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
+				if err != nil {
+					errs.Add(1)
+					s := err.Error()
+					firstErr.CompareAndSwap(nil, &s)
+					continue
+				}
+				answer, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				hists[c].Record(int64(time.Since(t0)))
+				reqs.Add(1)
+				got := uint64(bytes.Count(answer, []byte(`"status":"PERSISTED"`)))
+				evs.Add(got)
+				if resp.StatusCode != 200 || got != uint64(per) {
+					errs.Add(1)
+					s := fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, answer)
+					firstErr.CompareAndSwap(nil, &s)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	row.Elapsed = time.Since(start)
+	row.Requests, row.Events, row.Errors = reqs.Load(), evs.Load(), errs.Load()
+	row.Latency = merge(hists)
+	row.Log = l.Stats()
+	if p := firstErr.Load(); p != nil {
+		return row, fmt.Errorf("bench: %s: %d bad answers, the first: %s", row.Name, row.Errors, *p)
+	}
+	return row, ctx.Err()
+}
