@@ -280,3 +280,40 @@ func TestClosedAndOverloaded(t *testing.T) {
 		t.Fatal("Open without Dir succeeded")
 	}
 }
+
+// The id filter never says absent for an id it holds, and says it for most others.
+func TestIDFilter(t *testing.T) {
+	f := newIDFilter(1 << 16) // 64 KiB: ~8 bits per id below
+	for i := range 60000 {
+		f.add(fmt.Sprintf("2010-12-01:%d", i))
+	}
+	for i := range 60000 {
+		if !f.mayContain(fmt.Sprintf("2010-12-01:%d", i)) {
+			t.Fatalf("id %d added but reported absent", i)
+		}
+	}
+	fp := 0
+	for i := range 100000 {
+		if f.mayContain(fmt.Sprintf("2010-12-02:%d", i)) {
+			fp++
+		}
+	}
+	if fp > 10000 {
+		t.Fatalf("%d%% false positives at 8.7 bits per id", fp/1000)
+	}
+}
+
+// Ids in the index before a reopen are found after it (the filter is rebuilt).
+func TestLookupAfterReopen(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openT(t, fs)
+	if err := l.Append(context.Background(), rec("kept")); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openT(t, fs)
+	defer l.Close()
+	if e, ok, err := l.Lookup("kept"); !ok || err != nil || e.Seq != 1 {
+		t.Fatalf("Lookup after reopen: %+v %v %v", e, ok, err)
+	}
+}

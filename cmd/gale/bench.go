@@ -132,6 +132,7 @@ must be on the disk to measure, and are removed afterwards.`,
 	f.IntVar(&o.BatchSize, "batch-size", 1000, "events per NDJSON batch")
 	f.DurationVar(&duration, "duration", 5*time.Second, "length of each row")
 	f.BoolVar(&asJSON, "json", false, "print the rows as JSON")
+	f.IntSliceVar(&o.Rows, "rows", nil, "run only these rows (1-4), e.g. --rows 2,3")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	return c
 }

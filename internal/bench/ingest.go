@@ -40,6 +40,8 @@ type IngestOptions struct {
 	BatchClients, BatchSize int
 	// Duration of each row (default 5s).
 	Duration time.Duration
+	// Rows selects rows by number (1-4); empty runs all.
+	Rows []int
 }
 
 // Row is one measured line.
@@ -82,12 +84,26 @@ func Ingest(ctx context.Context, o IngestOptions) ([]Row, error) {
 	}
 	recBytes := size / len(o.Events)
 	var rows []Row
-	for _, run := range []func() (Row, error){
+	want := func(n int) bool {
+		if len(o.Rows) == 0 {
+			return true
+		}
+		for _, r := range o.Rows {
+			if r == n {
+				return true
+			}
+		}
+		return false
+	}
+	for i, run := range []func() (Row, error){
 		func() (Row, error) { return diskRow(ctx, o, 1, recBytes) },
 		func() (Row, error) { return diskRow(ctx, o, o.Clients, recBytes) },
 		func() (Row, error) { return httpRow(ctx, o, false) },
 		func() (Row, error) { return httpRow(ctx, o, true) },
 	} {
+		if !want(i + 1) {
+			continue
+		}
 		r, err := run()
 		if err != nil {
 			return rows, err
