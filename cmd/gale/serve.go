@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/serve"
+	"github.com/gale-stream/gale/topology"
+)
+
+// serveFlags are the flags shared by serve and orders.
+type serveFlags struct {
+	o             serve.Options
+	defaultAck    string
+	sourceAck     []string
+	timeout       time.Duration
+	maxPending    int
+	shutdown      time.Duration
+	logLevel      string
+	dedupeWindow  time.Duration
+	processedWait time.Duration
+}
+
+func (f *serveFlags) register(c *cobra.Command, addr string) {
+	fl := c.Flags()
+	fl.StringVar(&f.o.Addr, "addr", addr, "address to listen on")
+	fl.StringVar(&f.o.DataDir, "data", "gale-data", "data directory (the log, and the SQLite sink unless --sink)")
+	fl.StringVar(&f.o.SinkURL, "sink", "", "sink database: a postgres:// URL or a SQLite file (default DATA/sink.db)")
+	fl.StringVar(&f.defaultAck, "ack-default", "persisted", "ack level when a request and its source name none")
+	fl.StringSliceVar(&f.sourceAck, "source-ack", nil, "per-source default ack level, e.g. debug=accepted,metrics=persisted,orders=processed")
+	fl.IntVar(&f.o.Ingest.Tracker.MaxAttempts, "max-attempts", 5, "processing attempts per event before FAILED_FINAL (dead letter)")
+	fl.DurationVar(&f.o.Ingest.Tracker.BackoffBase, "backoff", 100*time.Millisecond, "delay before the second attempt; doubles each retry")
+	fl.DurationVar(&f.dedupeWindow, "dedupe-window", 7*24*time.Hour, "how long an event_id is remembered at least")
+	fl.DurationVar(&f.processedWait, "processed-wait", 10*time.Second, "default wait of an ack=processed answer before it says PERSISTED")
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "message timeout of a tuple tree")
+	fl.IntVar(&f.maxPending, "max-pending", 5000, "max spout pending (trees in flight)")
+	fl.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to answer requests and drain trees before stopping")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+}
+
+func (f *serveFlags) options() (serve.Options, error) {
+	o := f.o
+	lvl, err := ingest.ParseLevel(f.defaultAck)
+	if err != nil {
+		return o, fmt.Errorf("--ack-default: %w", err)
+	}
+	o.Ingest.DefaultLevel = lvl
+	o.Ingest.DedupeWindow = f.dedupeWindow
+	o.Ingest.ProcessedWait = f.processedWait
+	if len(f.sourceAck) > 0 {
+		o.Ingest.SourceLevels = map[string]ingest.Level{}
+		for _, kv := range f.sourceAck {
+			src, l, ok := strings.Cut(kv, "=")
+			if !ok || src == "" {
+				return o, fmt.Errorf("--source-ack %q: want SOURCE=LEVEL", kv)
+			}
+			lv, err := ingest.ParseLevel(l)
+			if err != nil {
+				return o, fmt.Errorf("--source-ack %q: %w", kv, err)
+			}
+			o.Ingest.SourceLevels[src] = lv
+		}
+	}
+	var ll slog.Level
+	if err := ll.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return o, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: ll}))
+	tc := topology.DefaultConfig()
+	tc.MessageTimeout, tc.MaxSpoutPending, tc.Logger = f.timeout, f.maxPending, o.Logger
+	tc.ShutdownTimeout = f.shutdown
+	o.Topology = &tc
+	return o, nil
+}
+
+func serveCmd() *cobra.Command {
+	var f serveFlags
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "the ingest API (HTTP) over a durable log, feeding a topology that writes to an idempotent SQL sink",
+		Long: `gale serve takes events in at POST /v1/events and /v1/events:batch and answers each
+with how far it got: ACCEPTED (memory), PERSISTED (fsynced in the log), PROCESSED (tuple
+tree complete, sink committed), FAILED_RETRYABLE or FAILED_FINAL. GET /v1/events/{id}
+shows an event's history; GET /v1/dead-letters lists events that failed max attempts.
+The log (Pebble) and the SQLite sink live in --data; SIGTERM answers every request
+taken in, drains the topology and syncs before exiting.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := f.options()
+			if err != nil {
+				return err
+			}
+			if os.Getenv("GOGC") == "" {
+				debug.SetGCPercent(200) // fewer GC cycles per request; GOGC in the environment wins
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := serve.Start(context.Background(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
+				o.Pipeline, o.DataDir, s.DB, s.URL())
+			<-ctx.Done()
+			fmt.Fprintln(cmd.ErrOrStderr(), "gale serve: shutting down: answering requests taken in, draining trees")
+			sctx, cancel := context.WithTimeout(context.Background(), f.shutdown)
+			defer cancel()
+			if err := s.Shutdown(sctx); err != nil {
+				return fmt.Errorf("shutdown: %w", err)
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "gale serve: stopped")
+			return nil
+		},
+	}
+	f.register(c, "127.0.0.1:8080")
+	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
+	return c
+}

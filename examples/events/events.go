@@ -1,0 +1,87 @@
+// Package events is the generic pipeline of `gale serve`: every ingested event is
+// written once to an events table (insert-once by event_id) and, when it carries a
+// business key and a version, to an entities table that keeps the newest version per
+// key (versioned upsert: an older version arriving later changes nothing).
+//
+//	log spout ──shuffle──▶ sink (1 task: one writer per key)
+package events
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// Tables.
+var (
+	EventsTable = sink.Table{Name: "events", Mode: sink.InsertOnce, Conflict: []string{"event_id"},
+		Columns: []string{"event_id", "source", "type", "key", "version", "payload", "seq", "received_at_unix_nano"}}
+	EntitiesTable = sink.Table{Name: "entities", Mode: sink.VersionedUpsert, Conflict: []string{"key"}, Version: "version",
+		Columns: []string{"key", "version", "event_id", "type", "payload"}}
+)
+
+// Schema creates the tables (IF NOT EXISTS); the SQL fits SQLite and PostgreSQL.
+func Schema() []string {
+	return []string{
+		`CREATE TABLE IF NOT EXISTS events (
+	event_id TEXT PRIMARY KEY,
+	source TEXT NOT NULL,
+	type TEXT NOT NULL,
+	key TEXT,
+	version BIGINT,
+	payload TEXT NOT NULL,
+	seq BIGINT NOT NULL,
+	received_at_unix_nano BIGINT NOT NULL
+)`,
+		`CREATE TABLE IF NOT EXISTS entities (
+	key TEXT PRIMARY KEY,
+	version BIGINT NOT NULL,
+	event_id TEXT NOT NULL,
+	type TEXT NOT NULL,
+	payload TEXT NOT NULL
+)`,
+	}
+}
+
+// Rows maps a log spout tuple to its rows: the events row, and the entities row if
+// the event has a key and a version.
+func Rows(t *tuple.Tuple) ([]sink.Row, error) {
+	rec, ok := t.ValueByField("record").(*event.Record)
+	if !ok || rec == nil {
+		return nil, fmt.Errorf("events: field \"record\" is %T, want *event.Record", t.ValueByField("record"))
+	}
+	e := &rec.Event
+	var key, version any
+	if e.Key != "" {
+		key = e.Key
+	}
+	if e.Version != nil {
+		version = *e.Version
+	}
+	rows := []sink.Row{{Table: EventsTable.Name, Values: []any{e.ID, e.Source, e.Type, key, version,
+		string(e.Payload), int64(rec.Seq), rec.ReceivedAt}}}
+	if e.Key != "" && e.Version != nil {
+		rows = append(rows, sink.Row{Table: EntitiesTable.Name, Values: []any{e.Key, *e.Version, e.ID, e.Type, string(e.Payload)}})
+	}
+	return rows, nil
+}
+
+// Build returns the pipeline reading from spout (the ingest log spout).
+func Build(spout func() topology.Spout, db *sink.DB, counters *sink.Counters) (*topology.Topology, error) {
+	if spout == nil || db == nil {
+		return nil, errors.New("events: spout and db are required")
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("events", spout, 1).Output("event_id", "record")
+	d, err := sink.SetBolt(b, "sink", 1, sink.Options{DB: db, Tables: []sink.Table{EventsTable, EntitiesTable},
+		Rows: Rows, Counters: counters})
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	d.ShuffleGrouping("events")
+	return b.Build()
+}

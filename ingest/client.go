@@ -1,0 +1,111 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+)
+
+// Client calls a gale serve API. The zero HTTP uses http.DefaultClient.
+type Client struct {
+	URL  string // base URL, e.g. http://127.0.0.1:8080
+	HTTP *http.Client
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+// Send posts evs as one NDJSON batch at level (0: the server's default per source),
+// waiting at most wait for ack=processed (0: the server's default). It returns one
+// Answer per event, in order, and the HTTP status. An error means no per-event
+// answer came back (transport failure, or the whole batch refused: then each answer
+// is FAILED_RETRYABLE or FAILED_FINAL with the server's reason).
+func (c *Client) Send(ctx context.Context, evs []event.Event, level Level, wait time.Duration) ([]Answer, int, error) {
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	for i := range evs {
+		if err := enc.Encode(&evs[i]); err != nil {
+			return nil, 0, fmt.Errorf("ingest client: encode %q: %w", evs[i].ID, err)
+		}
+	}
+	q := url.Values{}
+	if level != 0 {
+		q.Set("ack", level.String())
+	}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/v1/events:batch?"+q.Encode(), &body)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ingest client: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("ingest client: reading the answer: %w", err)
+	}
+	var ba BatchAnswer
+	if err := json.Unmarshal(b, &ba); err != nil || len(ba.Results) != len(evs) {
+		// The whole batch was refused (413, 503 while shutting down...): one answer.
+		var a Answer
+		if json.Unmarshal(b, &a) != nil || a.Status == 0 {
+			return nil, resp.StatusCode, fmt.Errorf("ingest client: HTTP %d: %.300s", resp.StatusCode, b)
+		}
+		out := make([]Answer, len(evs))
+		for i := range out {
+			out[i] = a
+			out[i].EventID, out[i].Line = evs[i].ID, i+1
+		}
+		return out, resp.StatusCode, fmt.Errorf("ingest client: batch refused: HTTP %d: %s", resp.StatusCode, a.Error)
+	}
+	return ba.Results, resp.StatusCode, nil
+}
+
+// Status gets an event's status; found is false on 404.
+func (c *Client) Status(ctx context.Context, id string) (st EventStatus, found bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+"/v1/events/"+url.PathEscape(id), nil)
+	if err != nil {
+		return st, false, err
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return st, false, fmt.Errorf("ingest client: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if err := json.Unmarshal(b, &st); err != nil {
+			return st, false, fmt.Errorf("ingest client: status of %q: %w", id, err)
+		}
+		return st, true, nil
+	case http.StatusNotFound:
+		return st, false, nil
+	}
+	return st, false, fmt.Errorf("ingest client: status of %q: HTTP %d: %.200s", id, resp.StatusCode, b)
+}
+
+// RetryAfter parses a Retry-After header in seconds (default 1s).
+func RetryAfter(h http.Header) time.Duration {
+	if n, err := strconv.Atoi(h.Get("Retry-After")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return time.Second
+}

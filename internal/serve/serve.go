@@ -1,0 +1,199 @@
+// Package serve assembles `gale serve`: the durable log, the ingest service and its
+// HTTP API, the processing topology fed by the log spout, and the SQL sink, with a
+// shutdown that answers every request it took in before it stops.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/examples/events"
+	"github.com/gale-stream/gale/examples/orders"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/topology"
+)
+
+// Options configure Start.
+type Options struct {
+	// Addr to listen on (default 127.0.0.1:8080; port 0 picks one).
+	Addr string
+	// DataDir holds the log (DataDir/log) and the default SQLite sink
+	// (DataDir/sink.db). Default ./gale-data.
+	DataDir string
+	// Pipeline is "events" (default: every event to an events table, the newest
+	// version per key to entities) or "orders" (the retail order pipeline).
+	Pipeline string
+	// SinkURL is the sink database: a postgres:// URL or a SQLite path; default
+	// DataDir/sink.db.
+	SinkURL string
+	// Ingest configures the service (its Log is set by Start).
+	Ingest ingest.Config
+	// HTTP bounds request sizes.
+	HTTP ingest.HTTPOptions
+	// Topology is the runtime configuration (default topology.DefaultConfig()).
+	Topology *topology.Config
+	// Orders tweaks the orders pipeline (DB and counters are set by Start).
+	Orders *orders.Options
+	Logger *slog.Logger
+}
+
+// Server is a running gale serve.
+type Server struct {
+	Log            *eventlog.Log
+	Service        *ingest.Service
+	Runtime        *runtime.Runtime
+	DB             *sink.DB
+	SinkCounters   *sink.Counters
+	OrdersCounters *orders.Counters
+	Options        Options
+
+	http *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// Start opens everything and starts serving. On error what was opened is closed.
+func Start(ctx context.Context, o Options) (s *Server, err error) {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8080"
+	}
+	if o.DataDir == "" {
+		o.DataDir = "gale-data"
+	}
+	if o.Pipeline == "" {
+		o.Pipeline = "events"
+	}
+	if o.Pipeline != "events" && o.Pipeline != "orders" {
+		return nil, fmt.Errorf("serve: unknown pipeline %q: want events or orders", o.Pipeline)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SinkURL == "" {
+		o.SinkURL = filepath.Join(o.DataDir, "sink.db")
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("serve: data directory: %w", err)
+	}
+	s = &Server{Options: o, SinkCounters: &sink.Counters{}, done: make(chan error, 1)}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { _ = s.Log.Close() })
+	s.DB, err = sink.Open(ctx, o.SinkURL)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { _ = s.DB.Close() })
+	ddl := events.Schema()
+	if o.Pipeline == "orders" {
+		ddl = orders.Schema(s.DB.Dialect)
+	}
+	for _, q := range ddl {
+		if _, err := s.DB.SQL.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("serve: creating the %s tables in %s: %w", o.Pipeline, s.DB, err)
+		}
+	}
+	ic := o.Ingest
+	ic.Log = s.Log
+	if ic.Logger == nil {
+		ic.Logger = o.Logger
+	}
+	s.Service, err = ingest.New(ic)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { _ = s.Service.Close() })
+
+	tc := topology.DefaultConfig()
+	if o.Topology != nil {
+		tc = *o.Topology
+	}
+	if tc.Logger == nil {
+		tc.Logger = o.Logger
+	}
+	var topo *topology.Topology
+	if o.Pipeline == "orders" {
+		oo := orders.DefaultOptions()
+		if o.Orders != nil {
+			oo = *o.Orders
+		}
+		// A join half waits longer than its tree can live (orders.Options.HoldFor).
+		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
+		oo.DB, oo.SinkCounters = s.DB, s.SinkCounters
+		if oo.Counters == nil {
+			oo.Counters = &orders.Counters{}
+		}
+		s.OrdersCounters = oo.Counters
+		topo, err = orders.Build(s.Service.Spout(), oo)
+	} else {
+		topo, err = events.Build(s.Service.Spout(), s.DB, s.SinkCounters)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.Runtime, err = runtime.Start(ctx, topo, tc)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Runtime.Stop(c)
+	})
+
+	s.ln, err = net.Listen("tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	hopts := o.HTTP
+	rt := s.Runtime
+	hopts.Ready = func() error {
+		select {
+		case <-rt.Done():
+			return errors.New("the topology stopped")
+		default:
+			return nil
+		}
+	}
+	s.http = &http.Server{Handler: s.Service.Handler(hopts), ReadHeaderTimeout: 10 * time.Second}
+	go func() { s.done <- s.http.Serve(s.ln) }()
+	return s, nil
+}
+
+// URL is the base URL of the API.
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Shutdown stops taking connections and answers every request already taken in
+// (bounded by ctx), then drains the topology (pending trees complete or are
+// abandoned at ctx's deadline, to be replayed at the next start), syncs the last
+// statuses and committed offset, and closes the log and the sink.
+func (s *Server) Shutdown(ctx context.Context) error {
+	herr := s.http.Shutdown(ctx)
+	<-s.done
+	rerr := s.Runtime.Stop(ctx)
+	<-s.Runtime.Done()
+	serr := s.Service.Close()
+	lerr := s.Log.Close()
+	derr := s.DB.Close()
+	return errors.Join(herr, rerr, serr, lerr, derr)
+}
