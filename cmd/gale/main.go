@@ -15,7 +15,9 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-func main() {
+func main() { os.Exit(run(os.Args[1:])) }
+
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gale",
 		Short:         "gale: stream processing whose acknowledgements mean what they say",
@@ -23,16 +25,24 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(wordcountCmd(), serveCmd(), ingestCmd(), ordersCmd(), benchCmd())
+	return root
+}
+
+// run executes the command line and returns the exit status.
+func run(args []string) int {
+	root := newRoot()
+	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
-			os.Exit(ee.code)
+			return ee.code
 		}
 		msg := err.Error()
 		if !strings.HasPrefix(msg, "gale:") {
 			msg = "gale: " + msg
 		}
 		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(2)
+		return 2
 	}
+	return 0
 }
