@@ -666,3 +666,56 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 var _ io.Closer = (*Log)(nil)
+
+// Trim forgets finished records received before cutoff (Unix nanoseconds): their
+// log records, and their dedupe entries, status documents and dead letters unless a
+// newer generation of the event is still kept. Only records below the committed
+// offset are trimmed, oldest first, stopping at the first one received at or after
+// cutoff, so an id is remembered at least until cutoff passes its receipt (the dedupe
+// window). Deletions are not synced: a crash may bring some back until the next Trim.
+// It returns the number of records removed.
+func (l *Log) Trim(cutoff int64) (int, error) {
+	if err := l.Err(); err != nil {
+		return 0, err
+	}
+	committed := l.committed.Load()
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: logKey(committed)})
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: trim: %w", err)
+	}
+	b := l.db.NewBatch()
+	defer b.Close()
+	var first, last uint64
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		r, derr := event.Decode(it.Value())
+		if derr != nil {
+			_ = it.Close()
+			return n, fmt.Errorf("eventlog: trim: record seq %d: %w", binary.BigEndian.Uint64(it.Key()[1:]), derr)
+		}
+		if r.ReceivedAt >= cutoff {
+			break
+		}
+		if first == 0 {
+			first = r.Seq
+		}
+		last = r.Seq
+		if e, ok, _ := l.Lookup(r.Event.ID); ok && e.Seq == r.Seq {
+			_ = b.Delete(nsKey('d', r.Event.ID), nil)
+			_ = b.Delete(nsKey(byte(Status), r.Event.ID), nil)
+			_ = b.Delete(nsKey(byte(DeadLetter), r.Event.ID), nil)
+		}
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return 0, fmt.Errorf("eventlog: trim: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	_ = b.DeleteRange(logKey(first), logKey(last+1), nil)
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return 0, l.fail(fmt.Errorf("trim: %w", err))
+	}
+	return n, nil
+}

@@ -38,8 +38,10 @@ type Config struct {
 	// FlushEvery is how often status documents and the committed offset are synced
 	// (default 50ms).
 	FlushEvery time.Duration
-	// DedupeWindow is how long an event id is remembered at least (default 7 days).
-	DedupeWindow time.Duration
+	// DedupeWindow is how long an event id is remembered at least (default 7 days):
+	// finished events older than it are trimmed from the log every TrimEvery
+	// (default 10 minutes). A later event with a trimmed id is a new event.
+	DedupeWindow, TrimEvery time.Duration
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests set it.
@@ -84,6 +86,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.DedupeWindow <= 0 {
 		cfg.DedupeWindow = 7 * 24 * time.Hour
+	}
+	if cfg.TrimEvery <= 0 {
+		cfg.TrimEvery = 10 * time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -502,10 +507,18 @@ func (s *Service) flusher() {
 	defer close(s.stopped)
 	t := time.NewTicker(s.cfg.FlushEvery)
 	defer t.Stop()
+	trim := time.NewTicker(s.cfg.TrimEvery)
+	defer trim.Stop()
 	for {
 		select {
 		case <-t.C:
 			s.flush()
+		case <-trim.C:
+			if n, err := s.Trim(); err != nil {
+				s.cfg.Logger.Error("trim of the log failed", "err", err)
+			} else if n > 0 {
+				s.cfg.Logger.Info("trimmed finished events past the dedupe window", "events", n, "window", s.cfg.DedupeWindow)
+			}
 		case <-s.stop:
 			s.flush()
 			return
@@ -572,6 +585,12 @@ func (s *Service) flush() {
 	}
 	close(s.flushed)
 	s.flushed = make(chan struct{})
+}
+
+// Trim forgets finished events received more than DedupeWindow ago (see
+// eventlog.Log.Trim); it runs every TrimEvery on its own.
+func (s *Service) Trim() (int, error) {
+	return s.log.Trim(s.now() - int64(s.cfg.DedupeWindow))
 }
 
 // Close stops taking events in (ErrShuttingDown), waits for the submissions under

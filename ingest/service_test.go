@@ -492,3 +492,62 @@ func startRigBolt(t *testing.T, fs vfs.FS, bolt topology.Bolt, cfg Config) *rig 
 }
 
 var _ = errors.Is
+
+// The dedupe window: a finished event is remembered until it is older than the
+// window, then trimmed; its id is then a new event. Unfinished ones are kept.
+func TestDedupeWindowTrim(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	r := startRig(t, vfs.NewMem(), newSink(nil), Config{DedupeWindow: time.Hour, Now: clock})
+	r.post("/v1/events?ack=processed", ev("old", `{}`))
+	now.Add(int64(30 * time.Minute))
+	r.post("/v1/events?ack=processed", ev("young", `{}`))
+	for deadline := time.Now().Add(5 * time.Second); r.log.Committed() < 3; { // a flush
+		if time.Now().After(deadline) {
+			t.Fatalf("committed offset %d, want 3", r.log.Committed())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	now.Add(int64(45 * time.Minute))  // old is 75 min old, young 45
+	n, err := r.svc.Trim()
+	if err != nil || n != 1 {
+		t.Fatalf("Trim = %d, %v; want 1", n, err)
+	}
+	if code, _ := r.get("/v1/events/old"); code != 404 {
+		t.Fatalf("trimmed event: GET %d, want 404", code)
+	}
+	if code, b := r.get("/v1/events/young"); code != 200 || decode[EventStatus](t, b).Status != Processed {
+		t.Fatalf("event inside the window: %d %s", code, b)
+	}
+	code, _, b := r.post("/v1/events?ack=processed", ev("old", `{"again":true}`))
+	if a := decode[Answer](t, b); code != 200 || a.Duplicate || a.Status != Processed || a.Seq != 3 {
+		t.Fatalf("an id past the window is a new event: %d %s", code, b)
+	}
+}
+
+// Per-source defaults (seed 004's table) when the request names no level.
+func TestSourceDefaultLevels(t *testing.T) {
+	r := startRig(t, vfs.NewMem(), newSink(nil), Config{SourceLevels: map[string]Level{"debug": LevelAccepted, "orders": LevelProcessed}})
+	code, _, b := r.post("/v1/events", `{"event_id":"d1","source":"debug","type":"log","payload":{}}`)
+	if a := decode[Answer](t, b); code != 202 || a.Status != Accepted {
+		t.Fatalf("debug source: %d %s", code, b)
+	}
+	code, _, b = r.post("/v1/events", `{"event_id":"o1","source":"orders","type":"order_line","payload":{}}`)
+	if a := decode[Answer](t, b); code != 200 || a.Status != Processed {
+		t.Fatalf("orders source: %d %s", code, b)
+	}
+	code, _, b = r.post("/v1/events?ack=persisted", `{"event_id":"o2","source":"orders","type":"order_line","payload":{}}`)
+	if a := decode[Answer](t, b); code != 200 || (a.Status != Persisted && a.Status != Processed) {
+		t.Fatalf("a request's level beats the source's: %d %s", code, b)
+	}
+}
+
+func TestOverloadIs429WithRetryAfter(t *testing.T) {
+	a := answerOf(Result{Status: EventStatus{EventID: "x"}, Err: fmt.Errorf("append: %w", eventlog.ErrOverloaded)})
+	rec := httptest.NewRecorder()
+	writeAnswer(rec, a)
+	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "FAILED_RETRYABLE") {
+		t.Fatalf("overload: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+}
