@@ -509,7 +509,7 @@ func TestDedupeWindowTrim(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	now.Add(int64(45 * time.Minute))  // old is 75 min old, young 45
+	now.Add(int64(45 * time.Minute)) // old is 75 min old, young 45
 	n, err := r.svc.Trim()
 	if err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want 1", n, err)
