@@ -55,6 +55,16 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 // such as "eventid" would otherwise lose the id). Errors wrap ErrInvalid; a
 // *FieldError names the field.
 func Parse(data []byte) (Event, error) {
+	e, err := parseFast(data)
+	if err != nil {
+		return e, err
+	}
+	return e, e.Validate()
+}
+
+// parseStd is Parse on encoding/json, kept as the reference the fast parser is
+// tested against.
+func parseStd(data []byte) (Event, error) {
 	var e Event
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

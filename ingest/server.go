@@ -130,7 +130,7 @@ func (h *handler) params(w http.ResponseWriter, r *http.Request) (Level, time.Du
 }
 
 func (h *handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -312,4 +312,25 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v)
+}
+
+// readAll reads a body, in one allocation when its length is announced.
+func readAll(r io.Reader, n, limit int64) ([]byte, error) {
+	if n <= 0 || n > limit {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, n+1)
+	m, err := io.ReadFull(r, buf)
+	if err == io.ErrUnexpectedEOF && int64(m) == n {
+		return buf[:m], nil // exactly the announced length
+	}
+	if err == io.ErrUnexpectedEOF {
+		return nil, fmt.Errorf("body ended after %d of the %d bytes announced", m, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// More than announced: read on, within the limit.
+	rest, err := io.ReadAll(r)
+	return append(buf, rest...), err
 }

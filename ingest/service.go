@@ -157,13 +157,16 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 
 	// The durable index is read outside the lock; Receive re-checks memory under it.
 	hashes := make([][32]byte, len(evs))
+	held := make([]bool, len(evs))
+	s.mu.Lock()
+	for i := range evs {
+		held[i] = s.tr.Has(evs[i].ID)
+	}
+	s.mu.Unlock()
 	known := make([]*EventStatus, len(evs))
 	for i := range evs {
 		hashes[i] = evs[i].Hash()
-		s.mu.Lock()
-		_, held := s.tr.Get(evs[i].ID)
-		s.mu.Unlock()
-		if !held {
+		if !held[i] {
 			k, err := s.durableStatus(evs[i].ID)
 			if err != nil {
 				res[i] = retryable(evs[i].ID, err)
@@ -175,6 +178,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	now := s.now()
 	var recs []*event.Record
 	var fresh []int
+	recOf := make([]*event.Record, len(evs))
 	s.mu.Lock()
 	for i := range evs {
 		if res[i].Err != nil {
@@ -186,6 +190,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 			recs = append(recs, &event.Record{ReceivedAt: now, Hash: hashes[i], Event: evs[i]})
 			fresh = append(fresh, i)
 			res[i] = Result{Status: st}
+			recOf[i] = recs[len(recs)-1]
 		case Duplicate:
 			res[i] = Result{Status: st, Duplicate: true}
 		case Conflict:
@@ -244,6 +249,11 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 				res[i] = retryable(evs[i].ID, appendErr)
 				continue
 			}
+			if lvl == LevelPersisted {
+				// Durable now; processing may be further along, PERSISTED stays true.
+				res[i].Status.Status, res[i].Status.Seq = Persisted, recOf[i].Seq
+				continue
+			}
 		}
 		until := func(st Status) bool { return st != Accepted }
 		if lvl == LevelProcessed {
@@ -283,8 +293,11 @@ func (s *Service) appended(recs []*event.Record, err error) {
 	for _, r := range recs {
 		if err != nil {
 			s.tr.PersistFailed(now, r.Event.ID, err)
-		} else {
-			s.tr.Persisted(now, r.Event.ID, r.Seq, r.Generation)
+		} else if st, _ := s.tr.Persisted(now, r.Event.ID, r.Seq, r.Generation); st.Status == Persisted && st.Attempts == 0 {
+			// Durable and not yet taken by the spout: its status now lives in the
+			// log (the dedupe entry says PERSISTED), so memory holds only events
+			// in progress however long the backlog.
+			s.tr.Forget(r.Event.ID)
 		}
 		s.wakeLocked(r.Event.ID)
 	}
@@ -310,42 +323,65 @@ func (s *Service) waitFor(ctx context.Context, id string, until func(Status) boo
 		}
 	}()
 	for {
+		// Register before looking, so no transition can slip between the two.
+		ch := make(chan struct{})
 		s.mu.Lock()
-		st, held := s.tr.Get(id)
+		e, held := s.tr.m[id]
+		var st EventStatus
+		if held {
+			st = e.light()
+		}
+		s.waiters[id] = append(s.waiters[id], ch)
+		s.mu.Unlock()
 		if !held {
-			s.mu.Unlock()
+			// Not in memory: persisted and waiting for the spout, finished and
+			// flushed, or never persisted.
 			d, err := s.durableStatus(id)
 			if err != nil {
+				s.unwait(id, ch)
 				return EventStatus{}, err
 			}
 			if d == nil {
+				s.unwait(id, ch)
 				return EventStatus{EventID: id, Status: FailedRetryable, LastError: errAppendLost.Error()}, nil
 			}
-			return *d, nil
+			st = *d
+			st.Transitions = nil
 		}
 		if until(st.Status) {
-			s.mu.Unlock()
+			s.unwait(id, ch)
 			return st, nil
 		}
-		ch := make(chan struct{})
-		s.waiters[id] = append(s.waiters[id], ch)
-		s.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(time.Until(deadline))
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			s.unwait(id, ch)
 			return st, ctx.Err()
 		case <-timer.C:
-			s.mu.Lock()
-			st2, held := s.tr.Get(id)
-			s.mu.Unlock()
-			if held {
-				return st2, nil
-			}
+			s.unwait(id, ch)
 			return st, nil
 		}
+	}
+}
+
+// unwait removes a waiter that is leaving without being woken.
+func (s *Service) unwait(id string, ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.waiters[id]
+	for i, w := range ws {
+		if w == ch {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(s.waiters, id)
+	} else {
+		s.waiters[id] = ws
 	}
 }
 
@@ -367,6 +403,10 @@ func (s *Service) durableStatus(id string) (*EventStatus, error) {
 		PayloadHash: event.HashString(e.Hash)}
 	if doc != nil { // an older generation's history, then the resubmitted record
 		st.Attempts, st.Transitions = doc.Attempts, doc.Transitions
+	}
+	// The exact sync time is not kept once an event leaves memory; its receipt is.
+	if doc == nil {
+		st.Transitions = append(st.Transitions, Transition{Step: StepReceived, Status: Accepted, At: e.ReceivedAt})
 	}
 	st.Transitions = append(st.Transitions, Transition{Step: StepPersisted, Status: Persisted, At: e.ReceivedAt})
 	return st, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -49,7 +50,11 @@ func (sp *logSpout) NextTuple() {
 	now := sp.svc.now()
 	if len(sp.retries) > 0 && sp.retries[0].due <= now {
 		r := heap.Pop(&sp.retries).(retryItem)
-		sp.emit(r.rec)
+		if _, err := sp.svc.started(r.rec); err != nil {
+			sp.svc.cfg.Logger.Error("log spout: cannot restart event", "event_id", r.rec.Event.ID, "err", err)
+			return
+		}
+		sp.send(r.rec)
 		return
 	}
 	for {
@@ -69,19 +74,16 @@ func (sp *logSpout) NextTuple() {
 		rec := &sp.buf[0]
 		sp.buf = sp.buf[1:]
 		sp.pos = rec.Seq + 1
-		if sp.svc.admit(rec) {
+		if sp.svc.begin(rec) {
 			r := *rec
-			sp.emit(&r)
+			sp.send(&r)
 			return
 		}
 	}
 }
 
-func (sp *logSpout) emit(rec *event.Record) {
-	if _, err := sp.svc.started(rec); err != nil {
-		sp.svc.cfg.Logger.Error("log spout: cannot start event", "event_id", rec.Event.ID, "err", err)
-		return
-	}
+// send emits rec as a tracked root whose attempt was started.
+func (sp *logSpout) send(rec *event.Record) {
 	sp.inflight[rec.Seq] = rec
 	if err := sp.out.Emit(tuple.Values{rec.Event.ID, rec}, rec.Seq); err != nil {
 		sp.svc.cfg.Logger.Error("log spout: emit failed", "event_id", rec.Event.ID, "err", err)
@@ -134,42 +136,60 @@ func (h *retryHeap) Pop() any {
 	return x
 }
 
-// admit decides whether a record read from the log is to be processed: not if a
-// newer generation superseded it or its status document says it already finished
-// (processed before a crash, but the committed offset had not been synced yet).
-func (s *Service) admit(rec *event.Record) bool {
+// begin decides whether a record read from the log is to be processed and, if so,
+// records its attempt as started. Not if a newer generation superseded it, or its
+// status document says it already finished (processed before a crash, but the
+// committed offset had not been synced yet).
+func (s *Service) begin(rec *event.Record) bool {
+	id := rec.Event.ID
 	s.mu.Lock()
-	st, held := s.tr.Get(rec.Event.ID)
-	if held && st.Status == Accepted {
-		// Durable (it was read below Durable) before its appender heard so.
-		st, _ = s.tr.Persisted(s.now(), rec.Event.ID, rec.Seq, rec.Generation)
-		s.wakeLocked(rec.Event.ID)
-	}
+	held := s.tr.Has(id)
 	s.mu.Unlock()
-	if held {
-		if st.Generation != rec.Generation || st.Status != Persisted {
-			s.skip(rec.Seq)
+	var (
+		doc   *EventStatus
+		entry eventlog.Entry
+		inIdx bool
+	)
+	if !held { // I/O outside the lock
+		var err error
+		entry, inIdx, err = s.log.Lookup(id)
+		if err != nil {
+			s.cfg.Logger.Warn("dedupe index unreadable; processing the event", "event_id", id, "err", err)
+		}
+		if doc, err = s.statusDoc(id); err != nil {
+			s.cfg.Logger.Warn("unreadable status document; processing the event again", "event_id", id, "err", err)
+			doc = nil
+		}
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.tr.m[id]; ok {
+		if e.st.Status == Accepted {
+			// Durable (it was read below Durable) before its appender heard so.
+			s.tr.Persisted(now, id, rec.Seq, rec.Generation)
+		}
+		if e.st.Generation != rec.Generation || e.st.Status != Persisted {
+			s.offsets.Done(rec.Seq)
 			return false
 		}
-		return true
+	} else {
+		if inIdx && entry.Generation > rec.Generation {
+			s.offsets.Done(rec.Seq)
+			return false
+		}
+		if doc != nil && doc.Generation == rec.Generation && (doc.Status == Processed || doc.Status == FailedFinal) {
+			s.offsets.Done(rec.Seq)
+			return false
+		}
+		s.tr.Load(rec, doc)
 	}
-	e, ok, err := s.log.Lookup(rec.Event.ID)
-	if err == nil && ok && e.Generation > rec.Generation {
-		s.skip(rec.Seq)
+	if _, err := s.tr.Started(now, id); err != nil {
+		s.cfg.Logger.Error("log spout: cannot start event", "event_id", id, "err", err)
+		s.offsets.Done(rec.Seq)
 		return false
 	}
-	doc, err := s.statusDoc(rec.Event.ID)
-	if err != nil {
-		s.cfg.Logger.Warn("unreadable status document; processing the event again", "event_id", rec.Event.ID, "err", err)
-		doc = nil
-	}
-	if doc != nil && doc.Generation == rec.Generation && (doc.Status == Processed || doc.Status == FailedFinal) {
-		s.skip(rec.Seq)
-		return false
-	}
-	s.mu.Lock()
-	s.tr.Load(rec, doc)
-	s.mu.Unlock()
+	s.wakeLocked(id)
 	return true
 }
 

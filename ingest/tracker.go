@@ -83,6 +83,13 @@ func (t *Tracker) Config() TrackerConfig { return t.cfg }
 // Len is the number of events held in memory.
 func (t *Tracker) Len() int { return len(t.m) }
 
+// light is the status without its history (for answers, which do not show it).
+func (e *entry) light() EventStatus {
+	s := e.st
+	s.Transitions = nil
+	return s
+}
+
 func (e *entry) snapshot() EventStatus {
 	s := e.st
 	s.Transitions = append([]Transition(nil), e.st.Transitions...)
@@ -96,16 +103,17 @@ func (e *entry) step(tr Transition) {
 	e.st.Transitions = append(e.st.Transitions, tr)
 }
 
-// Receive decides what to do with an event arriving at now with content hash. known
+// Receive decides what to do with an event arriving at now with content hash, and
+// returns its status without the history. known
 // is its durable status when the caller found the id in the log's dedupe index (nil
 // otherwise); the index is authoritative only for durable records, so an id whose
 // append failed is New again (NATS #6415). On Fresh the event is held as ACCEPTED.
 func (t *Tracker) Receive(now int64, id string, hash [32]byte, known *EventStatus) (Verdict, EventStatus) {
 	if e, ok := t.m[id]; ok {
 		if e.hash != hash {
-			return Conflict, e.snapshot()
+			return Conflict, e.light()
 		}
-		return Duplicate, e.snapshot()
+		return Duplicate, e.light()
 	}
 	if known != nil {
 		if known.PayloadHash != event.HashString(hash) {
@@ -116,7 +124,7 @@ func (t *Tracker) Receive(now int64, id string, hash [32]byte, known *EventStatu
 	e := &entry{hash: hash, st: EventStatus{EventID: id, PayloadHash: event.HashString(hash)}}
 	e.step(Transition{Step: StepReceived, Status: Accepted, At: now})
 	t.m[id] = e
-	return Fresh, e.snapshot()
+	return Fresh, e.light()
 }
 
 // Persisted records that the event's log record (seq, generation) is durable. It
@@ -168,7 +176,9 @@ func (t *Tracker) Load(rec *event.Record, doc *EventStatus) EventStatus {
 			}
 		}
 	} else {
+		// Out of memory since: the exact sync time is not kept, the receipt time is.
 		e.st = EventStatus{EventID: rec.Event.ID, PayloadHash: event.HashString(rec.Hash)}
+		e.step(Transition{Step: StepReceived, Status: Accepted, At: rec.ReceivedAt})
 		e.step(Transition{Step: StepPersisted, Status: Persisted, At: rec.ReceivedAt})
 	}
 	e.st.Seq, e.st.Generation = rec.Seq, rec.Generation
@@ -251,6 +261,12 @@ func (t *Tracker) Get(id string) (EventStatus, bool) {
 		return EventStatus{}, false
 	}
 	return e.snapshot(), true
+}
+
+// Has reports whether the event is held.
+func (t *Tracker) Has(id string) bool {
+	_, ok := t.m[id]
+	return ok
 }
 
 // Forget drops a finished event (its status document is durable).
