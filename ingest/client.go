@@ -52,6 +52,12 @@ func (c *Client) Send(ctx context.Context, evs []event.Event, level Level, wait 
 		return nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/x-ndjson")
+	// The batch is idempotent (event ids), and saying so lets net/http resend it on
+	// a fresh connection when a kept-alive one was closed under it (a server
+	// shutting down closes idle connections as a request may be on its way).
+	if len(evs) > 0 {
+		req.Header.Set("Idempotency-Key", evs[0].ID)
+	}
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ingest client: %w", err)

@@ -551,3 +551,39 @@ func TestOverloadIs429WithRetryAfter(t *testing.T) {
 		t.Fatalf("overload: %d %v %s", rec.Code, rec.Header(), rec.Body)
 	}
 }
+
+// B3 (NATS #6415): the dedupe entry and the record are one atomic batch, so a write
+// that fails between "index the id" and "append the record" leaves neither behind;
+// the retry after a restart is taken in as a new event, not answered "duplicate".
+func TestWriteFailureDoesNotSwallowTheRetry(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var failing atomic.Bool
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && strings.HasSuffix(op.Path, ".log") && op.Kind == errorfs.OpFileWrite {
+			return syscall.EIO
+		}
+		return nil
+	}))
+	r := startRig(t, fs, newSink(nil), Config{})
+	failing.Store(true)
+	code, _, b := r.post("/v1/events?ack=persisted", ev("b3", `{"n":1}`))
+	if a := decode[Answer](t, b); code != 503 || a.Status != FailedRetryable {
+		t.Fatalf("write failure: %d %s", code, b)
+	}
+	// The same process refuses everything now (sticky), without calling it a duplicate.
+	code, _, b = r.post("/v1/events?ack=persisted", ev("b3", `{"n":1}`))
+	if a := decode[Answer](t, b); code != 503 || a.Duplicate {
+		t.Fatalf("retry on the failed log: %d %s", code, b)
+	}
+	failing.Store(false)
+	r.stop()
+	sink := newSink(nil)
+	r2 := startRig(t, mem.CrashClone(vfs.CrashCloneCfg{}), sink, Config{})
+	code, _, b = r2.post("/v1/events?ack=processed", ev("b3", `{"n":1}`))
+	if a := decode[Answer](t, b); code != 200 || a.Duplicate || a.Status != Processed {
+		t.Fatalf("retry after restart: %d %s", code, b)
+	}
+	if applied, _ := sink.count("b3"); applied != 1 {
+		t.Fatalf("b3 applied %d times", applied)
+	}
+}

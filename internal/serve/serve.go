@@ -188,6 +188,7 @@ func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 // abandoned at ctx's deadline, to be replayed at the next start), syncs the last
 // statuses and committed offset, and closes the log and the sink.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.http.SetKeepAlivesEnabled(false) // answers in progress close their connections
 	herr := s.http.Shutdown(ctx)
 	<-s.done
 	rerr := s.Runtime.Stop(ctx)

@@ -1,0 +1,105 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/ingest"
+)
+
+// Shutdown answers every request it took in. A request can still meet a closed or
+// reset connection (sent on a connection the server never accepted, or as it
+// closed an idle one): then none of its events may be in the log, because the
+// server never read it, and the client's retry with the same ids is safe.
+func TestShutdownAnswersEveryRequestTakenIn(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &ingest.Client{URL: s.URL()}
+	var answered, refused atomic.Int64
+	var mu sync.Mutex
+	var cut []error
+	var cutIDs []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := 0; ; b++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				evs := make([]event.Event, 100)
+				for i := range evs {
+					evs[i] = event.Event{ID: fmt.Sprintf("s%d-%d-%d", w, b, i), Source: "t", Type: "t", Payload: []byte(`{}`)}
+				}
+				answers, _, err := c.Send(context.Background(), evs, ingest.LevelProcessed, 0)
+				switch {
+				case answers != nil:
+					answered.Add(1)
+				case errors.Is(err, syscall.ECONNREFUSED):
+					refused.Add(1)
+					return
+				default:
+					var op *net.OpError
+					if errors.As(err, &op) && op.Op == "dial" {
+						refused.Add(1)
+						return
+					}
+					mu.Lock()
+					cut = append(cut, err)
+					for _, e := range evs {
+						cutIDs = append(cutIDs, e.ID)
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	for answered.Load() < 16 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	close(stop)
+	wg.Wait()
+	l, err := eventlog.Open(eventlog.Options{Dir: filepath.Join(dir, "log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, id := range cutIDs {
+		if _, found, err := l.Lookup(id); found || err != nil {
+			t.Fatalf("%s is in the log but its request got no answer (%v); cut requests: %v", id, err, cut)
+		}
+	}
+	t.Logf("%d answered, %d refused, %d cut before the server read them", answered.Load(), refused.Load(), len(cut))
+	if answered.Load() < 16 {
+		t.Fatalf("only %d answers", answered.Load())
+	}
+}
+
+func TestStartRefusesAnUnknownPipeline(t *testing.T) {
+	if _, err := Start(context.Background(), Options{DataDir: t.TempDir(), Pipeline: "nope"}); err == nil {
+		t.Fatal("unknown pipeline accepted")
+	}
+}
