@@ -469,6 +469,10 @@ func (l *Log) Lookup(id string) (Entry, bool, error) {
 	return e, true, nil
 }
 
+// MayContain is false when id is certainly not in the dedupe index (an in-memory
+// filter answers; no I/O). An id is added before its record can be durable.
+func (l *Log) MayContain(id string) bool { return l.ids.mayContain(id) }
+
 // Write is a group of changes applied atomically and synced by Apply.
 type Write struct {
 	// Committed, when non-zero, moves the committed offset (never backwards).

@@ -155,36 +155,32 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	s.mu.Unlock()
 	defer s.inflight.Done()
 
-	// The durable index is read outside the lock; Receive re-checks memory under it.
 	hashes := make([][32]byte, len(evs))
-	held := make([]bool, len(evs))
-	s.mu.Lock()
-	for i := range evs {
-		held[i] = s.tr.Has(evs[i].ID)
-	}
-	s.mu.Unlock()
-	known := make([]*EventStatus, len(evs))
 	for i := range evs {
 		hashes[i] = evs[i].Hash()
-		if !held[i] {
-			k, err := s.durableStatus(evs[i].ID)
-			if err != nil {
-				res[i] = retryable(evs[i].ID, err)
-				continue
-			}
-			known[i] = k
-		}
 	}
 	now := s.now()
 	var recs []*event.Record
 	var fresh []int
 	recOf := make([]*event.Record, len(evs))
+	// One lock for the whole decision: an id leaves memory only once its record is
+	// durable (then the log's index knows it), so "not held, and the index does
+	// not know it" under this lock means new. The index is asked only when the
+	// log's in-memory id filter says it may know the id (true duplicates and ~1% of
+	// new ids), so the I/O under the lock is rare.
 	s.mu.Lock()
 	for i := range evs {
-		if res[i].Err != nil {
-			continue
+		id := evs[i].ID
+		var known *EventStatus
+		if !s.tr.Has(id) && s.log.MayContain(id) {
+			k, err := s.durableStatus(id)
+			if err != nil {
+				res[i] = retryable(id, err)
+				continue
+			}
+			known = k
 		}
-		v, st := s.tr.Receive(now, evs[i].ID, hashes[i], known[i])
+		v, st := s.tr.Receive(now, id, hashes[i], known)
 		switch v {
 		case Fresh:
 			recs = append(recs, &event.Record{ReceivedAt: now, Hash: hashes[i], Event: evs[i]})
@@ -200,7 +196,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	}
 	s.mu.Unlock()
 
-	var appendErr error
+	var appendErr, refused error
 	appended := make(chan struct{})
 	if len(recs) > 0 {
 		if err := s.log.Submit(recs, func(err error) {
@@ -208,8 +204,9 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 			appendErr = err
 			close(appended)
 		}); err != nil {
+			// Refused at once (overloaded, failed, closed): not even ACCEPTED.
 			s.appended(recs, err)
-			appendErr = err
+			appendErr, refused = err, err
 			close(appended)
 		}
 	} else {
@@ -237,6 +234,10 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 		}
 		lvl := s.levelOf(evs[i], level)
 		if !res[i].Duplicate { // a new event
+			if refused != nil {
+				res[i] = retryable(evs[i].ID, refused)
+				continue
+			}
 			if lvl == LevelAccepted {
 				continue
 			}

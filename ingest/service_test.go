@@ -587,3 +587,47 @@ func TestWriteFailureDoesNotSwallowTheRetry(t *testing.T) {
 		t.Fatalf("b3 applied %d times", applied)
 	}
 }
+
+// Concurrent duplicates of the same ids, across requests and while their first
+// copies are being synced and forgotten from memory, append each id exactly once.
+func TestConcurrentDuplicatesAppendOnce(t *testing.T) {
+	r := startRig(t, vfs.NewMem(), newSink(nil), Config{})
+	const ids, posters = 40, 16
+	var wg sync.WaitGroup
+	for p := range posters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				id := fmt.Sprintf("dup-%d", (i+p)%ids)
+				code, _, b := r.post("/v1/events?ack=persisted", ev(id, `{"same":true}`))
+				if a := decode[Answer](t, b); code != 200 || (a.Status != Persisted && a.Status != Processed) {
+					t.Errorf("%s: %d %s", id, code, b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := r.log.Durable(); got != ids {
+		t.Fatalf("%d records for %d distinct ids", got, ids)
+	}
+}
+
+// An event refused by the log at once (here: failed) is never answered ACCEPTED.
+func TestAcceptedOnlyWhenTheLogTookIt(t *testing.T) {
+	mem := vfs.NewMem()
+	var failing atomic.Bool
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && strings.HasSuffix(op.Path, ".log") && op.Kind == errorfs.OpFileWrite {
+			return syscall.EIO
+		}
+		return nil
+	}))
+	r := startRig(t, fs, newSink(nil), Config{})
+	failing.Store(true)
+	r.post("/v1/events", ev("first", `{}`)) // fails the log
+	code, _, b := r.post("/v1/events?ack=accepted", ev("second", `{}`))
+	if a := decode[Answer](t, b); code != 503 || a.Status != FailedRetryable {
+		t.Fatalf("ack=accepted on a failed log: %d %s", code, b)
+	}
+}

@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -224,6 +226,55 @@ func merge(hs []runtime.Histogram) *runtime.Histogram {
 	return out
 }
 
+// rawClient is a minimal HTTP/1.1 keep-alive client, as load generators such as
+// wrk are: a request is bytes written, an answer is a status line, headers and a
+// Content-Length body. net/http's client cost as much CPU as the server it loads,
+// on the same two cores.
+type rawClient struct {
+	conn net.Conn
+	r    *bufio.Reader
+	body []byte
+}
+
+func (c *rawClient) do(req []byte) (int, []byte, error) {
+	if _, err := c.conn.Write(req); err != nil {
+		return 0, nil, err
+	}
+	line, err := c.r.ReadSlice('\n')
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
+		return 0, nil, fmt.Errorf("bad status line %q", line)
+	}
+	code, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, nil, fmt.Errorf("bad status line %q", line)
+	}
+	length := -1
+	for {
+		h, err := c.r.ReadSlice('\n')
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(h) <= 2 {
+			break
+		}
+		if k, v, ok := bytes.Cut(h, []byte(":")); ok && bytes.EqualFold(k, []byte("Content-Length")) {
+			length, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+		}
+	}
+	if length < 0 {
+		return code, nil, fmt.Errorf("answer without Content-Length (HTTP %d)", code)
+	}
+	if cap(c.body) < length {
+		c.body = make([]byte, length)
+	}
+	c.body = c.body[:length]
+	_, err = io.ReadFull(c.r, c.body)
+	return code, c.body, err
+}
+
 // httpRow serves the ingest API over a fresh log (no topology: the row measures
 // PERSISTED answers) and posts single events from o.Clients clients, or NDJSON
 // batches from o.BatchClients clients.
@@ -263,12 +314,16 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 	} else {
 		url += "/v1/events?ack=persisted"
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
+	path := url[strings.Index(url[len("http://"):], "/")+len("http://"):]
+	hostport := ln.Addr().String()
 	hists := make([]runtime.Histogram, clients)
 	var reqs, evs, errs atomic.Uint64
 	var firstErr atomic.Pointer[string]
+	fail := func(format string, a ...any) {
+		errs.Add(1)
+		s := fmt.Sprintf(format, a...)
+		firstErr.CompareAndSwap(nil, &s)
+	}
 	stop := time.Now().Add(o.Duration)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -276,7 +331,14 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var body []byte
+			conn, err := net.Dial("tcp", hostport)
+			if err != nil {
+				fail("dial: %v", err)
+				return
+			}
+			defer conn.Close()
+			cl := &rawClient{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
+			var body, req []byte
 			next := c
 			for i := 0; ctx.Err() == nil && time.Now().Before(stop); i++ {
 				body = body[:0]
@@ -286,24 +348,26 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 					body = eventJSON(body, e, fmt.Sprintf("bench-%s-%d-%d-%d", name, c, i, j))
 					body = append(body, '\n')
 				}
+				req = append(req[:0], "POST "...)
+				req = append(req, path...)
+				req = append(req, " HTTP/1.1\r\nHost: "...)
+				req = append(req, hostport...)
+				req = append(req, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+				req = strconv.AppendInt(req, int64(len(body)), 10)
+				req = append(req, "\r\n\r\n"...)
+				req = append(req, body...)
 				t0 := time.Now()
-				resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
+				code, answer, err := cl.do(req)
 				if err != nil {
-					errs.Add(1)
-					s := err.Error()
-					firstErr.CompareAndSwap(nil, &s)
-					continue
+					fail("%v", err)
+					return
 				}
-				answer, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
 				hists[c].Record(int64(time.Since(t0)))
 				reqs.Add(1)
 				got := uint64(bytes.Count(answer, []byte(`"status":"PERSISTED"`)))
 				evs.Add(got)
-				if resp.StatusCode != 200 || got != uint64(per) {
-					errs.Add(1)
-					s := fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, answer)
-					firstErr.CompareAndSwap(nil, &s)
+				if code != 200 || got != uint64(per) {
+					fail("HTTP %d: %.200s", code, answer)
 				}
 			}
 		}()
