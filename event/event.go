@@ -125,6 +125,13 @@ func (e *Event) Validate() error {
 		if !utf8.ValidString(f.v) {
 			return &FieldError{f.name, "not valid UTF-8"}
 		}
+		for i := 0; i < len(f.v); i++ {
+			if f.v[i] < 0x20 || f.v[i] == 0x7f {
+				// Control characters (NUL above all) cannot be stored in a
+				// PostgreSQL TEXT column: refused here, not at the sink.
+				return &FieldError{f.name, fmt.Sprintf("control character 0x%02x at byte %d", f.v[i], i)}
+			}
+		}
 	}
 	if e.Version != nil && *e.Version < 0 {
 		return &FieldError{"version", fmt.Sprintf("%d is negative", *e.Version)}
@@ -138,6 +145,13 @@ func (e *Event) Validate() error {
 	}
 	if p[0] != '{' {
 		return &FieldError{"payload", "must be a JSON object"}
+	}
+	if !utf8.Valid(p) {
+		return &FieldError{"payload", "not valid UTF-8"}
+	}
+	if hasNULEscape(p) {
+		// JSON allows it, but PostgreSQL's text and jsonb do not.
+		return &FieldError{"payload", `contains \u0000 (NUL), which SQL sinks cannot store`}
 	}
 	e.Payload = p
 	return nil
@@ -160,3 +174,23 @@ func (e *Event) Hash() [32]byte {
 
 // HashString is the hash as the API shows it: "sha256:" and 16 hex digits.
 func HashString(h [32]byte) string { return "sha256:" + hex.EncodeToString(h[:8]) }
+
+// hasNULEscape reports whether JSON text holds the escape \u0000 (not an escaped
+// backslash followed by "u0000").
+func hasNULEscape(p []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(p[i:], []byte(`\u0000`))
+		if j < 0 {
+			return false
+		}
+		k := i + j // the backslash of the match
+		n := 0
+		for m := k; m >= 0 && p[m] == '\\'; m-- {
+			n++
+		}
+		if n%2 == 1 {
+			return true
+		}
+		i = k + 1
+	}
+}

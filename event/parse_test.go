@@ -118,3 +118,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestValidateRefusesWhatSQLCannotStore(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"event_id":"a","source":"s","type":"t","key":"k\u0000","payload":{}}`:             `field "key": control character 0x00`,
+		`{"event_id":"a","source":"s\u0007","type":"t","payload":{}}`:                       `field "source": control character 0x07`,
+		`{"event_id":"a","source":"s","type":"t","payload":{"x":"a\u0000b"}}`:               `field "payload": contains \u0000`,
+		"{\"event_id\":\"a\",\"source\":\"s\",\"type\":\"t\",\"payload\":{\"x\":\"\xff\"}}": `field "payload": not valid UTF-8`,
+	} {
+		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+	// An escaped backslash before "u0000" is plain text, and fine.
+	if _, err := Parse([]byte(`{"event_id":"a","source":"s","type":"t","payload":{"x":"\\u0000"}}`)); err != nil {
+		t.Errorf("escaped backslash: %v", err)
+	}
+}
