@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -80,7 +82,8 @@ type Counters struct {
 	// Stale is the number of VersionedUpsert rows not applied because the stored
 	// version was equal or newer (out-of-order arrival, or a replay).
 	Stale atomic.Uint64
-	// Failures is the number of batches rolled back (each failed all its inputs).
+	// Failures is the number of transactions rolled back: batches, and inputs written
+	// alone after their batch was.
 	Failures atomic.Uint64
 	// Rejected is the number of inputs failed alone because Rows returned an error or
 	// an invalid row.
@@ -131,13 +134,16 @@ type config struct {
 // Only after COMMIT returns nil are the batch's inputs acked, so a completed tuple
 // tree means its rows are committed (durably, for SQLite with the settings Open
 // applies). If anything fails (BEGIN, a row, the hook, COMMIT, or FlushTimeout) the
-// transaction is rolled back, every input of the batch is failed (the spout replays
-// them; the error is the fail reason given to OutputCollector.FailWith), the error is
-// reported with ReportError and Counters.Failures grows. A COMMIT that returns an
-// error may still have committed (a connection lost after the server committed); the
-// replay then writes nothing new, which is why the sink's writes are idempotent. A
-// row the database refuses (a CHECK or type error) fails its whole batch every time
-// it is replayed: refuse such input in Rows instead.
+// transaction is rolled back, the error is reported with ReportError and
+// Counters.Failures grows. Then, unless the error is the database's own (connection
+// lost, deadline, closed), each input is written again in a transaction of its own:
+// those that commit are acked, those that fail are failed (the spout replays them;
+// the error is the fail reason given to OutputCollector.FailWith), and after three
+// failures in a row with no success the rest are failed untried. So a row the
+// database refuses (a CHECK or encoding error) fails only its own input. A COMMIT
+// that returns an error may still have committed (a connection lost after the server
+// committed); the replay then writes nothing new, which is why the sink's writes are
+// idempotent.
 //
 // Writing is synchronous, on the task's goroutine: while a batch is written the task
 // takes no input, which is the topology's backpressure. Cleanup writes nothing: see
@@ -224,6 +230,7 @@ type Bolt struct {
 
 	inputs []*tuple.Tuple // buffered inputs, in arrival order
 	rows   []Row          // their rows, in the same order
+	ends   []int          // ends[i]: rows[ends[i-1]:ends[i]] are inputs[i]'s
 	oldest time.Time      // when inputs[0] was buffered
 }
 
@@ -268,6 +275,7 @@ func (b *Bolt) Execute(t *tuple.Tuple) {
 	}
 	b.inputs = append(b.inputs, t)
 	b.rows = append(b.rows, rows...)
+	b.ends = append(b.ends, len(b.rows))
 	if len(b.rows) >= b.cfg.BatchRows {
 		b.flush()
 	}
@@ -296,13 +304,20 @@ func (b *Bolt) Pending() (inputs, rows int) { return len(b.inputs), len(b.rows) 
 // flush writes the buffered batch in one transaction, then acks its inputs, or fails
 // them all if anything went wrong.
 func (b *Bolt) flush() {
-	inputs, rows := b.inputs, b.rows
-	b.inputs, b.rows = nil, nil
+	inputs, rows, ends := b.inputs, b.rows, b.ends
+	b.inputs, b.rows, b.ends = nil, nil, nil
 	if len(inputs) == 0 {
 		return
 	}
 	c := b.cfg.Counters
 	res, err := b.write(rows)
+	if err != nil && len(inputs) > 1 && !systemic(err) {
+		// One input's rows may be refused by the database (a poison row): write each
+		// input in its own transaction, so only the inputs that fail are failed, not
+		// every event that shared their batch. Costs nothing unless a batch fails.
+		b.isolate(inputs, rows, ends, err)
+		return
+	}
 	if err != nil {
 		c.Failures.Add(1)
 		err = fmt.Errorf("sink: batch of %d inputs (%d rows) to %s rolled back, inputs failed: %w", len(inputs), len(rows), b.cfg.DB, err)
@@ -331,6 +346,50 @@ func (b *Bolt) flush() {
 	if outErr != nil {
 		b.out.ReportError(fmt.Errorf("sink: acking a committed batch's inputs: %w", outErr))
 	}
+}
+
+// isolate writes each input of a failed batch in a transaction of its own, acking
+// those that commit and failing those that do not. Three failures in a row with no
+// success mean the cause is not one input: the rest are failed without trying.
+func (b *Bolt) isolate(inputs []*tuple.Tuple, rows []Row, ends []int, batchErr error) {
+	c := b.cfg.Counters
+	c.Failures.Add(1)
+	b.out.ReportError(fmt.Errorf("sink: batch of %d inputs to %s rolled back (%w); writing them one by one", len(inputs), b.cfg.DB, batchErr))
+	start, streak, ok := 0, 0, 0
+	for i, t := range inputs {
+		one := rows[start:ends[i]]
+		start = ends[i]
+		var err error
+		var res result
+		if streak < 3 || ok > 0 {
+			res, err = b.write(one)
+		} else {
+			err = fmt.Errorf("not tried: the inputs before it failed too (%w)", batchErr)
+		}
+		if err != nil {
+			streak++
+			c.Failures.Add(1)
+			_ = b.fail(t, fmt.Errorf("sink: input written alone to %s rolled back: %w", b.cfg.DB, err))
+			continue
+		}
+		streak, ok = 0, ok+1
+		c.Batches.Add(1)
+		c.Rows.Add(res.written)
+		c.Duplicates.Add(res.duplicates)
+		c.Stale.Add(res.stale)
+		if e := b.out.Ack(t); e != nil {
+			b.out.ReportError(fmt.Errorf("sink: acking a committed input: %w", e))
+		}
+	}
+}
+
+// systemic reports errors that no input causes alone (the database is gone or slow),
+// for which writing inputs one by one would only multiply the wait.
+func systemic(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.As(err, &ne) ||
+		strings.Contains(err.Error(), "database is closed")
 }
 
 // fail fails t with its reason, which reaches a topology.ReasonedSpout (e.g. to keep
