@@ -63,9 +63,15 @@ type Service struct {
 	docs     map[string]EventStatus // status documents to sync at the next flush
 	dead     map[string]bool        // dead-letter documents to set (true) or delete (false)
 	finished map[string]bool        // held events that may be forgotten once flushed
-	flushed  chan struct{}          // closed and replaced after each flush
-	closing  bool
-	inflight sync.WaitGroup // submissions under way, so Close can answer them all
+	// recoveryEnd is the log's end when the service started: records up to it were
+	// pending when the process last stopped (see startRecovered).
+	recoveryEnd uint64
+	prestarted  map[uint64]bool // recovered seqs whose attempt is already recorded
+	flushed     chan struct{}   // closed and replaced after each flush
+	closing     bool
+	draining    chan struct{} // closed by Drain
+	closeOnce   sync.Once
+	inflight    sync.WaitGroup // submissions under way, so Close can answer them all
 
 	stop, stopped chan struct{}
 }
@@ -107,8 +113,12 @@ func New(cfg Config) (*Service, error) {
 		dead:     map[string]bool{},
 		finished: map[string]bool{},
 		flushed:  make(chan struct{}),
-		stop:     make(chan struct{}),
-		stopped:  make(chan struct{}),
+		draining: make(chan struct{}),
+
+		recoveryEnd: cfg.Log.Durable(),
+		prestarted:  map[uint64]bool{},
+		stop:        make(chan struct{}),
+		stopped:     make(chan struct{}),
 	}
 	go s.flusher()
 	return s, nil
@@ -364,6 +374,9 @@ func (s *Service) waitFor(ctx context.Context, id string, until func(Status) boo
 		case <-timer.C:
 			s.unwait(id, ch)
 			return st, nil
+		case <-s.draining:
+			s.unwait(id, ch)
+			return st, nil // shutting down: the status reached is the answer
 		}
 	}
 }
@@ -494,6 +507,10 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 		s.mu.Unlock()
 		return st, ErrShuttingDown
 	}
+	if st.Generation != rec.Generation {
+		s.mu.Unlock()
+		return st, fmt.Errorf("ingest: %q: generation %d is stored, record seq %d has %d", id, st.Generation, st.Seq, rec.Generation)
+	}
 	st, err = s.tr.Resubmit(now, id, &st, rec.Hash)
 	if err != nil {
 		s.mu.Unlock()
@@ -501,7 +518,7 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 	}
 	delete(s.finished, id)
 	s.mu.Unlock()
-	nrec := &event.Record{ReceivedAt: now, Hash: rec.Hash, Generation: rec.Generation + 1, Event: rec.Event}
+	nrec := &event.Record{ReceivedAt: now, Hash: rec.Hash, Generation: st.Generation, Event: rec.Event}
 	if err := s.log.Append(ctx, nrec); err != nil {
 		s.mu.Lock()
 		// Back to FAILED_FINAL: the stored documents still say so.
@@ -639,15 +656,24 @@ func (s *Service) Trim() (int, error) {
 // the flusher. Stop the topology first, so its last outcomes are included. It does
 // not close the log.
 func (s *Service) Close() error {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closing = true
-	s.mu.Unlock()
-	s.inflight.Wait()
-	close(s.stop)
-	<-s.stopped
+	s.Drain()
+	s.closeOnce.Do(func() {
+		s.inflight.Wait()
+		close(s.stop)
+		<-s.stopped
+	})
 	return s.log.Err()
+}
+
+// Drain starts the shutdown: new submissions get ErrShuttingDown (FAILED_RETRYABLE),
+// and every answer waiting for a status (ack=processed) is given the status reached
+// now instead of waiting on, so a shutdown is not held up by long waits. Call it
+// before the HTTP server's Shutdown.
+func (s *Service) Drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing {
+		s.closing = true
+		close(s.draining)
+	}
 }

@@ -631,3 +631,89 @@ func TestAcceptedOnlyWhenTheLogTookIt(t *testing.T) {
 		t.Fatalf("ack=accepted on a failed log: %d %s", code, b)
 	}
 }
+
+// A poison event that stops the process each time it runs (here: a crash while its
+// tree is pending) is not retried forever: every attempt after a restart is recorded
+// durably before it runs, and when all are used up it is dead-lettered.
+func TestCrashLoopingEventIsDeadLettered(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	cfg := Config{Tracker: TrackerConfig{MaxAttempts: 3}}
+	r := startRigBolt(t, mem, &blockSink{sinkBolt: newSink(nil)}, cfg)
+	r.post("/v1/events?ack=persisted", ev("poison", `{}`))
+	r.post("/v1/events?ack=persisted", ev("fine", `{}`))
+	for crash := 1; ; crash++ {
+		waitFor(t, "the events started", func() bool {
+			if crash == 1 { // the first run: attempts are recorded only when they fail
+				return r.svc.Stats().Held == 2
+			}
+			// After a restart, each attempt is durable before it runs.
+			doc, err := r.svc.statusDoc("poison")
+			return err == nil && doc != nil && doc.Attempts == crash-1
+		})
+		fs := mem.CrashClone(vfs.CrashCloneCfg{})
+		r.drain = 50 * time.Millisecond
+		r.stop()
+		mem = fs
+		if crash == 4 {
+			break
+		}
+		r = startRigBolt(t, mem, &blockSink{sinkBolt: newSink(nil)}, cfg)
+	}
+	// The fourth start finds both events with 3 attempts started and none finished.
+	sink := newSink(nil)
+	r = startRig(t, mem, sink, cfg)
+	var b []byte
+	waitFor(t, "poison dead-lettered", func() bool {
+		_, b = r.get("/v1/events/poison")
+		return decode[EventStatus](t, b).Status == FailedFinal
+	})
+	st := decode[EventStatus](t, b)
+	if st.Status != FailedFinal || st.Attempts != 3 || !strings.Contains(st.LastError, "3 attempts started and none finished") {
+		t.Fatalf("after 4 crashes: %s", b)
+	}
+	if applied, _ := sink.count("poison"); applied != 0 {
+		t.Fatal("the dead-lettered event ran again")
+	}
+	_, b = r.get("/v1/dead-letters")
+	if dl := decode[map[string][]DeadLetter](t, b)["dead_letters"]; len(dl) != 2 {
+		t.Fatalf("dead letters: %s", b)
+	}
+}
+
+// Shutdown does not wait out long ack=processed waits: Drain answers them at once
+// with the status reached.
+func TestDrainAnswersWaitingRequests(t *testing.T) {
+	r := startRigBolt(t, vfs.NewMem(), &blockSink{sinkBolt: newSink(nil)}, Config{})
+	r.drain = 50 * time.Millisecond // its tree never completes
+	done := make(chan Answer, 1)
+	go func() {
+		_, _, b := r.post("/v1/events?ack=processed&wait=60s", ev("slow", `{}`))
+		var a Answer
+		_ = json.Unmarshal(b, &a)
+		done <- a
+	}()
+	waitFor(t, "the event started", func() bool { return r.svc.Stats().Held == 1 })
+	time.Sleep(10 * time.Millisecond) // the request is waiting now
+	r.svc.Drain()
+	select {
+	case a := <-done:
+		if a.Status != Persisted {
+			t.Fatalf("answer after Drain: %+v", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drain did not answer the waiting request")
+	}
+	code, _, b := r.post("/v1/events", ev("late", `{}`))
+	if a := decode[Answer](t, b); code != 503 || a.Status != FailedRetryable {
+		t.Fatalf("after Drain: %d %s", code, b)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

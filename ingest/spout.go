@@ -3,6 +3,7 @@ package ingest
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -68,6 +69,12 @@ func (sp *logSpout) NextTuple() {
 			}
 			if len(recs) == 0 {
 				return
+			}
+			if recs[0].Seq <= sp.svc.recoveryEnd {
+				if err := sp.svc.startRecovered(recs); err != nil {
+					sp.svc.cfg.Logger.Error("log spout: recording recovered attempts failed; not emitting", "seq", sp.pos, "err", err)
+					return
+				}
 			}
 			sp.buf = recs
 		}
@@ -165,13 +172,22 @@ func (s *Service) begin(rec *event.Record) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.tr.m[id]; ok {
+		if e.st.Generation != rec.Generation {
+			s.offsets.Done(rec.Seq) // an older generation; the held one is newer
+			return false
+		}
 		if e.st.Status == Accepted {
 			// Durable (it was read below Durable) before its appender heard so.
 			s.tr.Persisted(now, id, rec.Seq, rec.Generation)
 		}
-		if e.st.Generation != rec.Generation || e.st.Status != Persisted {
+		if e.st.Status != Persisted {
 			s.offsets.Done(rec.Seq)
 			return false
+		}
+		if s.prestarted[rec.Seq] { // its attempt was recorded by startRecovered
+			delete(s.prestarted, rec.Seq)
+			s.wakeLocked(id)
+			return true
 		}
 	} else {
 		if inIdx && entry.Generation > rec.Generation {
@@ -220,6 +236,11 @@ func (s *Service) processed(rec *event.Record) {
 		return
 	}
 	s.docs[rec.Event.ID] = st
+	if st.Generation > 0 {
+		// A resubmitted dead letter: its listing goes, even if the :retry's own
+		// flush was lost in a crash.
+		s.dead[rec.Event.ID] = false
+	}
 	s.finished[rec.Event.ID] = true
 	s.offsets.Done(rec.Seq)
 	s.wakeLocked(rec.Event.ID)
@@ -247,4 +268,67 @@ func (s *Service) failed(rec *event.Record, reason string) (retryAt int64, final
 	}
 	s.wakeLocked(rec.Event.ID)
 	return retryAt, final
+}
+
+// startRecovered records, durably and before any of them runs, an attempt for each
+// record that was in the log when the service started and is not finished: the
+// process stopped while they were pending, maybe because one of them crashed it.
+// An attempt is otherwise recorded only when it fails, so without this a poison
+// event that kills the process would be retried forever; with it, an event whose
+// attempts were all started and never finished is dead-lettered instead.
+func (s *Service) startRecovered(recs []event.Record) error {
+	var w eventlog.Write
+	n := 0
+	for i := range recs {
+		rec := &recs[i]
+		if rec.Seq > s.recoveryEnd {
+			break
+		}
+		id := rec.Event.ID
+		s.mu.Lock()
+		held := s.tr.Has(id)
+		s.mu.Unlock()
+		if held {
+			continue
+		}
+		entry, inIdx, err := s.log.Lookup(id)
+		if err != nil {
+			return err
+		}
+		doc, err := s.statusDoc(id)
+		if err != nil {
+			return err
+		}
+		if (inIdx && entry.Generation > rec.Generation) ||
+			(doc != nil && doc.Generation == rec.Generation && (doc.Status == Processed || doc.Status == FailedFinal)) {
+			continue // begin skips it
+		}
+		now := s.now()
+		s.mu.Lock()
+		if s.tr.Has(id) {
+			s.mu.Unlock()
+			continue
+		}
+		st := s.tr.Load(rec, doc)
+		if s.tr.Exhausted(id) {
+			reason := fmt.Sprintf("%d attempts started and none finished: the process stopped each time (last error: %q)", st.Attempts, st.LastError)
+			st, _ = s.tr.GiveUp(now, id, reason)
+			s.docs[id] = st
+			s.dead[id] = true
+			s.finished[id] = true
+			s.offsets.Done(rec.Seq)
+			s.cfg.Logger.Warn("event dead-lettered", "event_id", id, "attempts", st.Attempts, "last_error", reason)
+		} else if _, err := s.tr.Started(now, id); err == nil {
+			st, _ = s.tr.Get(id)
+			s.prestarted[rec.Seq] = true
+		}
+		s.mu.Unlock()
+		b, _ := json.Marshal(st)
+		w.Set(eventlog.Status, id, b)
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return s.log.Apply(&w)
 }

@@ -223,6 +223,25 @@ func (t *Tracker) Failed(now int64, id, reason string) (final bool, retryAt int6
 	return false, retryAt, e.snapshot(), nil
 }
 
+// GiveUp makes an event FAILED_FINAL without a failed attempt, with reason: for an
+// event whose attempts were started max times and never finished (each time the
+// process stopped first, e.g. because this event crashed it).
+func (t *Tracker) GiveUp(now int64, id, reason string) (EventStatus, error) {
+	e, ok := t.m[id]
+	if !ok || e.st.Status != Persisted {
+		return EventStatus{}, fmt.Errorf("ingest: give up on %q, which is not in progress", id)
+	}
+	e.st.LastError = reason
+	e.step(Transition{Step: StepDeadLetter, Status: FailedFinal, At: now, Attempt: e.st.Attempts, Error: reason})
+	return e.snapshot(), nil
+}
+
+// Exhausted reports whether the event has used every attempt of its generation.
+func (t *Tracker) Exhausted(id string) bool {
+	e, ok := t.m[id]
+	return ok && e.genAttempts >= t.cfg.MaxAttempts
+}
+
 // Processed records that the event's tree completed: PROCESSED.
 func (t *Tracker) Processed(now int64, id string) (EventStatus, error) {
 	e, ok := t.m[id]
@@ -237,6 +256,9 @@ func (t *Tracker) Processed(now int64, id string) (EventStatus, error) {
 // Resubmit starts a new generation for a FAILED_FINAL event (doc is its stored
 // status when it is no longer held): it is held as ACCEPTED until its new record is
 // durable (then Persisted), with a fresh attempt budget.
+//
+// The entry takes the new generation at once, so a reader of the log can tell the
+// old record (to skip) from the new one (to process).
 func (t *Tracker) Resubmit(now int64, id string, doc *EventStatus, hash [32]byte) (EventStatus, error) {
 	e, ok := t.m[id]
 	if !ok {
@@ -249,6 +271,7 @@ func (t *Tracker) Resubmit(now int64, id string, doc *EventStatus, hash [32]byte
 		return e.snapshot(), fmt.Errorf("ingest: resubmit of %q in status %s: only FAILED_FINAL events can be resubmitted", id, e.st.Status)
 	}
 	e.genAttempts = 0
+	e.st.Generation++
 	e.step(Transition{Step: StepResubmitted, Status: Accepted, At: now})
 	t.m[id] = e
 	return e.snapshot(), nil

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gale-stream/gale/eventlog"
@@ -63,7 +65,7 @@ type Server struct {
 }
 
 // Start opens everything and starts serving. On error what was opened is closed.
-func Start(ctx context.Context, o Options) (s *Server, err error) {
+func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:8080"
 	}
@@ -85,7 +87,8 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("serve: data directory: %w", err)
 	}
-	s = &Server{Options: o, SinkCounters: &sink.Counters{}, done: make(chan error, 1)}
+	// s stays valid for the cleanups below even when Start returns nil.
+	s := &Server{Options: o, SinkCounters: &sink.Counters{}, done: make(chan error, 1)}
 	var closers []func()
 	defer func() {
 		if err != nil {
@@ -95,6 +98,9 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 		}
 	}()
 	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger})
+	if errors.Is(err, syscall.EAGAIN) || (err != nil && strings.Contains(err.Error(), "lock held")) {
+		return nil, fmt.Errorf("serve: the log in %s is locked: is another gale using --data %s? (%w)", filepath.Join(o.DataDir, "log"), o.DataDir, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +194,7 @@ func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 // abandoned at ctx's deadline, to be replayed at the next start), syncs the last
 // statuses and committed offset, and closes the log and the sink.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.Service.Drain()                  // waiting answers go out now, with the status reached
 	s.http.SetKeepAlivesEnabled(false) // answers in progress close their connections
 	herr := s.http.Shutdown(ctx)
 	<-s.done

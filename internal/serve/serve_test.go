@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -101,5 +102,25 @@ func TestShutdownAnswersEveryRequestTakenIn(t *testing.T) {
 func TestStartRefusesAnUnknownPipeline(t *testing.T) {
 	if _, err := Start(context.Background(), Options{DataDir: t.TempDir(), Pipeline: "nope"}); err == nil {
 		t.Fatal("unknown pipeline accepted")
+	}
+}
+
+// A taken port, or a data directory another server holds, is an error naming the
+// problem (not a panic), and what Start opened is closed again.
+func TestStartErrorsCleanUp(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	addr := s.URL()[len("http://"):]
+	if _, err := Start(context.Background(), Options{Addr: addr, DataDir: t.TempDir()}); err == nil ||
+		!strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("taken port: %v", err)
+	}
+	if _, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir}); err == nil ||
+		!strings.Contains(err.Error(), "is another gale using --data") {
+		t.Fatalf("data directory in use: %v", err)
 	}
 }
