@@ -70,8 +70,14 @@ type Service struct {
 	flushed     chan struct{}   // closed and replaced after each flush
 	closing     bool
 	draining    chan struct{} // closed by Drain
-	closeOnce   sync.Once
-	inflight    sync.WaitGroup // submissions under way, so Close can answer them all
+	// unsynced holds finished events whose final status document is not durable
+	// yet: their PROCESSED or FAILED_FINAL is not answered before the flush that
+	// writes it (a crash in between would otherwise show them PERSISTED again).
+	unsynced  map[string]bool
+	kick      chan struct{} // asks the flusher for a flush now (someone waits)
+	flushMu   sync.Mutex    // one flush at a time, so documents land in order
+	closeOnce sync.Once
+	inflight  sync.WaitGroup // submissions under way, so Close can answer them all
 
 	stop, stopped chan struct{}
 }
@@ -114,6 +120,8 @@ func New(cfg Config) (*Service, error) {
 		finished: map[string]bool{},
 		flushed:  make(chan struct{}),
 		draining: make(chan struct{}),
+		unsynced: map[string]bool{},
+		kick:     make(chan struct{}, 1),
 
 		recoveryEnd: cfg.Log.Durable(),
 		prestarted:  map[uint64]bool{},
@@ -341,6 +349,15 @@ func (s *Service) waitFor(ctx context.Context, id string, until func(Status) boo
 		var st EventStatus
 		if held {
 			st = e.light()
+			if s.unsynced[id] {
+				// Finished, but its document is not durable yet: until the flush,
+				// what survives a crash is PERSISTED.
+				st.Status = Persisted
+				select {
+				case s.kick <- struct{}{}:
+				default:
+				}
+			}
 		}
 		s.waiters[id] = append(s.waiters[id], ch)
 		s.mu.Unlock()
@@ -467,7 +484,7 @@ type DeadLetter struct {
 
 // DeadLetters lists up to limit dead letters in event id order.
 func (s *Service) DeadLetters(limit int) ([]DeadLetter, error) {
-	s.flush() // so the list includes every event dead-lettered until now
+	s.flush() // so the list includes every event dead-lettered until now (flushes are serialised)
 	var out []DeadLetter
 	var derr error
 	err := s.log.Scan(eventlog.DeadLetter, func(id string, doc []byte) bool {
@@ -571,6 +588,8 @@ func (s *Service) flusher() {
 		select {
 		case <-t.C:
 			s.flush()
+		case <-s.kick:
+			s.flush()
 		case <-trim.C:
 			if n, err := s.Trim(); err != nil {
 				s.cfg.Logger.Error("trim of the log failed", "err", err)
@@ -587,6 +606,8 @@ func (s *Service) flusher() {
 // flush syncs status documents, dead letters and the committed offset in one
 // batch, then forgets the finished events it covered.
 func (s *Service) flush() {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	committed := s.offsets.Committed()
 	if len(s.docs) == 0 && len(s.dead) == 0 && committed <= s.log.Committed() {
@@ -632,9 +653,16 @@ func (s *Service) flush() {
 		s.cfg.Logger.Error("status flush failed; the log is failed, restart to recover", "err", err)
 		return
 	}
-	for id := range s.finished {
-		if _, pending := s.docs[id]; pending {
+	for id := range docs {
+		if s.unsynced[id] {
+			delete(s.unsynced, id)
+			s.wakeLocked(id) // its final status is durable now: answer it
+		}
+		if !s.finished[id] {
 			continue
+		}
+		if _, newer := s.docs[id]; newer {
+			continue // changed again since: the next flush decides
 		}
 		if st, ok := s.tr.Get(id); ok && (st.Status == Processed || st.Status == FailedFinal) && len(s.waiters[id]) == 0 {
 			s.tr.Forget(id)

@@ -717,3 +717,68 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// Regression (adversarial review): two flushes at once (the ticker's and
+// DeadLetters') wrote an older status document over a newer one.
+func TestConcurrentFlushesKeepNewestStatus(t *testing.T) {
+	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	svc, _ := New(Config{Log: l, Logger: quiet(), FlushEvery: time.Hour})
+	defer svc.Close()
+	e, _ := event.Parse([]byte(ev("x", `{}`)))
+	r := svc.Submit(context.Background(), []event.Event{e}, LevelPersisted, 0)[0]
+	s1 := EventStatus{EventID: "x", Status: Persisted, Seq: r.Status.Seq, PayloadHash: r.Status.PayloadHash, Attempts: 1}
+	s2 := s1
+	s2.Status, s2.Attempts = Processed, 2
+	svc.mu.Lock()
+	svc.tr.m["x"] = &entry{st: s1}
+	svc.docs["x"] = s1 // the failed attempt's document
+	for i := 0; i < 50000; i++ {
+		id := fmt.Sprint("other", i)
+		svc.docs[id] = EventStatus{EventID: id, Status: Processed}
+	}
+	svc.mu.Unlock()
+	aDone := make(chan struct{})
+	go func() { svc.flush(); close(aDone) }() // the ticker's flush
+	for {
+		svc.mu.Lock()
+		n := len(svc.docs)
+		svc.mu.Unlock()
+		if n == 0 {
+			break
+		}
+	}
+	svc.mu.Lock() // the second attempt completes
+	svc.tr.m["x"].st, svc.docs["x"], svc.finished["x"] = s2, s2, true
+	svc.mu.Unlock()
+	svc.flush() // GET /v1/dead-letters' flush
+	<-aDone
+	if st, _ := svc.Status("x"); st.Status != Processed {
+		t.Fatalf("x reads %s attempts %d after both flushes", st.Status, st.Attempts)
+	}
+}
+
+// Regression (adversarial review): PROCESSED was answered before its status
+// document was durable, so a power cut right after showed it PERSISTED again.
+func TestProcessedSurvivesPowerCut(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	r := startRig(t, mem, newSink(nil), Config{FlushEvery: time.Hour}) // only kicks flush
+	if code, _, b := r.post("/v1/events?ack=processed", ev("p", `{}`)); code != 200 || decode[Answer](t, b).Status != Processed {
+		t.Fatal(code, string(b))
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := New(Config{Log: l, Logger: quiet()})
+	st, _ := svc.Status("p")
+	svc.Close()
+	l.Close()
+	if st.Status != Processed {
+		t.Fatalf("answered PROCESSED, after the cut: %s", st.Status)
+	}
+}

@@ -233,8 +233,10 @@ func (s *Service) processed(rec *event.Record) {
 	st, err := s.tr.Processed(now, rec.Event.ID)
 	if err != nil {
 		s.cfg.Logger.Error("completion of an event not in progress", "event_id", rec.Event.ID, "err", err)
+		s.offsets.Done(rec.Seq) // its tree is over either way: never stall the offset
 		return
 	}
+	s.unsynced[rec.Event.ID] = true
 	s.docs[rec.Event.ID] = st
 	if st.Generation > 0 {
 		// A resubmitted dead letter: its listing goes, even if the :retry's own
@@ -243,7 +245,7 @@ func (s *Service) processed(rec *event.Record) {
 	}
 	s.finished[rec.Event.ID] = true
 	s.offsets.Done(rec.Seq)
-	s.wakeLocked(rec.Event.ID)
+	s.wakeLocked(rec.Event.ID) // waiters see it unsynced and kick a flush
 }
 
 // failed records a failed attempt; final means the event is dead-lettered.
@@ -254,10 +256,12 @@ func (s *Service) failed(rec *event.Record, reason string) (retryAt int64, final
 	final, retryAt, st, err := s.tr.Failed(now, rec.Event.ID, reason)
 	if err != nil {
 		s.cfg.Logger.Error("failure of an event not in progress", "event_id", rec.Event.ID, "err", err)
+		s.offsets.Done(rec.Seq) // never stall the offset
 		return 0, true
 	}
 	s.docs[rec.Event.ID] = st // attempts survive a restart
 	if final {
+		s.unsynced[rec.Event.ID] = true
 		s.dead[rec.Event.ID] = true
 		s.finished[rec.Event.ID] = true
 		s.offsets.Done(rec.Seq)
