@@ -55,6 +55,11 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 // such as "eventid" would otherwise lose the id). Errors wrap ErrInvalid; a
 // *FieldError names the field.
 func Parse(data []byte) (Event, error) {
+	if !utf8.Valid(data) {
+		// Checked first: decoding would replace bad bytes with U+FFFD, and two
+		// different keys could become one.
+		return Event{}, fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
+	}
 	e, err := parseFast(data)
 	if err != nil {
 		return e, err
@@ -65,6 +70,9 @@ func Parse(data []byte) (Event, error) {
 // parseStd is Parse on encoding/json, kept as the reference the fast parser is
 // tested against.
 func parseStd(data []byte) (Event, error) {
+	if !utf8.Valid(data) {
+		return Event{}, fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
+	}
 	var e Event
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -111,6 +119,14 @@ func (e *Event) Validate() error {
 		if c := e.ID[i]; c < 0x21 || c > 0x7e {
 			return &FieldError{"event_id", fmt.Sprintf("byte %d (0x%02x) is not printable ASCII", i, c)}
 		}
+		if e.ID[i] == '/' {
+			// Ids appear in URL paths (GET /v1/events/{id}), where "/" segments
+			// are cleaned and redirected, so such an id could never be looked up.
+			return &FieldError{"event_id", fmt.Sprintf("byte %d is '/', which ids may not contain", i)}
+		}
+	}
+	if e.ID == "." || e.ID == ".." {
+		return &FieldError{"event_id", fmt.Sprintf("%q cannot appear in a URL path", e.ID)}
 	}
 	if e.Source == "" {
 		return &FieldError{"source", "required"}

@@ -68,8 +68,12 @@ func parseFast(data []byte) (Event, error) {
 			for p.i < len(p.b) && (p.b[p.i] == '-' || p.b[p.i] >= '0' && p.b[p.i] <= '9' || p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E' || p.b[p.i] == '+') {
 				p.i++
 			}
-			v, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
-			if start == p.i || err != nil {
+			num := p.b[start:p.i]
+			v, err := strconv.ParseInt(string(num), 10, 64)
+			if start == p.i || err != nil || !json.Valid(num) { // +1 and 01 are not JSON
+				if start < p.i && !json.Valid(num) {
+					return e, p.errf("bad number %q", num)
+				}
 				return e, &FieldError{Field: "version", Reason: "must be an integer"}
 			}
 			e.Version = &v

@@ -124,7 +124,7 @@ func TestValidateRefusesWhatSQLCannotStore(t *testing.T) {
 		`{"event_id":"a","source":"s","type":"t","key":"k\u0000","payload":{}}`:             `field "key": control character 0x00`,
 		`{"event_id":"a","source":"s\u0007","type":"t","payload":{}}`:                       `field "source": control character 0x07`,
 		`{"event_id":"a","source":"s","type":"t","payload":{"x":"a\u0000b"}}`:               `field "payload": contains \u0000`,
-		"{\"event_id\":\"a\",\"source\":\"s\",\"type\":\"t\",\"payload\":{\"x\":\"\xff\"}}": `field "payload": not valid UTF-8`,
+		"{\"event_id\":\"a\",\"source\":\"s\",\"type\":\"t\",\"payload\":{\"x\":\"\xff\"}}": `not valid UTF-8`,
 	} {
 		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", in, err, want)
@@ -133,5 +133,19 @@ func TestValidateRefusesWhatSQLCannotStore(t *testing.T) {
 	// An escaped backslash before "u0000" is plain text, and fine.
 	if _, err := Parse([]byte(`{"event_id":"a","source":"s","type":"t","payload":{"x":"\\u0000"}}`)); err != nil {
 		t.Errorf("escaped backslash: %v", err)
+	}
+}
+
+func TestParseRefusesNonJSONNumbersAndUnroutableIDs(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"event_id":"a","source":"s","type":"t","key":"k","version":+1,"payload":{}}`:         "bad number",
+		`{"event_id":"a","source":"s","type":"t","key":"k","version":01,"payload":{}}`:         "bad number",
+		`{"event_id":"a/b","source":"s","type":"t","payload":{}}`:                              "'/'",
+		`{"event_id":"..","source":"s","type":"t","payload":{}}`:                               "URL path",
+		"{\"event_id\":\"a\",\"source\":\"s\",\"type\":\"t\",\"key\":\"\xfe\",\"payload\":{}}": "not valid UTF-8",
+	} {
+		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
 	}
 }

@@ -579,16 +579,26 @@ func (l *Log) Close() error {
 // applyNoSyncWait applies b with Sync, returning before the fsync (see writer);
 // a Pebble fatal error becomes an error as in commitSync.
 func applyNoSyncWait(db *pebble.DB, b *pebble.Batch) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fe, ok := r.(fatalError)
-			if !ok {
-				panic(r)
-			}
-			err = fe.err
-		}
-	}()
+	defer recoverPebble(&err)
 	return db.ApplyNoSyncWait(b, pebble.Sync)
+}
+
+// recoverPebble turns a panic of Pebble's commit path into an error: Logger.Fatalf
+// (fatalError) and also the plain error values it panics with when its WAL writer
+// already failed (commitWrite, rotateWAL). The log then fails sticky. Go runtime
+// fatal errors cannot be recovered: those end the process, and a restart recovers
+// from what is durable.
+func recoverPebble(err *error) {
+	if r := recover(); r != nil {
+		switch v := r.(type) {
+		case fatalError:
+			*err = v.err
+		case error:
+			*err = fmt.Errorf("pebble panicked: %w", v)
+		default:
+			*err = fmt.Errorf("pebble panicked: %v", v)
+		}
+	}
 }
 
 // commitSync commits b with a WAL sync. Pebble treats a failed WAL write or sync as
@@ -596,15 +606,7 @@ func applyNoSyncWait(db *pebble.DB, b *pebble.Batch) (err error) {
 // fatalError there, and this turns it back into an error so the log can fail sticky
 // instead of taking the process down mid-answer.
 func commitSync(b *pebble.Batch) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fe, ok := r.(fatalError)
-			if !ok {
-				panic(r)
-			}
-			err = fe.err
-		}
-	}()
+	defer recoverPebble(&err)
 	return b.Commit(pebble.Sync)
 }
 
@@ -718,8 +720,13 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 		return 0, nil
 	}
 	_ = b.DeleteRange(logKey(first), logKey(last+1), nil)
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := commitNoSync(b); err != nil {
 		return 0, l.fail(fmt.Errorf("trim: %w", err))
 	}
 	return n, nil
+}
+
+func commitNoSync(b *pebble.Batch) (err error) {
+	defer recoverPebble(&err)
+	return b.Commit(pebble.NoSync)
 }

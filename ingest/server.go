@@ -70,7 +70,7 @@ type handler struct {
 type Answer struct {
 	Line        int    `json:"line,omitempty"` // 1-based line in a batch
 	EventID     string `json:"event_id,omitempty"`
-	Status      Status `json:"status"`
+	Status      Status `json:"status,omitempty"`
 	Duplicate   bool   `json:"duplicate,omitempty"`
 	Seq         uint64 `json:"seq,omitempty"`
 	Attempts    int    `json:"attempts,omitempty"`
@@ -192,6 +192,10 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 		if len(bytes.TrimSpace(cur)) == 0 {
 			continue
 		}
+		if int64(len(cur)) > h.o.MaxEventBytes {
+			answers = append(answers, invalid(n, "", fmt.Errorf("line %d: %d bytes, larger than the %d allowed for one event", n, len(cur), h.o.MaxEventBytes)))
+			continue
+		}
 		ev, err := event.Parse(cur)
 		if err != nil {
 			answers = append(answers, invalid(n, ev.ID, fmt.Errorf("line %d: %w", n, err)))
@@ -221,6 +225,9 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 	if allRetryable {
 		code = answers[0].code
 		w.Header().Set("Retry-After", "1")
+	}
+	if len(evs) == 0 {
+		code = http.StatusBadRequest // every line is invalid
 	}
 	writeJSON(w, code, out)
 }
@@ -322,7 +329,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // readAll reads a body, in one allocation when its length is announced.
 func readAll(r io.Reader, n, limit int64) ([]byte, error) {
-	if n <= 0 || n > limit {
+	// Allocate what was announced only up to 64 KiB: a client announcing 16 MiB and
+	// sending one byte must not hold 16 MiB (the rest grows as it arrives).
+	if n <= 0 || n > limit || n > 64<<10 {
 		return io.ReadAll(r)
 	}
 	buf := make([]byte, n+1)

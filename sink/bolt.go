@@ -349,30 +349,32 @@ func (b *Bolt) flush() {
 }
 
 // isolate writes each input of a failed batch in a transaction of its own, acking
-// those that commit and failing those that do not. Three failures in a row with no
-// success mean the cause is not one input: the rest are failed without trying.
+// those that commit and failing those that do not. An error of the database itself
+// (systemic) stops it: the inputs not tried yet are failed without trying.
 func (b *Bolt) isolate(inputs []*tuple.Tuple, rows []Row, ends []int, batchErr error) {
 	c := b.cfg.Counters
 	c.Failures.Add(1)
 	b.out.ReportError(fmt.Errorf("sink: batch of %d inputs to %s rolled back (%w); writing them one by one", len(inputs), b.cfg.DB, batchErr))
-	start, streak, ok := 0, 0, 0
+	start := 0
+	var stop error
 	for i, t := range inputs {
 		one := rows[start:ends[i]]
 		start = ends[i]
 		var err error
 		var res result
-		if streak < 3 || ok > 0 {
+		if stop == nil {
 			res, err = b.write(one)
+			if err != nil && systemic(err) {
+				stop = err
+			}
 		} else {
-			err = fmt.Errorf("not tried: the inputs before it failed too (%w)", batchErr)
+			err = fmt.Errorf("not tried: the database failed (%w)", stop)
 		}
 		if err != nil {
-			streak++
 			c.Failures.Add(1)
 			_ = b.fail(t, fmt.Errorf("sink: input written alone to %s rolled back: %w", b.cfg.DB, err))
 			continue
 		}
-		streak, ok = 0, ok+1
 		c.Batches.Add(1)
 		c.Rows.Add(res.written)
 		c.Duplicates.Add(res.duplicates)

@@ -583,3 +583,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Several poison inputs at the head of a batch fail alone; every other input of the
+// batch is written and acked (three failures in a row are no reason to give up).
+func TestRuntimeSeveralPoisonInputsFailAlone(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.createTables()
+		var recs []*event.Record
+		for i := range 10 {
+			amount := i + 1
+			if i < 3 {
+				amount = -i - 1 // violates the CHECK
+			}
+			recs = append(recs, record(fmt.Sprintf("p%d", i), "", -1, fmt.Sprintf(`{"amount": %d}`, amount)))
+		}
+		c := &Counters{}
+		opts := e.options(c)
+		opts.BatchRows = 20
+		opts.BatchDelay = time.Minute
+		o := newOutcomes()
+		rt := startTopology(t, &recordSpout{records: recs, out: o}, opts, 1, false)
+		o.waitFor(t, "10 outcomes", func(a, f int) bool { return a+f == 10 })
+		acks, fails := o.counts()
+		eq(t, "acks", acks, 7)
+		eq(t, "fails", fails, 3)
+		eq(t, "amounts", e.count(e.db, "amounts", ""), 7)
+		if err := stopTopology(t, rt, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -181,7 +181,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			return nil
 		}
 	}
-	s.http = &http.Server{Handler: s.Service.Handler(hopts), ReadHeaderTimeout: 10 * time.Second}
+	// ReadTimeout bounds a body trickled in (a slow client holds memory and a
+	// request slot); 60 s carries a 16 MiB batch at ~300 KB/s.
+	s.http = &http.Server{Handler: s.Service.Handler(hopts), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { s.done <- s.http.Serve(s.ln) }()
 	return s, nil
 }
