@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 )
 
 // parseFast decodes the top-level object of an event without reflection: the ingest
@@ -84,9 +83,6 @@ func parseFast(data []byte) (Event, error) {
 				return e, err
 			}
 			e.Payload = json.RawMessage(data[start:p.i])
-			if !json.Valid(e.Payload) {
-				return e, &FieldError{Field: "payload", Reason: "not valid JSON"}
-			}
 		default:
 			return e, fmt.Errorf("%w: malformed JSON: json: unknown field %q", ErrInvalid, key)
 		}
@@ -168,13 +164,7 @@ func (p *parser) str() (string, error) {
 		case c == '"':
 			raw := p.b[start:p.i]
 			p.i++
-			if !esc {
-				if !utf8.Valid(raw) {
-					// encoding/json would replace the bad bytes; keep its behaviour.
-					var s string
-					_ = json.Unmarshal(p.b[start-1:p.i], &s)
-					return s, nil
-				}
+			if !esc { // Parse checked the whole input is UTF-8
 				return string(raw), nil
 			}
 			var s string
@@ -194,7 +184,8 @@ func (p *parser) str() (string, error) {
 	return "", p.errf("unterminated string")
 }
 
-// skip moves past one JSON value (validated afterwards with json.Valid).
+// skip moves past one JSON value, checking its grammar (RFC 8259) as it goes, so
+// the payload is walked once.
 func (p *parser) skip(depth int) error {
 	if depth > 1000 {
 		return p.errf("nested deeper than 1000")
@@ -202,8 +193,7 @@ func (p *parser) skip(depth int) error {
 	p.ws()
 	switch c := p.peek(); {
 	case c == '"':
-		_, err := p.str()
-		return err
+		return p.skipString()
 	case c == '{' || c == '[':
 		closer := byte('}')
 		if c == '[' {
@@ -215,19 +205,23 @@ func (p *parser) skip(depth int) error {
 			return nil
 		}
 		for {
+			if c == '{' {
+				p.ws()
+				if p.peek() != '"' {
+					return p.errf("want a string key")
+				}
+				if err := p.skipString(); err != nil {
+					return err
+				}
+				p.ws()
+				if !p.eat(':') {
+					return p.errf("want ':' in an object")
+				}
+			}
 			if err := p.skip(depth + 1); err != nil {
 				return err
 			}
 			p.ws()
-			if c == '{' {
-				if !p.eat(':') {
-					return p.errf("want ':' in an object")
-				}
-				if err := p.skip(depth + 1); err != nil {
-					return err
-				}
-				p.ws()
-			}
 			if p.eat(',') {
 				continue
 			}
@@ -236,20 +230,90 @@ func (p *parser) skip(depth int) error {
 			}
 			return p.errf("want ',' or '%c'", closer)
 		}
-	case c == 0:
+	case c == 't':
+		if p.lit("true") {
+			return nil
+		}
+	case c == 'f':
+		if p.lit("false") {
+			return nil
+		}
+	case c == 'n':
+		if p.lit("null") {
+			return nil
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		return p.skipNumber()
+	case c == 0 && p.i >= len(p.b):
 		return p.errf("unexpected end of input")
-	default:
-		start := p.i
-		for p.i < len(p.b) {
-			switch p.b[p.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				if p.i == start {
-					return p.errf("unexpected %q", p.b[p.i])
-				}
-				return nil
+	}
+	return p.errf("unexpected %q", p.peek())
+}
+
+// skipString moves past a string, checking escapes and control characters.
+func (p *parser) skipString() error {
+	p.i++ // the opening quote
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return nil
+		case c == '\\':
+			if p.i+1 >= len(p.b) {
+				return p.errf("unterminated string")
 			}
+			switch p.b[p.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				p.i += 2
+			case 'u':
+				if p.i+6 > len(p.b) {
+					return p.errf("short \\u escape")
+				}
+				for _, h := range p.b[p.i+2 : p.i+6] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return p.errf("bad \\u escape")
+					}
+				}
+				p.i += 6
+			default:
+				return p.errf("bad escape \\%c", p.b[p.i+1])
+			}
+		case c < 0x20:
+			return p.errf("control character 0x%02x in a string", c)
+		default:
 			p.i++
 		}
-		return nil
 	}
+	return p.errf("unterminated string")
+}
+
+// skipNumber moves past a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *parser) skipNumber() error {
+	digits := func() int {
+		n := 0
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	p.eat('-')
+	switch {
+	case p.eat('0'):
+	case digits() == 0:
+		return p.errf("bad number")
+	}
+	if p.eat('.') && digits() == 0 {
+		return p.errf("bad number: no digits after '.'")
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		if digits() == 0 {
+			return p.errf("bad number: no exponent digits")
+		}
+	}
+	return nil
 }
