@@ -235,7 +235,7 @@ func (e *emitter) misuse(kind string, t *tuple.Tuple) error {
 	if !e.logged[kind] {
 		e.logged[kind] = true
 		e.log.Warn("misuse ignored (further ones of this kind are only counted)",
-			"kind", kind, "component", e.comp.ID, "task", e.task, "stream", stream, "root", fmt.Sprintf("%016x", root))
+			"kind", kind, "stream", stream, "root", fmt.Sprintf("%016x", root))
 	}
 	return fmt.Errorf("%w: %s in %q task %d (stream %q, root %016x)", topology.ErrMisuse, kind, e.comp.ID, e.task, stream, root)
 }
@@ -250,7 +250,7 @@ func (e *emitter) reportError(err error, attrs ...any) {
 	e.publish()
 	e.mu.Unlock()
 	if n <= 10 || n%1000 == 0 {
-		e.log.Error("reported error", append([]any{"component", e.comp.ID, "task", e.task, "err", err, "errors_so_far", n}, attrs...)...)
+		e.log.Error("reported error", append([]any{"err", err, "errors_so_far", n}, attrs...)...)
 	}
 }
 

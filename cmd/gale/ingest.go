@@ -264,6 +264,12 @@ Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			c := &ingest.Client{URL: strings.TrimRight(addr, "/")}
+			// Fail fast when nothing answers, rather than retrying every batch.
+			if resp, err := http.Get(c.URL + "/healthz"); err != nil {
+				return fmt.Errorf("no gale serve at %s: %w", c.URL, err)
+			} else {
+				resp.Body.Close()
+			}
 			rep, err := runIngest(ctx, c, files, o, cmd.ErrOrStderr())
 			printIngestReport(cmd.OutOrStdout(), rep)
 			if err != nil {

@@ -112,6 +112,9 @@ neither PROCESSED nor FAILED_FINAL with a reason.`,
 	}
 	f.register(c, "127.0.0.1:0")
 	io.flags(c)
+	d := c.Flags().Lookup("data")
+	d.Usage = "data directory (default: a fresh gale-orders-* directory in the system's temp dir, kept and named in the report)"
+	d.DefValue = ""
 	c.Flags().Lookup("log-level").DefValue = "warn"
 	_ = c.Flags().Set("log-level", "warn")
 	return c
