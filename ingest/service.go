@@ -177,20 +177,37 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	for i := range evs {
 		hashes[i] = evs[i].Hash()
 	}
+	// Ids the log's in-memory filter may know are looked up in the durable index
+	// first, outside the lock (true duplicates: a resent file holds the lock for
+	// nobody). A durable status never goes away (but by Trim, past the window).
+	known := make([]*EventStatus, len(evs))
+	for i := range evs {
+		if s.log.MayContain(evs[i].ID) {
+			k, err := s.durableStatus(evs[i].ID)
+			if err != nil {
+				res[i] = retryable(evs[i].ID, err)
+				continue
+			}
+			known[i] = k
+		}
+	}
 	now := s.now()
 	var recs []*event.Record
 	var fresh []int
 	recOf := make([]*event.Record, len(evs))
-	// One lock for the whole decision: an id leaves memory only once its record is
-	// durable (then the log's index knows it), so "not held, and the index does
-	// not know it" under this lock means new. The index is asked only when the
-	// log's in-memory id filter says it may know the id (true duplicates and ~1% of
-	// new ids), so the I/O under the lock is rare.
+	// One lock for the decision: an id leaves memory only once its record is
+	// durable (then the index knows it), so "not held, and not in the index"
+	// under this lock means new. The index is asked again here only for ids the
+	// filter may know that were not found above (~1% false positives, and ids that
+	// became durable meanwhile), so the I/O under the lock is rare.
 	s.mu.Lock()
 	for i := range evs {
+		if res[i].Err != nil {
+			continue
+		}
 		id := evs[i].ID
-		var known *EventStatus
-		if !s.tr.Has(id) && s.log.MayContain(id) {
+		known := known[i]
+		if known == nil && !s.tr.Has(id) && s.log.MayContain(id) {
 			k, err := s.durableStatus(id)
 			if err != nil {
 				res[i] = retryable(id, err)

@@ -124,3 +124,33 @@ func TestStartErrorsCleanUp(t *testing.T) {
 		t.Fatalf("data directory in use: %v", err)
 	}
 }
+
+// gale serve's default pipeline through the API: versions of one key arriving out of
+// order (3, 1, 2) leave version 3 in entities, and every event once in events.
+func TestOutOfOrderVersionsKeepTheNewest(t *testing.T) {
+	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	c := &ingest.Client{URL: s.URL()}
+	for _, v := range []int64{3, 1, 2} {
+		v := v
+		e := event.Event{ID: fmt.Sprintf("pump-7:%d", v), Source: "devices", Type: "device_command", Key: "pump-7",
+			Version: &v, Payload: []byte(fmt.Sprintf(`{"setpoint":%d}`, v*10))}
+		answers, _, err := c.Send(context.Background(), []event.Event{e}, ingest.LevelProcessed, 0)
+		if err != nil || answers[0].Status != ingest.Processed {
+			t.Fatalf("version %d: %+v %v", v, answers, err)
+		}
+	}
+	var version int64
+	var payload string
+	if err := s.DB.SQL.QueryRow(`SELECT version, payload FROM entities WHERE key = 'pump-7'`).Scan(&version, &payload); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	_ = s.DB.SQL.QueryRow(`SELECT count(*) FROM events`).Scan(&n)
+	if version != 3 || payload != `{"setpoint":30}` || n != 3 {
+		t.Fatalf("entities: version %d payload %s; events rows %d", version, payload, n)
+	}
+}
