@@ -2,9 +2,11 @@ package event
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -146,6 +148,26 @@ func TestParseRefusesNonJSONNumbersAndUnroutableIDs(t *testing.T) {
 	} {
 		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+}
+
+// The content hash is the documented concatenation, so stored hashes stay valid.
+func TestHashIsTheDocumentedConcatenation(t *testing.T) {
+	v := int64(7)
+	long := strings.Repeat("k", 100)
+	for _, e := range []Event{
+		{Source: "retail", Type: "order_line", Key: "536365", Version: &v, Payload: []byte(`{"a":1}`)},
+		{Source: "s", Type: "t", Payload: []byte(`{}`)},
+		{Source: long, Type: long, Key: long, Payload: []byte(`{"x":"y"}`)},
+	} {
+		var ver int64 = -1
+		if e.Version != nil {
+			ver = *e.Version
+		}
+		want := sha256.Sum256([]byte(fmt.Sprintf("%d:%s|%d:%s|%d:%s|%d|%s", len(e.Source), e.Source, len(e.Type), e.Type, len(e.Key), e.Key, ver, e.Payload)))
+		if got := e.Hash(); got != want {
+			t.Errorf("%+v: hash differs from the documented form", e)
 		}
 	}
 }
