@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -172,5 +173,22 @@ func TestBackoffCaps(t *testing.T) {
 		if got := c.Backoff(n); got != want {
 			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
 		}
+	}
+}
+
+// The hand-written batch answer is byte for byte what encoding/json writes.
+func TestBatchAnswerEncodingMatchesEncodingJSON(t *testing.T) {
+	ba := BatchAnswer{Results: []Answer{
+		{Line: 1, EventID: "2010-12-01:1", Status: Persisted, Seq: 12, PayloadHash: "sha256:0123456789abcdef"},
+		{Line: 2, EventID: "x", Status: FailedFinal, Error: `line 2: field "type": required <&> é` + "\n"},
+		{Line: 3, EventID: "y", Status: Processed, Duplicate: true, Seq: 3, Attempts: 2},
+		{Status: FailedRetryable, Error: "overloaded"},
+	}, Counts: map[string]int{"PERSISTED": 1, "FAILED_FINAL": 1, "PROCESSED": 1, "FAILED_RETRYABLE": 1}}
+	want, err := json.Marshal(ba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ba.appendJSON(nil); string(got) != string(want)+"\n" {
+		t.Fatalf("hand-written:\n%s\nencoding/json:\n%s", got, want)
 	}
 }
