@@ -366,10 +366,16 @@ func (s *Service) waitFor(ctx context.Context, id string, until func(Status) boo
 		var st EventStatus
 		if held {
 			st = e.light()
-			if s.unsynced[id] {
+			if s.unsynced[id] && (st.Status == Processed || st.Status == FailedFinal) {
 				// Finished, but its document is not durable yet: until the flush,
 				// what survives a crash is PERSISTED.
 				st.Status = Persisted
+				if s.log.Err() != nil { // no flush will ever come
+					s.waiters[id] = append(s.waiters[id], ch)
+					s.mu.Unlock()
+					s.unwait(id, ch)
+					return st, nil
+				}
 				select {
 				case s.kick <- struct{}{}:
 				default:
@@ -476,6 +482,15 @@ func (s *Service) statusDoc(id string) (*EventStatus, error) {
 func (s *Service) Status(id string) (EventStatus, error) {
 	s.mu.Lock()
 	st, held := s.tr.Get(id)
+	if held && s.unsynced[id] && (st.Status == Processed || st.Status == FailedFinal) {
+		// Shown once durable, so no reader sees a status a crash would take back;
+		// the history already has the step, the status follows within one flush.
+		st.Status = Persisted
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
 	s.mu.Unlock()
 	if held {
 		return st, nil
@@ -668,12 +683,17 @@ func (s *Service) flush() {
 			}
 		}
 		s.cfg.Logger.Error("status flush failed; the log is failed, restart to recover", "err", err)
+		for id := range docs {
+			s.wakeLocked(id) // they answer the status that survives: PERSISTED
+		}
 		return
 	}
-	for id := range docs {
-		if s.unsynced[id] {
+	for id, st := range docs {
+		_, newer := s.docs[id]
+		if s.unsynced[id] && !newer && (st.Status == Processed || st.Status == FailedFinal) {
+			// The document written is the final one: answer it now.
 			delete(s.unsynced, id)
-			s.wakeLocked(id) // its final status is durable now: answer it
+			s.wakeLocked(id)
 		}
 		if !s.finished[id] {
 			continue

@@ -780,3 +780,88 @@ func TestProcessedSurvivesPowerCut(t *testing.T) {
 		t.Fatalf("answered PROCESSED, after the cut: %s", st.Status)
 	}
 }
+
+// Regression (second review): a flush that wrote an older document of an event
+// (its failed attempt) woke a waiter whose PROCESSED document was still pending, so
+// PROCESSED was answered before it was durable.
+func TestProcessedAfterARetryIsAnsweredOnlyWhenDurable(t *testing.T) {
+	var slow atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if slow.Load() && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+			time.Sleep(40 * time.Millisecond)
+		}
+		return nil
+	}))
+	r := startRig(t, fs, newSink(func(string) int { return 1 }), // every first attempt fails
+		Config{Tracker: TrackerConfig{BackoffBase: 5 * time.Millisecond}})
+	slow.Store(true)
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("x%d", i)
+			code, _, b := r.post("/v1/events?ack=processed&wait=30s", ev(id, `{}`))
+			if a := decode[Answer](t, b); code != 200 || a.Status != Processed {
+				t.Errorf("%s: %d %s", id, code, b)
+				return
+			}
+			doc, err := r.svc.statusDoc(id)
+			if err != nil || doc == nil || doc.Status != Processed {
+				t.Errorf("%s answered PROCESSED, stored document: %+v %v", id, doc, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Regression (second review): records read but held back by max spout pending were
+// charged a recovered attempt at every restart and dead-lettered without ever
+// running. Only records actually emitted are charged now.
+func TestRestartsDoNotChargeRecordsThatNeverRan(t *testing.T) {
+	mem := vfs.NewMem()
+	start := func() *rig {
+		l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, _ := New(Config{Log: l, Logger: quiet(), FlushEvery: 5 * time.Millisecond, Tracker: TrackerConfig{MaxAttempts: 3}})
+		b := topology.NewBuilder()
+		b.SetSpout("log", svc.Spout(), 1).Output(SpoutFields...)
+		b.SetBolt("sink", func() topology.Bolt { return &blockSink{sinkBolt: newSink(nil)} }, 1).ShuffleGrouping("log")
+		topo, _ := b.Build()
+		tc := topology.DefaultConfig()
+		tc.Logger, tc.MaxSpoutPending, tc.MessageTimeout = quiet(), 2, time.Minute
+		rt, err := runtime.Start(context.Background(), topo, tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &rig{t: t, log: l, svc: svc, rt: rt, drain: 50 * time.Millisecond}
+		r.srv = httptest.NewServer(svc.Handler(HTTPOptions{}))
+		return r
+	}
+	r := start()
+	for i := range 100 {
+		r.post("/v1/events?ack=persisted", ev(fmt.Sprintf("e%02d", i), `{}`))
+	}
+	for range 4 {
+		time.Sleep(100 * time.Millisecond)
+		r.stop()
+		r = start()
+	}
+	time.Sleep(100 * time.Millisecond)
+	defer r.stop()
+	dl, err := r.svc.DeadLetters(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each run emits one chunk of recovered records (they never complete); after
+	// 3 charged runs those are dead-lettered. The rest never ran and must not be.
+	if len(dl) > recoveredChunk {
+		t.Fatalf("%d dead letters after 4 restarts, at most one chunk (%d) ran", len(dl), recoveredChunk)
+	}
+	st, _ := r.svc.Status("e99")
+	if st.Status != Persisted || st.Attempts != 0 {
+		t.Fatalf("e99 never ran: %+v", st)
+	}
+}

@@ -70,13 +70,36 @@ func (sp *logSpout) NextTuple() {
 			if len(recs) == 0 {
 				return
 			}
-			if recs[0].Seq <= sp.svc.recoveryEnd {
-				if err := sp.svc.startRecovered(recs); err != nil {
-					sp.svc.cfg.Logger.Error("log spout: recording recovered attempts failed; not emitting", "seq", sp.pos, "err", err)
-					return
+			sp.buf = recs
+		}
+		if sp.buf[0].Seq <= sp.svc.recoveryEnd {
+			// Pending when the process last stopped: record the attempts of a small
+			// chunk durably, then emit exactly that chunk now (max spout pending acts
+			// between NextTuple calls, as in Storm), so no record is charged an
+			// attempt it did not get.
+			n := 0
+			for n < len(sp.buf) && n < recoveredChunk && sp.buf[n].Seq <= sp.svc.recoveryEnd {
+				n++
+			}
+			chunk := sp.buf[:n]
+			if err := sp.svc.startRecovered(chunk); err != nil {
+				sp.svc.cfg.Logger.Error("log spout: recording recovered attempts failed; not emitting", "seq", sp.pos, "err", err)
+				return
+			}
+			sp.buf = sp.buf[n:]
+			sp.pos = chunk[n-1].Seq + 1
+			emitted := false
+			for i := range chunk {
+				if sp.svc.begin(&chunk[i]) {
+					r := chunk[i]
+					sp.send(&r)
+					emitted = true
 				}
 			}
-			sp.buf = recs
+			if emitted {
+				return
+			}
+			continue
 		}
 		rec := &sp.buf[0]
 		sp.buf = sp.buf[1:]
@@ -88,6 +111,10 @@ func (sp *logSpout) NextTuple() {
 		}
 	}
 }
+
+// recoveredChunk is how many recovered records get their attempts synced together
+// and are emitted in one NextTuple call.
+const recoveredChunk = 32
 
 // send emits rec as a tracked root whose attempt was started.
 func (sp *logSpout) send(rec *event.Record) {

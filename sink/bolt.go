@@ -391,7 +391,8 @@ func systemic(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.As(err, &ne) ||
-		strings.Contains(err.Error(), "database is closed")
+		strings.Contains(err.Error(), "database is closed") ||
+		strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY")
 }
 
 // fail fails t with its reason, which reaches a topology.ReasonedSpout (e.g. to keep
