@@ -279,7 +279,7 @@ func (l *Log) writer(next uint64) {
 		<-syncerDone
 		close(l.stopped)
 	}()
-	var buf []byte
+	var buf, key []byte
 	for {
 		r, ok := <-l.reqs
 		if !ok {
@@ -311,10 +311,14 @@ func (l *Log) writer(next uint64) {
 			for _, rec := range r.recs {
 				rec.Seq = next
 				next++
+				// Batch.Set copies key and value, so one scratch buffer serves all.
+				key = append(key[:0], 'l')
+				key = binary.BigEndian.AppendUint64(key, rec.Seq)
 				buf = rec.Encode(buf[:0])
-				_ = b.Set(logKey(rec.Seq), buf, nil)
+				_ = b.Set(key, buf, nil)
+				key = append(append(key[:0], 'd'), rec.Event.ID...)
 				buf = encodeEntry(buf[:0], Entry{Seq: rec.Seq, ReceivedAt: rec.ReceivedAt, Generation: rec.Generation, Hash: rec.Hash})
-				_ = b.Set(nsKey('d', rec.Event.ID), buf, nil)
+				_ = b.Set(key, buf, nil)
 				l.ids.add(rec.Event.ID) // before the apply: a reader may never miss it
 			}
 		}

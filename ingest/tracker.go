@@ -69,6 +69,7 @@ type entry struct {
 	st          EventStatus
 	hash        [32]byte
 	genAttempts int
+	tbuf        [4]Transition // the first transitions, without a second allocation
 }
 
 // NewTracker returns an empty tracker.
@@ -122,6 +123,7 @@ func (t *Tracker) Receive(now int64, id string, hash [32]byte, known *EventStatu
 		return Duplicate, *known
 	}
 	e := &entry{hash: hash, st: EventStatus{EventID: id, PayloadHash: event.HashString(hash)}}
+	e.st.Transitions = e.tbuf[:0]
 	e.step(Transition{Step: StepReceived, Status: Accepted, At: now})
 	t.m[id] = e
 	return Fresh, e.light()
