@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 	"text/tabwriter"
@@ -49,6 +50,9 @@ must be on the disk to measure, and are removed afterwards.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if os.Getenv("GOGC") == "" {
+				debug.SetGCPercent(200) // as gale serve runs; GOGC in the environment wins
+			}
 			if cpuprofile != "" {
 				pf, err := os.Create(cpuprofile)
 				if err != nil {
