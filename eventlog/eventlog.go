@@ -678,8 +678,9 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 var _ io.Closer = (*Log)(nil)
 
 // Trim forgets finished records received before cutoff (Unix nanoseconds): their
-// log records, and their dedupe entries, status documents and dead letters unless a
-// newer generation of the event is still kept. Only records below the committed
+// log records, and their dedupe entries and status documents unless a newer
+// generation of the event is still kept. Dead letters are never trimmed: they wait
+// for an operator's :retry. Only records below the committed
 // offset are trimmed, oldest first, stopping at the first one received at or after
 // cutoff, so an id is remembered at least until cutoff passes its receipt (the dedupe
 // window). Deletions are not synced: a crash may bring some back until the next Trim.
@@ -695,7 +696,6 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 	}
 	b := l.db.NewBatch()
 	defer b.Close()
-	var first, last uint64
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		r, derr := event.Decode(it.Value())
@@ -706,15 +706,17 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 		if r.ReceivedAt >= cutoff {
 			break
 		}
-		if first == 0 {
-			first = r.Seq
+		if _, dead, _ := l.Get(DeadLetter, r.Event.ID); dead {
+			// An unresolved dead letter stays, record and all, until it is
+			// resubmitted: an operator must see it, and :retry reads its record
+			// (so a :retry can never race with its own trimming).
+			continue
 		}
-		last = r.Seq
 		if e, ok, _ := l.Lookup(r.Event.ID); ok && e.Seq == r.Seq {
 			_ = b.Delete(nsKey('d', r.Event.ID), nil)
 			_ = b.Delete(nsKey(byte(Status), r.Event.ID), nil)
-			_ = b.Delete(nsKey(byte(DeadLetter), r.Event.ID), nil)
 		}
+		_ = b.Delete(it.Key(), nil)
 		n++
 	}
 	if err := it.Close(); err != nil {
@@ -723,7 +725,6 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	_ = b.DeleteRange(logKey(first), logKey(last+1), nil)
 	if err := commitNoSync(b); err != nil {
 		return 0, l.fail(fmt.Errorf("trim: %w", err))
 	}

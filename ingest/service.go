@@ -701,7 +701,10 @@ func (s *Service) flush() {
 		if _, newer := s.docs[id]; newer {
 			continue // changed again since: the next flush decides
 		}
-		if st, ok := s.tr.Get(id); ok && (st.Status == Processed || st.Status == FailedFinal) && len(s.waiters[id]) == 0 {
+		if st, ok := s.tr.Get(id); ok && (st.Status == Processed || st.Status == FailedFinal) {
+			if len(s.waiters[id]) > 0 {
+				continue // someone still reads it from memory: the next flush forgets it
+			}
 			s.tr.Forget(id)
 		}
 		delete(s.finished, id)

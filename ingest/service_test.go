@@ -865,3 +865,32 @@ func TestRestartsDoNotChargeRecordsThatNeverRan(t *testing.T) {
 		t.Fatalf("e99 never ran: %+v", st)
 	}
 }
+
+// Dead letters outlive the dedupe window: they wait for an operator's :retry.
+func TestTrimKeepsDeadLetters(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	sink := newSink(func(id string) int {
+		if id == "dead" {
+			return 1000
+		}
+		return 0
+	})
+	r := startRig(t, vfs.NewMem(), sink, Config{DedupeWindow: time.Hour, Now: clock, Tracker: TrackerConfig{MaxAttempts: 1}}) // no retry: the fake clock does not move
+	if code, _, b := r.post("/v1/events?ack=processed", ev("dead", `{}`)); code != 422 {
+		t.Fatalf("dead: %d %s", code, b)
+	}
+	r.post("/v1/events?ack=processed", ev("done", `{}`))
+	waitFor(t, "both finished", func() bool { return r.log.Committed() >= 3 })
+	now.Add(int64(2 * time.Hour))
+	if n, err := r.svc.Trim(); err != nil || n != 1 {
+		t.Fatalf("Trim = %d, %v; want 1 (the processed one)", n, err)
+	}
+	if code, _ := r.get("/v1/events/done"); code != 404 {
+		t.Fatalf("processed event past the window: GET %d", code)
+	}
+	if code, _, b := r.post("/v1/events/dead:retry", ""); code != 200 {
+		t.Fatalf(":retry of a dead letter past the window: %d %s", code, b)
+	}
+}
