@@ -567,11 +567,19 @@ func (l *Log) Close() error {
 	<-l.stopped
 	if l.Err() != nil {
 		// Pebble's commit pipeline is unusable after a failed sync; closing it can
-		// only report that again. What is durable is on disk for the next Open.
-		func() {
+		// only report that again, and after a panic inside Pebble it might block
+		// on a lock the panic left held: give it a few seconds, then leave it to
+		// the process's exit. What is durable is on disk for the next Open.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
 			defer func() { _ = recover() }()
 			_ = l.db.Close()
 		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
 		return nil
 	}
 	if err := l.db.Close(); err != nil {
