@@ -67,7 +67,6 @@ type Service struct {
 	// pending when the process last stopped (see startRecovered).
 	recoveryEnd uint64
 	prestarted  map[uint64]bool // recovered seqs whose attempt is already recorded
-	flushed     chan struct{}   // closed and replaced after each flush
 	closing     bool
 	draining    chan struct{} // closed by Drain
 	// unsynced holds finished events whose final status document is not durable
@@ -118,7 +117,6 @@ func New(cfg Config) (*Service, error) {
 		docs:     map[string]EventStatus{},
 		dead:     map[string]bool{},
 		finished: map[string]bool{},
-		flushed:  make(chan struct{}),
 		draining: make(chan struct{}),
 		unsynced: map[string]bool{},
 		kick:     make(chan struct{}, 1),
@@ -709,8 +707,6 @@ func (s *Service) flush() {
 		}
 		delete(s.finished, id)
 	}
-	close(s.flushed)
-	s.flushed = make(chan struct{})
 }
 
 // Trim forgets finished events received more than DedupeWindow ago (see

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -490,8 +489,6 @@ func startRigBolt(t *testing.T, fs vfs.FS, bolt topology.Bolt, cfg Config) *rig 
 	t.Cleanup(r.stop)
 	return r
 }
-
-var _ = errors.Is
 
 // The dedupe window: a finished event is remembered until it is older than the
 // window, then trimmed; its id is then a new event. Unfinished ones are kept.

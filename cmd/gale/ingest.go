@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -287,5 +286,3 @@ Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason
 	o.flags(c)
 	return c
 }
-
-var _ = errors.Is

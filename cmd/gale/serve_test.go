@@ -20,8 +20,6 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
-	"github.com/gale-stream/gale/internal/serve"
-	"github.com/gale-stream/gale/sink"
 )
 
 // TestMain lets a test run this binary as a gale child process (GALE_TEST_CHILD
@@ -224,6 +222,3 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 	}
 	t.Logf("%d events answered PERSISTED before kill -9, all PROCESSED once after restart; %d rows in the sink", len(ids), len(rows))
 }
-
-var _ = serve.Options{}
-var _ = sink.InsertOnce
