@@ -191,8 +191,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	}
 	now := s.now()
 	var recs []*event.Record
-	var fresh []int
-	recOf := make([]*event.Record, len(evs))
+	recOf := make([]*event.Record, len(evs)) // non-nil: a new event, and its record
 	// One lock for the decision: an id leaves memory only once its record is
 	// durable (then the index knows it), so "not held, and not in the index"
 	// under this lock means new. The index is asked again here only for ids the
@@ -216,10 +215,9 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 		v, st := s.tr.Receive(now, id, hashes[i], known)
 		switch v {
 		case Fresh:
-			recs = append(recs, &event.Record{ReceivedAt: now, Hash: hashes[i], Event: evs[i]})
-			fresh = append(fresh, i)
+			recOf[i] = &event.Record{ReceivedAt: now, Hash: hashes[i], Event: evs[i]}
+			recs = append(recs, recOf[i])
 			res[i] = Result{Status: st}
-			recOf[i] = recs[len(recs)-1]
 		case Duplicate:
 			res[i] = Result{Status: st, Duplicate: true}
 		case Conflict:
@@ -246,8 +244,8 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 		close(appended)
 	}
 	waitSync := false
-	for _, i := range fresh {
-		waitSync = waitSync || s.levelOf(evs[i], level) > LevelAccepted
+	for i, r := range recOf {
+		waitSync = waitSync || (r != nil && s.levelOf(evs[i], level) > LevelAccepted)
 	}
 	synced := true
 	if waitSync {
@@ -358,28 +356,17 @@ func (s *Service) waitFor(ctx context.Context, id string, until func(Status) boo
 	}()
 	for {
 		// Register before looking, so no transition can slip between the two.
-		ch := make(chan struct{})
 		s.mu.Lock()
 		e, held := s.tr.m[id]
 		var st EventStatus
 		if held {
-			st = e.light()
-			if s.unsynced[id] && (st.Status == Processed || st.Status == FailedFinal) {
-				// Finished, but its document is not durable yet: until the flush,
-				// what survives a crash is PERSISTED.
-				st.Status = Persisted
-				if s.log.Err() != nil { // no flush will ever come
-					s.waiters[id] = append(s.waiters[id], ch)
-					s.mu.Unlock()
-					s.unwait(id, ch)
-					return st, nil
-				}
-				select {
-				case s.kick <- struct{}{}:
-				default:
-				}
+			var unsynced bool
+			if st, unsynced = s.visibleLocked(e); unsynced && s.log.Err() != nil {
+				s.mu.Unlock()
+				return st, nil // its flush will never come: PERSISTED is the answer
 			}
 		}
+		ch := make(chan struct{})
 		s.waiters[id] = append(s.waiters[id], ch)
 		s.mu.Unlock()
 		if !held {
@@ -417,6 +404,22 @@ func (s *Service) waitFor(ctx context.Context, id string, until func(Status) boo
 			return st, nil // shutting down: the status reached is the answer
 		}
 	}
+}
+
+// visibleLocked is a held event's status (without history) as readers may see it: a
+// finished event whose final document is not durable yet shows PERSISTED, what a
+// crash would leave, and the flusher is asked to flush now (s.mu held).
+func (s *Service) visibleLocked(e *entry) (st EventStatus, unsynced bool) {
+	st = e.light()
+	if s.unsynced[st.EventID] && (st.Status == Processed || st.Status == FailedFinal) {
+		st.Status = Persisted
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		return st, true
+	}
+	return st, false
 }
 
 // unwait removes a waiter that is leaving without being woken.
@@ -479,15 +482,11 @@ func (s *Service) statusDoc(id string) (*EventStatus, error) {
 // Status is the current status of an event: ErrNotFound if the id is unknown.
 func (s *Service) Status(id string) (EventStatus, error) {
 	s.mu.Lock()
-	st, held := s.tr.Get(id)
-	if held && s.unsynced[id] && (st.Status == Processed || st.Status == FailedFinal) {
-		// Shown once durable, so no reader sees a status a crash would take back;
-		// the history already has the step, the status follows within one flush.
-		st.Status = Persisted
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+	e, held := s.tr.m[id]
+	var st EventStatus
+	if held {
+		st, _ = s.visibleLocked(e)
+		st.Transitions = e.snapshot().Transitions // GET shows the history
 	}
 	s.mu.Unlock()
 	if held {

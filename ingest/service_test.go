@@ -86,6 +86,22 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func startRig(t *testing.T, fs vfs.FS, sink *sinkBolt, cfg Config) *rig {
 	t.Helper()
+	r := startRigWith(t, fs, sink, cfg, func(tc *topology.Config) { tc.MessageTimeout = 2 * time.Second })
+	r.sink = sink
+	return r
+}
+
+// startRigBolt is startRig with any bolt as the sink, and a short shutdown.
+func startRigBolt(t *testing.T, fs vfs.FS, bolt topology.Bolt, cfg Config) *rig {
+	t.Helper()
+	return startRigWith(t, fs, bolt, cfg, func(tc *topology.Config) { tc.ShutdownTimeout = 100 * time.Millisecond })
+}
+
+// startRigWith runs the log (on fs), the service, its HTTP API and a topology of
+// the log spout and bolt; tune adjusts the topology's config. The rig stops at the
+// test's end.
+func startRigWith(t *testing.T, fs vfs.FS, bolt topology.Bolt, cfg Config, tune func(*topology.Config)) *rig {
+	t.Helper()
 	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: fs})
 	if err != nil {
 		t.Fatal(err)
@@ -104,19 +120,19 @@ func startRig(t *testing.T, fs vfs.FS, sink *sinkBolt, cfg Config) *rig {
 	}
 	b := topology.NewBuilder()
 	b.SetSpout("log", svc.Spout(), 1).Output(SpoutFields...)
-	b.SetBolt("sink", func() topology.Bolt { return sink }, 1).ShuffleGrouping("log")
+	b.SetBolt("sink", func() topology.Bolt { return bolt }, 1).ShuffleGrouping("log")
 	topo, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc := topology.DefaultConfig()
 	tc.Logger = quiet()
-	tc.MessageTimeout = 2 * time.Second
+	tune(&tc)
 	rt, err := runtime.Start(context.Background(), topo, tc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, fs: fs, log: l, svc: svc, rt: rt, sink: sink}
+	r := &rig{t: t, fs: fs, log: l, svc: svc, rt: rt}
 	r.srv = httptest.NewServer(svc.Handler(HTTPOptions{MaxEventBytes: 4096}))
 	t.Cleanup(r.stop)
 	return r
@@ -459,37 +475,6 @@ func (b *blockSink) Execute(t *tuple.Tuple) {
 	b.sinkBolt.Execute(t)
 }
 
-func startRigBolt(t *testing.T, fs vfs.FS, bolt topology.Bolt, cfg Config) *rig {
-	t.Helper()
-	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Log, cfg.Logger, cfg.FlushEvery = l, quiet(), 5*time.Millisecond
-	svc, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := topology.NewBuilder()
-	b.SetSpout("log", svc.Spout(), 1).Output(SpoutFields...)
-	b.SetBolt("sink", func() topology.Bolt { return bolt }, 1).ShuffleGrouping("log")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := topology.DefaultConfig()
-	tc.Logger = quiet()
-	tc.ShutdownTimeout = 100 * time.Millisecond
-	rt, err := runtime.Start(context.Background(), topo, tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, fs: fs, log: l, svc: svc, rt: rt}
-	r.srv = httptest.NewServer(svc.Handler(HTTPOptions{}))
-	t.Cleanup(r.stop)
-	return r
-}
-
 // The dedupe window: a finished event is remembered until it is older than the
 // window, then trimmed; its id is then a new event. Unfinished ones are kept.
 func TestDedupeWindowTrim(t *testing.T) {
@@ -818,23 +803,9 @@ func TestProcessedAfterARetryIsAnsweredOnlyWhenDurable(t *testing.T) {
 func TestRestartsDoNotChargeRecordsThatNeverRan(t *testing.T) {
 	mem := vfs.NewMem()
 	start := func() *rig {
-		l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: mem})
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc, _ := New(Config{Log: l, Logger: quiet(), FlushEvery: 5 * time.Millisecond, Tracker: TrackerConfig{MaxAttempts: 3}})
-		b := topology.NewBuilder()
-		b.SetSpout("log", svc.Spout(), 1).Output(SpoutFields...)
-		b.SetBolt("sink", func() topology.Bolt { return &blockSink{sinkBolt: newSink(nil)} }, 1).ShuffleGrouping("log")
-		topo, _ := b.Build()
-		tc := topology.DefaultConfig()
-		tc.Logger, tc.MaxSpoutPending, tc.MessageTimeout = quiet(), 2, time.Minute
-		rt, err := runtime.Start(context.Background(), topo, tc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &rig{t: t, log: l, svc: svc, rt: rt, drain: 50 * time.Millisecond}
-		r.srv = httptest.NewServer(svc.Handler(HTTPOptions{}))
+		r := startRigWith(t, mem, &blockSink{sinkBolt: newSink(nil)}, Config{Tracker: TrackerConfig{MaxAttempts: 3}},
+			func(tc *topology.Config) { tc.MaxSpoutPending, tc.MessageTimeout = 2, time.Minute })
+		r.drain = 50 * time.Millisecond
 		return r
 	}
 	r := start()

@@ -179,20 +179,12 @@ func (s *Service) begin(rec *event.Record) bool {
 	s.mu.Lock()
 	held := s.tr.Has(id)
 	s.mu.Unlock()
-	var (
-		doc   *EventStatus
-		entry eventlog.Entry
-		inIdx bool
-	)
+	var dv durableView
 	if !held { // I/O outside the lock
 		var err error
-		entry, inIdx, err = s.log.Lookup(id)
-		if err != nil {
-			s.cfg.Logger.Warn("dedupe index unreadable; processing the event", "event_id", id, "err", err)
-		}
-		if doc, err = s.statusDoc(id); err != nil {
-			s.cfg.Logger.Warn("unreadable status document; processing the event again", "event_id", id, "err", err)
-			doc = nil
+		if dv, err = s.durableView(id); err != nil {
+			s.cfg.Logger.Warn("dedupe index or status document unreadable; processing the event", "event_id", id, "err", err)
+			dv = durableView{}
 		}
 	}
 	now := s.now()
@@ -217,15 +209,11 @@ func (s *Service) begin(rec *event.Record) bool {
 			return true
 		}
 	} else {
-		if inIdx && entry.Generation > rec.Generation {
+		if dv.done(rec) {
 			s.offsets.Done(rec.Seq)
 			return false
 		}
-		if doc != nil && doc.Generation == rec.Generation && (doc.Status == Processed || doc.Status == FailedFinal) {
-			s.offsets.Done(rec.Seq)
-			return false
-		}
-		s.tr.Load(rec, doc)
+		s.tr.Load(rec, dv.doc)
 	}
 	if _, err := s.tr.Started(now, id); err != nil {
 		s.cfg.Logger.Error("log spout: cannot start event", "event_id", id, "err", err)
@@ -234,12 +222,6 @@ func (s *Service) begin(rec *event.Record) bool {
 	}
 	s.wakeLocked(id)
 	return true
-}
-
-func (s *Service) skip(seq uint64) {
-	s.mu.Lock()
-	s.offsets.Done(seq)
-	s.mu.Unlock()
 }
 
 func (s *Service) started(rec *event.Record) (int, error) {
@@ -288,11 +270,7 @@ func (s *Service) failed(rec *event.Record, reason string) (retryAt int64, final
 	}
 	s.docs[rec.Event.ID] = st // attempts survive a restart
 	if final {
-		s.unsynced[rec.Event.ID] = true
-		s.dead[rec.Event.ID] = true
-		s.finished[rec.Event.ID] = true
-		s.offsets.Done(rec.Seq)
-		s.cfg.Logger.Warn("event dead-lettered", "event_id", rec.Event.ID, "attempts", st.Attempts, "last_error", reason)
+		s.deadLetterLocked(rec, st)
 	} else {
 		s.cfg.Logger.Info("event attempt failed; retrying", "event_id", rec.Event.ID, "attempt", st.Attempts,
 			"retry_in", time.Duration(retryAt-now), "reason", reason)
@@ -322,16 +300,11 @@ func (s *Service) startRecovered(recs []event.Record) error {
 		if held {
 			continue
 		}
-		entry, inIdx, err := s.log.Lookup(id)
+		dv, err := s.durableView(id)
 		if err != nil {
 			return err
 		}
-		doc, err := s.statusDoc(id)
-		if err != nil {
-			return err
-		}
-		if (inIdx && entry.Generation > rec.Generation) ||
-			(doc != nil && doc.Generation == rec.Generation && (doc.Status == Processed || doc.Status == FailedFinal)) {
+		if dv.done(rec) {
 			continue // begin skips it
 		}
 		now := s.now()
@@ -340,15 +313,11 @@ func (s *Service) startRecovered(recs []event.Record) error {
 			s.mu.Unlock()
 			continue
 		}
-		st := s.tr.Load(rec, doc)
+		st := s.tr.Load(rec, dv.doc)
 		if s.tr.Exhausted(id) {
 			reason := fmt.Sprintf("%d attempts started and none finished: the process stopped each time (last error: %q)", st.Attempts, st.LastError)
 			st, _ = s.tr.GiveUp(now, id, reason)
-			s.docs[id] = st
-			s.dead[id] = true
-			s.finished[id] = true
-			s.offsets.Done(rec.Seq)
-			s.cfg.Logger.Warn("event dead-lettered", "event_id", id, "attempts", st.Attempts, "last_error", reason)
+			s.deadLetterLocked(rec, st)
 		} else if _, err := s.tr.Started(now, id); err == nil {
 			st, _ = s.tr.Get(id)
 			s.prestarted[rec.Seq] = true
@@ -362,4 +331,45 @@ func (s *Service) startRecovered(recs []event.Record) error {
 		return nil
 	}
 	return s.log.Apply(&w)
+}
+
+// deadLetterLocked records that rec's event ended FAILED_FINAL with status st: its
+// document and dead letter go to the next flush, which answers its waiters once
+// both are durable, and its seq is finished (s.mu held).
+func (s *Service) deadLetterLocked(rec *event.Record, st EventStatus) {
+	id := rec.Event.ID
+	s.docs[id] = st
+	s.unsynced[id] = true
+	s.dead[id] = true
+	s.finished[id] = true
+	s.offsets.Done(rec.Seq)
+	s.cfg.Logger.Warn("event dead-lettered", "event_id", id, "attempts", st.Attempts, "last_error", st.LastError)
+}
+
+// durableView is what the log knows of an event id not held in memory.
+type durableView struct {
+	entry eventlog.Entry // the dedupe index entry, if inIdx
+	inIdx bool
+	doc   *EventStatus // the status document, if one was synced
+}
+
+func (s *Service) durableView(id string) (durableView, error) {
+	var dv durableView
+	var err error
+	if dv.entry, dv.inIdx, err = s.log.Lookup(id); err != nil {
+		return dv, err
+	}
+	dv.doc, err = s.statusDoc(id)
+	return dv, err
+}
+
+// done reports whether rec needs no processing: a newer generation superseded it,
+// or its status document says its generation already finished (before a crash,
+// ahead of the committed offset's sync).
+func (dv durableView) done(rec *event.Record) bool {
+	if dv.inIdx && dv.entry.Generation > rec.Generation {
+		return true
+	}
+	d := dv.doc
+	return d != nil && d.Generation == rec.Generation && (d.Status == Processed || d.Status == FailedFinal)
 }
