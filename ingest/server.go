@@ -230,12 +230,7 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 	if len(evs) == 0 {
 		code = http.StatusBadRequest // every line is invalid
 	}
-	b := out.appendJSON(make([]byte, 0, 64+96*len(out.Results)))
-	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
+	writeBody(w, code, out.appendJSON(make([]byte, 0, 64+96*len(out.Results))))
 }
 
 // appendJSON encodes the answer as encoding/json would (same fields, same order),
@@ -413,7 +408,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
 	}
-	b = append(b, '\n')
+	writeBody(w, code, append(b, '\n'))
+}
+
+// writeBody writes a JSON answer with its length, so clients need no chunking.
+func writeBody(w http.ResponseWriter, code int, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
