@@ -25,6 +25,22 @@ type boltExec struct {
 	wake      chan struct{}
 	tuples    <-chan []*tuple.Tuple
 	cleanup   func() error // the bolt's Cleanup, rich or basic
+	// cur is the batch position of the input inside Execute, -1 between Execute calls;
+	// an ack during Execute queues its process latency in procQ, measured at that
+	// Execute's end, so an input costs one clock read. ends is that clock per position.
+	cur   atomic.Int32
+	procQ []procMark
+	ends  []int64
+	// held lists the tracked inputs not yet acked or failed (with lineage on), and
+	// heldSeen the last holder query answered.
+	held     *tupleinternal.State
+	heldSeen uint64
+}
+
+// procMark is an ack whose process latency is taken at the end of Execute number pos.
+type procMark struct {
+	start int64
+	pos   int32
 }
 
 // Emit implements topology.OutputCollector.
@@ -65,10 +81,12 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 	}
 	e.stats.emitted++
 	var misuseErr error
+	lin := b.rt.lin != nil
 	for _, task := range targets {
 		t := tuple.New(so.src, int(e.task), values)
 		st := stateOf(t)
 		st.DstTask = int32(task)
+		var parents []uint64
 		for _, a := range anchors {
 			if a == nil {
 				// The caller meant to anchor: emitting untracked would be a silent opt-out.
@@ -101,6 +119,13 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 			for _, m := range as.More {
 				addEdge(st, m.Root, edge)
 			}
+			if lin && as.LineageID != 0 {
+				parents = append(parents, as.LineageID)
+			}
+		}
+		if parents != nil {
+			st.LineageID = nonzeroID()
+			b.lineageEmitLocked(st, stream, parents)
 		}
 		e.enqueue(b.rt.hard, task, t)
 	}
@@ -196,6 +221,19 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8, reason string) error {
 func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string) {
 	e := b.e
 	st.Status = to
+	if st.Held {
+		b.releaseLocked(st)
+	}
+	if e.stats.procLat != nil {
+		if pos := b.cur.Load(); b.executing && pos >= 0 {
+			b.procQ = append(b.procQ, procMark{start: st.ExecStart, pos: pos})
+		} else {
+			e.stats.procLat.Record(b.rt.nanotime() - st.ExecStart)
+		}
+	}
+	if b.rt.lin != nil {
+		b.lineageFinishLocked(st, to == tupleinternal.Failed, reason)
+	}
 	v := st.AckVal
 	if to == tupleinternal.Acked {
 		e.stats.acked++
@@ -297,6 +335,9 @@ func (b *boltExec) run() {
 			b.executeBatch(batch, false)
 		case <-b.wake:
 			b.e.mu.Lock()
+			if rt.lin != nil {
+				b.answerHoldersLocked()
+			}
 			b.e.flush(rt.hard)
 			b.e.mu.Unlock()
 		case <-rt.hard.Done():
@@ -312,12 +353,27 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 	e := b.e
 	e.mu.Lock()
 	b.executing = true
+	if b.rt.lin != nil && !ticks {
+		for _, t := range batch {
+			if st := stateOf(t); st.Root0 != 0 {
+				b.holdLocked(st)
+			}
+		}
+	}
 	e.mu.Unlock()
 	start := b.rt.nanotime()
-	for _, t := range batch {
+	t0 := start
+	ends := b.ends[:0]
+	for i, t := range batch {
+		stateOf(t).ExecStart = t0
+		b.cur.Store(int32(i))
 		b.execute(t)
+		t0 = b.rt.nanotime()
+		ends = append(ends, t0)
 	}
-	d := b.rt.nanotime() - start
+	b.cur.Store(-1)
+	b.ends = ends
+	d := t0 - start
 	e.mu.Lock()
 	b.executing = false
 	if ticks {
@@ -325,6 +381,22 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 	} else {
 		e.stats.executed += uint64(len(batch))
 		e.stats.executeNanos += d
+		if h := e.stats.execLat; h != nil {
+			prev := start
+			for _, end := range ends {
+				h.Record(end - prev)
+				prev = end
+			}
+		}
+	}
+	if h := e.stats.procLat; h != nil {
+		for _, m := range b.procQ {
+			h.Record(ends[m.pos] - m.start)
+		}
+		b.procQ = b.procQ[:0]
+	}
+	if b.rt.lin != nil {
+		b.answerHoldersLocked()
 	}
 	e.flush(b.rt.hard)
 	e.mu.Unlock()
@@ -335,6 +407,7 @@ func (b *boltExec) stop() {
 	e.mu.Lock()
 	e.flush(b.rt.hard)
 	e.stopped = true
+	e.publish() // with the histograms: the counts are final
 	e.mu.Unlock()
 	if err := callErr(b.cleanup); err != nil {
 		e.reportError(fmt.Errorf("bolt Cleanup: %w", err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gale-stream/gale/acker"
@@ -38,9 +39,10 @@ type emitter struct {
 	log     *slog.Logger
 	// pub is a copy of stats made at every flush, so that Stats never waits for mu,
 	// which a send blocked by backpressure can hold for long.
-	pubMu sync.Mutex
-	pub   taskStats
-	_     [64]byte
+	pubMu     sync.Mutex
+	pub       taskStats
+	wantHists atomic.Bool // Stats asks for fresh histogram copies
+	_         [64]byte
 }
 
 func newEmitter(rt *Runtime, task int, comp *topology.Component, log *slog.Logger) (*emitter, error) {
@@ -147,7 +149,14 @@ func (e *emitter) enqueue(ctx context.Context, task int, t *tuple.Tuple) {
 }
 
 func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
-	if err := e.rt.transport.SendTuples(ctx, task, b); err != nil {
+	if e.rt.transport.TrySendTuples(task, b) {
+		return
+	}
+	// The queue is full: the time blocked here is backpressure.
+	start := e.rt.nanotime()
+	err := e.rt.transport.SendTuples(ctx, task, b)
+	e.stats.backpressure += e.rt.nanotime() - start
+	if err != nil {
 		// Only a hard stop cancels ctx: the batch is dropped, and its trees (if any)
 		// are failed by the message timeout of a restarted source.
 		e.stats.dropped += uint64(len(b))
@@ -186,11 +195,13 @@ func (e *emitter) flush(ctx context.Context) {
 	e.publish()
 }
 
-// publish copies the counters for Stats (mu held).
+// publish copies the counters for Stats (mu held). Histograms (8 KiB each) are copied
+// only when Stats has asked since the last copy, or when the task exits.
 func (e *emitter) publish() {
 	e.pubMu.Lock()
 	defer e.pubMu.Unlock()
-	misuse, latency := e.pub.misuse, e.pub.latency
+	misuse := e.pub.misuse
+	hists := [3]*Histogram{e.pub.latency, e.pub.execLat, e.pub.procLat}
 	e.pub = e.stats
 	e.pub.misuse = misuse
 	if len(e.stats.misuse) > 0 {
@@ -202,16 +213,20 @@ func (e *emitter) publish() {
 			misuse[k] = v
 		}
 	}
-	e.pub.latency = latency
-	if e.stats.latency != nil {
-		if latency == nil {
-			latency = &Histogram{}
-			e.pub.latency = latency
+	copyHists := e.wantHists.Swap(false) || e.stopped
+	for i, src := range [3]*Histogram{e.stats.latency, e.stats.execLat, e.stats.procLat} {
+		dst := hists[i]
+		if src != nil {
+			if dst == nil {
+				dst = &Histogram{}
+			}
+			if copyHists && dst.n != src.n {
+				*dst = *src
+			}
 		}
-		if latency.n != e.stats.latency.n {
-			*latency = *e.stats.latency
-		}
+		hists[i] = dst
 	}
+	e.pub.latency, e.pub.execLat, e.pub.procLat = hists[0], hists[1], hists[2]
 }
 
 // flushAcks sends the queued acker messages; the control lane never blocks (mu held).
@@ -254,8 +269,15 @@ func (e *emitter) reportError(err error, attrs ...any) {
 	}
 }
 
-// snapshot adds this task's counters, as of its last flush, to cs.
+// taskEntry returns an empty per-task stats entry for this task.
+func (e *emitter) taskEntry() *ComponentStats {
+	return &ComponentStats{ID: e.comp.ID, Spout: e.comp.IsSpout(), Tasks: 1, Task: int(e.task), Misuse: map[string]uint64{}}
+}
+
+// snapshot adds this task's counters, as of its last flush, to cs, and asks for fresh
+// histogram copies at the next flush.
 func (e *emitter) snapshot(cs *ComponentStats) {
+	e.wantHists.Store(true)
 	e.pubMu.Lock()
 	defer e.pubMu.Unlock()
 	s := &e.pub
@@ -270,13 +292,25 @@ func (e *emitter) snapshot(cs *ComponentStats) {
 	cs.ExecuteTime += time.Duration(s.executeNanos)
 	cs.Errors += s.errors
 	cs.Dropped += s.dropped
+	cs.SkippedMaxSpout += time.Duration(s.skippedMaxSpout)
+	cs.Backpressure += time.Duration(s.backpressure)
 	if s.lastError != "" {
 		cs.LastError = s.lastError
 	}
 	for k, v := range s.misuse {
 		cs.Misuse[k] += v
 	}
-	if s.latency != nil {
-		cs.CompleteLatency.Merge(s.latency)
+	mergeHist(&cs.CompleteLatency, s.latency)
+	mergeHist(&cs.ExecuteLatency, s.execLat)
+	mergeHist(&cs.ProcessLatency, s.procLat)
+}
+
+func mergeHist(dst **Histogram, src *Histogram) {
+	if src == nil {
+		return
 	}
+	if *dst == nil {
+		*dst = &Histogram{}
+	}
+	(*dst).Merge(src)
 }

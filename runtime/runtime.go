@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
 )
@@ -29,6 +30,15 @@ type Runtime struct {
 	transport transport.Transport
 	log       *slog.Logger
 	epoch     time.Time
+	epochUnix int64 // epoch in Unix nanoseconds
+
+	// Lineage (WithLineage): the recorder, its sampling bound, and the roots whose
+	// holders are asked for after a timeout.
+	lin         *lineage.Recorder
+	sampleBelow uint64
+	held        heldQuery
+	heldGen     atomic.Uint64
+	compOfTask  []*topology.Component
 
 	numTasks   int // spout and bolt tasks are 1..numTasks
 	tasksOf    map[string][]int
@@ -78,6 +88,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		ackersStop:    make(chan struct{}),
 		done:          make(chan struct{}),
 	}
+	r.epochUnix = r.epoch.UnixNano()
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -96,6 +107,12 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		}
 	}
 	r.numTasks = next - 1
+	r.compOfTask = make([]*topology.Component, next)
+	for _, c := range topo.Components {
+		for _, t := range r.tasksOf[c.ID] {
+			r.compOfTask[t] = c
+		}
+	}
 	for range cfg.Ackers {
 		r.ackerTasks = append(r.ackerTasks, next)
 		next++
@@ -201,6 +218,10 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 				continue
 			}
 			b := &boltExec{e: e, rt: r, wake: make(chan struct{}, 1), tuples: inbox.Tuples()}
+			b.cur.Store(-1)
+			if r.cfg.LatencyMetrics {
+				e.stats.execLat, e.stats.procLat = &Histogram{}, &Histogram{}
+			}
 			// As for spouts, a task whose Prepare failed is not cleaned up; the tasks
 			// prepared before it are.
 			prepare := func() error { return b.bolt.Prepare(ctx, tc, b) }
@@ -305,6 +326,26 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	return nil
 }
 
+// componentOf returns the component of a spout or bolt task, or nil.
+func (r *Runtime) componentOf(task int) *topology.Component {
+	if task <= 0 || task >= len(r.compOfTask) {
+		return nil
+	}
+	return r.compOfTask[task]
+}
+
+// Topology returns the running topology.
+func (r *Runtime) Topology() *topology.Topology { return r.topo }
+
+// Config returns the configuration the topology runs with.
+func (r *Runtime) Config() topology.Config { return r.cfg }
+
+// AckerTasks returns the acker task ids.
+func (r *Runtime) AckerTasks() []int { return slices.Clone(r.ackerTasks) }
+
+// Started is when Start was called.
+func (r *Runtime) Started() time.Time { return r.epoch }
+
 // Done is closed when every task has exited.
 func (r *Runtime) Done() <-chan struct{} { return r.done }
 
@@ -327,13 +368,17 @@ func (r *Runtime) Stats() Stats {
 		s.Components[c.ID] = cs
 	}
 	for _, sp := range r.spouts {
-		cs := s.Components[sp.e.comp.ID]
-		sp.e.snapshot(cs)
-		cs.Pending += int(sp.pending.n.Load())
-		cs.Abandoned += int(sp.abandoned.Load())
+		cs, ts := s.Components[sp.e.comp.ID], sp.e.taskEntry()
+		sp.e.snapshot(ts)
+		ts.Pending = int(sp.pending.n.Load())
+		ts.Abandoned = int(sp.abandoned.Load())
+		cs.add(ts)
 	}
 	for _, b := range r.bolts {
-		b.e.snapshot(s.Components[b.e.comp.ID])
+		cs, ts := s.Components[b.e.comp.ID], b.e.taskEntry()
+		b.e.snapshot(ts)
+		ts.QueueDepth = len(b.tuples)
+		cs.add(ts)
 	}
 	s.Acker.Tasks = len(r.ackers)
 	for _, a := range r.ackers {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/tuple"
@@ -132,6 +133,9 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 		}
 		outs = append(outs, t)
 	}
+	if tracked && s.rt.sampled(root) {
+		s.lineageStart(root, msgID, stream, targets, outs)
+	}
 	if tracked {
 		s.pending.put(root, pendingEntry{msgID: msgID, start: s.now})
 		e.ackMsg(acker.Msg{Kind: acker.Init, Root: root, Val: xor, Task: e.task})
@@ -191,9 +195,15 @@ func (s *spoutExec) drainOutcomes() {
 			s.e.stats.acked++
 			s.e.stats.latency.Record(s.now - ent.start)
 			calls = append(calls, spoutCall{msgID: ent.msgID, ack: true})
+			if s.rt.sampled(o.Root) {
+				s.lineageEnd(o.Root, ent, lineage.Completed, "")
+			}
 		case o.Result == acker.Failed:
 			s.e.stats.failed++
 			calls = append(calls, spoutCall{msgID: ent.msgID, reason: o.Reason})
+			if s.rt.lin != nil {
+				s.lineageEnd(o.Root, ent, lineage.Failed, o.Reason)
+			}
 		case o.Result == acker.Restarted:
 			// The clock restarts (newest bucket); complete latency still counts from the emit.
 			s.pending.put(o.Root, ent)
@@ -245,8 +255,16 @@ func (s *spoutExec) expire() {
 		return
 	}
 	calls := s.calls[:0]
-	for _, ent := range expired {
+	var roots []uint64
+	for root, ent := range expired {
 		calls = append(calls, spoutCall{msgID: ent.msgID, reason: s.timeoutReason})
+		if s.rt.lin != nil {
+			s.lineageEnd(root, ent, lineage.TimedOut, s.timeoutReason)
+			roots = append(roots, root)
+		}
+	}
+	if roots != nil {
+		s.rt.askHolders(s.now, roots)
 	}
 	s.e.mu.Lock()
 	s.e.stats.timedOut += uint64(len(expired))
@@ -270,6 +288,7 @@ func (s *spoutExec) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	backoff := time.Duration(0)
+	var fullSince int64 // when max spout pending last stopped NextTuple calls (0: not)
 	for {
 		s.loops.Add(1)
 		s.now = rt.nanotime()
@@ -289,9 +308,18 @@ func (s *spoutExec) run() {
 		}
 		stopping := rt.stopping.Load()
 		emitted := false
+		if fullSince != 0 && !s.full() {
+			s.e.mu.Lock()
+			s.e.stats.skippedMaxSpout += s.now - fullSince
+			s.e.mu.Unlock()
+			fullSince = 0
+		}
 		if !stopping {
 			for range cfg.BatchSize {
 				if s.full() {
+					if fullSince == 0 {
+						fullSince = s.now
+					}
 					break
 				}
 				before := s.e.stats.emitted // written only by this goroutine
@@ -351,6 +379,7 @@ func (s *spoutExec) run() {
 	s.e.mu.Lock()
 	s.e.flush(rt.hard)
 	s.e.stopped = true
+	s.e.publish() // with the histograms: the counts are final
 	s.e.mu.Unlock()
 	s.call("Close", func() {
 		if err := s.spout.Close(); err != nil {
@@ -362,3 +391,32 @@ func (s *spoutExec) run() {
 // rotationsPerTimeout: the pending map rotates every MessageTimeout/4 and has 5
 // buckets, so a tree times out between 1 and 1.25 message timeouts after its emit.
 const rotationsPerTimeout = 4
+
+// lineageStart records a sampled root and its first tuples (e.mu held).
+func (s *spoutExec) lineageStart(root uint64, msgID any, stream string, targets []int, outs []*tuple.Tuple) {
+	rt := s.rt
+	at := rt.unixNano(s.now)
+	nodes := make([]lineage.Node, len(outs))
+	for i, t := range outs {
+		st := stateOf(t)
+		st.LineageID = st.Edge0
+		to := ""
+		if c := rt.componentOf(targets[i]); c != nil {
+			to = c.ID
+		}
+		nodes[i] = lineage.Node{ID: st.LineageID, Component: s.e.comp.ID, Task: int(s.e.task), Stream: stream,
+			ToComponent: to, ToTask: targets[i], EmittedAt: at}
+	}
+	rt.lin.Start(at, root, fmt.Sprint(msgID), s.e.comp.ID, int(s.e.task), nodes)
+}
+
+// lineageEnd records how a tree ended and logs a failed or timed-out one with its root
+// id, so that a grep for the root finds it.
+func (s *spoutExec) lineageEnd(root uint64, ent pendingEntry, o lineage.Outcome, reason string) {
+	rt := s.rt
+	msg := fmt.Sprint(ent.msgID)
+	rt.lin.End(rt.unixNano(s.now), root, msg, s.e.comp.ID, int(s.e.task), rt.unixNano(ent.start), o, reason)
+	if o != lineage.Completed {
+		s.e.log.Debug("tree "+string(o), "root", rootAttr(root), "msg_id", msg, "reason", reason)
+	}
+}

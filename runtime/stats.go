@@ -51,6 +51,55 @@ type ComponentStats struct {
 	Misuse map[string]uint64
 	// CompleteLatency (spouts): emit to tree completion, measured by the spout.
 	CompleteLatency *Histogram
+	// ExecuteLatency (bolts): time inside Execute, per input. ProcessLatency (bolts):
+	// from the start of Execute to the ack of that input (Storm's definition), measured
+	// to the end of the Execute call during which the ack came, or to the ack itself
+	// when it came between batches (an async or joining bolt). Both nil when
+	// Config.LatencyMetrics is off. Histograms are refreshed when Stats asks for them,
+	// so during a run they may lag the counters by one Stats call.
+	ExecuteLatency, ProcessLatency *Histogram
+	// SkippedMaxSpout (spouts): time NextTuple was not called because max spout pending
+	// was reached (Storm's __skipped-max-spout-ms).
+	SkippedMaxSpout time.Duration
+	// Backpressure: time spent blocked sending to a full queue.
+	Backpressure time.Duration
+	// QueueDepth (bolts): batches waiting in the input queues now (each holds up to
+	// Config.BatchSize tuples).
+	QueueDepth int
+	// Task is the task id of a per-task entry, 0 for a component total.
+	Task int
+	// ByTask holds one entry per task (component totals only).
+	ByTask []*ComponentStats
+}
+
+// add sums a task's entry into its component's and keeps it in ByTask.
+func (c *ComponentStats) add(t *ComponentStats) {
+	c.Emitted += t.Emitted
+	c.Transferred += t.Transferred
+	c.Acked += t.Acked
+	c.Failed += t.Failed
+	c.TimedOut += t.TimedOut
+	c.LateOutcomes += t.LateOutcomes
+	c.Pending += t.Pending
+	c.Executed += t.Executed
+	c.ExecuteTime += t.ExecuteTime
+	c.Dropped += t.Dropped
+	c.Abandoned += t.Abandoned
+	c.Ticks += t.Ticks
+	c.Errors += t.Errors
+	if t.LastError != "" {
+		c.LastError = t.LastError
+	}
+	for k, v := range t.Misuse {
+		c.Misuse[k] += v
+	}
+	mergeHist(&c.CompleteLatency, t.CompleteLatency)
+	mergeHist(&c.ExecuteLatency, t.ExecuteLatency)
+	mergeHist(&c.ProcessLatency, t.ProcessLatency)
+	c.SkippedMaxSpout += t.SkippedMaxSpout
+	c.Backpressure += t.Backpressure
+	c.QueueDepth += t.QueueDepth
+	c.ByTask = append(c.ByTask, t)
 }
 
 // MisuseTotal sums Misuse.
@@ -96,7 +145,10 @@ type taskStats struct {
 	ticks                   uint64
 	lastError               string
 	misuse                  map[string]uint64
-	latency                 *Histogram
+	latency                 *Histogram // complete latency (spouts)
+	execLat, procLat        *Histogram // bolts, when Config.LatencyMetrics
+	skippedMaxSpout         int64
+	backpressure            int64
 }
 
 // Histogram is a log-linear histogram of durations: 16 sub-buckets per power of two,
@@ -135,6 +187,32 @@ func (h *Histogram) Record(ns int64) {
 	h.n++
 	h.sum += ns
 	h.max = max(h.max, ns)
+}
+
+// Reset empties h.
+func (h *Histogram) Reset() { *h = Histogram{} }
+
+// Buckets calls fn for every non-empty bucket in increasing order, with its upper
+// bound in nanoseconds (exclusive) and its count.
+func (h *Histogram) Buckets(fn func(upper int64, count uint64)) {
+	for i, c := range h.counts {
+		if c > 0 {
+			fn(histLower(i+1), c)
+		}
+	}
+}
+
+// Sum is the total of the recorded values.
+func (h *Histogram) Sum() time.Duration { return time.Duration(h.sum) }
+
+// Sub removes o's counts from h, where o is an earlier copy of h (for windows). Max is
+// kept.
+func (h *Histogram) Sub(o *Histogram) {
+	for i, c := range o.counts {
+		h.counts[i] -= c
+	}
+	h.n -= o.n
+	h.sum -= o.sum
 }
 
 // Merge adds o's counts to h.

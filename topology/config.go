@@ -38,6 +38,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives warnings (misuse, reported errors). Default slog.Default().
 	Logger *slog.Logger
+	// LatencyMetrics records execute and process latency histograms per bolt task (one
+	// clock read per input). Counters and the spout's complete latency are always
+	// kept. Default true.
+	LatencyMetrics bool
 }
 
 // MinMessageTimeout is the shortest message timeout accepted: timeouts are checked in
@@ -53,6 +57,7 @@ func DefaultConfig() Config {
 		ReceiveQueue:    16384,
 		BatchSize:       256,
 		ShutdownTimeout: 30 * time.Second,
+		LatencyMetrics:  true,
 	}
 }
 

@@ -34,6 +34,10 @@ type Transport interface {
 	// until ctx is done (then it returns ctx's error). The batch belongs to the
 	// transport afterwards.
 	SendTuples(ctx context.Context, task int, batch []*tuple.Tuple) error
+	// TrySendTuples delivers the batch only if the task's queue has room now, and
+	// reports whether it did; the runtime measures backpressure as the time spent in
+	// SendTuples after a refused TrySendTuples.
+	TrySendTuples(task int, batch []*tuple.Tuple) bool
 	// SendAcks delivers acker messages to an acker task. It never blocks.
 	SendAcks(task int, msgs []acker.Msg) error
 	// SendOutcomes delivers tree outcomes to a spout task. It never blocks.
@@ -121,6 +125,20 @@ func (l *Local) SendTuples(ctx context.Context, task int, batch []*tuple.Tuple) 
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// TrySendTuples implements Transport.
+func (l *Local) TrySendTuples(task int, batch []*tuple.Tuple) bool {
+	in, err := l.inbox(task)
+	if err != nil {
+		return false // SendTuples reports the unknown task
+	}
+	select {
+	case in.tuples <- batch:
+		return true
+	default:
+		return false
 	}
 }
 

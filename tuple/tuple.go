@@ -8,6 +8,7 @@ package tuple
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/gale-stream/gale/internal/tupleinternal"
 )
@@ -46,6 +47,12 @@ type Tuple struct {
 
 func init() {
 	tupleinternal.StateOf = func(t *Tuple) *tupleinternal.State { return &t.state }
+	// The state is a field of its Tuple: step back to the Tuple (container_of).
+	off := unsafe.Offsetof(Tuple{}.state)
+	tupleinternal.SourceOf = func(s *tupleinternal.State) (string, string, int) {
+		t := (*Tuple)(unsafe.Add(unsafe.Pointer(s), -int(off)))
+		return t.src.Component, t.src.Stream, int(t.srcTask)
+	}
 }
 
 // New returns an untracked tuple with the given source and values. The runtime uses it

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -31,16 +33,26 @@ func BenchmarkWordCount(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
 		ackers int
-	}{{"tracking=on", 1}, {"tracking=off", 0}} {
+		observe bool // latency histograms, 1% lineage and a /metrics scrape per run
+	}{{"tracking=on", 1, false}, {"tracking=on/observe=on", 1, true}, {"tracking=off", 0, false}} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := topology.DefaultConfig()
 			cfg.Ackers = tc.ackers
+			cfg.LatencyMetrics = tc.observe
+			var ropts []runtime.Option
+			if tc.observe {
+				rec, err := lineage.New(lineage.DefaultConfig())
+				if err != nil {
+					b.Fatal(err)
+				}
+				ropts = append(ropts, runtime.WithLineage(rec))
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			var words uint64
 			var secs float64
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				res, err := Run(context.Background(), Options{Files: files, Config: cfg})
+				res, err := Run(context.Background(), Options{Files: files, Config: cfg, RuntimeOptions: ropts})
 				if err != nil {
 					b.Fatal(err)
 				}

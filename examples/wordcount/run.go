@@ -27,6 +27,11 @@ type Options struct {
 	Progress func(Progress)
 	// ProgressInterval defaults to 250 ms.
 	ProgressInterval time.Duration
+	// RuntimeOptions are passed to runtime.Start (e.g. runtime.WithLineage).
+	RuntimeOptions []runtime.Option
+	// Started, if set, is called with the running topology (to serve its UI and
+	// metrics) before any line is read to the end.
+	Started func(*runtime.Runtime)
 
 	interpose func() topology.Bolt // tests: a bolt between the spout and split
 }
@@ -93,9 +98,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	rt, err := runtime.Start(ctx, topo, opts.Config)
+	rt, err := runtime.Start(ctx, topo, opts.Config, opts.RuntimeOptions...)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Started != nil {
+		opts.Started(rt)
 	}
 	interval := opts.ProgressInterval
 	if interval <= 0 {

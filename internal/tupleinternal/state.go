@@ -31,6 +31,15 @@ type State struct {
 	// First edge inline (one root is the common case), others in More.
 	Root0, Edge0 uint64
 	More         []Edge
+	// ExecStart is when the receiving task began executing the tuple (runtime clock,
+	// ns): the start of its process latency, and "held since" for a stuck tree.
+	ExecStart int64
+	// LineageID names the tuple in the lineage of a sampled tree (0: not sampled).
+	LineageID uint64
+	// HeldPrev and HeldNext link the tracked inputs a bolt task holds (received, not
+	// yet acked or failed), so that a timed-out tree can name the task holding it.
+	HeldPrev, HeldNext *State
+	Held               bool
 }
 
 // Edges calls fn for every (root, edge) pair of the tuple.
@@ -47,3 +56,8 @@ func (s *State) Edges(fn func(root, edge uint64)) {
 // StateOf is set by package tuple to a func(*tuple.Tuple) *State. It is typed any to
 // avoid an import cycle; the runtime asserts it once at start.
 var StateOf any
+
+// SourceOf is set by package tuple to a func(*State) (component, stream string,
+// srcTask int) giving the source of the tuple that holds the state (typed any for the
+// same reason as StateOf).
+var SourceOf any

@@ -1,0 +1,435 @@
+package lineage
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// Outcome of a tree.
+type Outcome string
+
+// Tree outcomes.
+const (
+	Pending   Outcome = "pending"   // still in flight (or its end was not seen)
+	Completed Outcome = "completed" // every tuple acked: the spout got Ack
+	Failed    Outcome = "failed"    // a tuple failed: the spout got Fail
+	TimedOut  Outcome = "timed_out" // the message timeout passed: the spout got Fail
+)
+
+// Node states.
+const (
+	NodePending = "pending"
+	NodeAcked   = "acked"
+	NodeFailed  = "failed"
+)
+
+// Config bounds what a Recorder keeps.
+type Config struct {
+	// Sample is the fraction of roots whose whole tree is recorded, in [0, 1].
+	// Default (DefaultConfig) 0.01. Failed and timed-out trees are kept whatever it is.
+	Sample float64
+	// MaxTrees bounds the sampled trees kept, and separately the failed and timed-out
+	// ones: the oldest are dropped first. Default 1000 each.
+	MaxTrees int
+	// MaxNodes bounds the tuples recorded per tree; further ones are counted as
+	// truncated. Default 1000.
+	MaxNodes int
+}
+
+// DefaultConfig samples 1% of roots and keeps 1000 sampled and 1000 failed trees of at
+// most 1000 tuples each (a few MiB in all).
+func DefaultConfig() Config { return Config{Sample: 0.01, MaxTrees: 1000, MaxNodes: 1000} }
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case !(c.Sample >= 0 && c.Sample <= 1):
+		return fmt.Errorf("lineage: Sample = %v, must be in [0, 1]", c.Sample)
+	case c.MaxTrees < 1:
+		return fmt.Errorf("lineage: MaxTrees = %d, must be >= 1", c.MaxTrees)
+	case c.MaxNodes < 1:
+		return fmt.Errorf("lineage: MaxNodes = %d, must be >= 1", c.MaxNodes)
+	}
+	return nil
+}
+
+// Node is one tuple of a recorded tree: emitted by Component/Task to ToComponent/ToTask,
+// anchored to Parents (node ids; none for a spout tuple). Times are Unix nanoseconds.
+type Node struct {
+	ID          uint64
+	Parents     []uint64
+	Component   string
+	Task        int
+	Stream      string
+	ToComponent string
+	ToTask      int
+	EmittedAt   int64
+	State       string // NodePending, NodeAcked or NodeFailed
+	DoneByTask  int
+	DoneAt      int64
+	Reason      string
+}
+
+// Holder is a tuple of a tree that a task received and had neither acked nor failed
+// when the tree ended: where a stuck tree is stuck.
+type Holder struct {
+	Node        uint64 // 0 when the tree was not sampled
+	Component   string // the task holding it
+	Task        int
+	Since       int64 // when that task began executing it
+	SourceComp  string
+	SourceTask  int
+	Stream      string
+	FoundAt     int64
+	FromLineage bool // derived from the recorded nodes, not from a task's held list
+}
+
+// FailPoint is where an explicit fail happened.
+type FailPoint struct {
+	Node       uint64 // 0 when the tree was not sampled
+	Component  string
+	Task       int
+	SourceComp string
+	SourceTask int
+	Stream     string
+	At         int64
+	Reason     string
+}
+
+// Tree is what is known of one tuple tree.
+type Tree struct {
+	Root      uint64
+	MsgID     string
+	Spout     string
+	SpoutTask int
+	Sampled   bool
+	Outcome   Outcome
+	Reason    string
+	StartedAt int64
+	EndedAt   int64
+	Nodes     []Node // sampled trees only, in emit order
+	Truncated int    // nodes not recorded (MaxNodes)
+	Fails     []FailPoint
+	Holders   []Holder
+}
+
+type tree struct {
+	Tree
+	index   map[uint64]int // node id -> position in Nodes
+	inFails   bool           // counted in the failures FIFO
+	inSampled bool           // counted in the sampled FIFO
+}
+
+// Stats count what the recorder kept and dropped.
+type Stats struct {
+	Sampled, Failures int    // trees kept now
+	Evicted           uint64 // trees dropped to stay within MaxTrees
+	Truncated         uint64 // nodes not recorded (MaxNodes)
+}
+
+// Recorder keeps the lineage of sampled trees and of every failed or timed-out tree,
+// within Config's bounds. It is a passive store: callers pass every time in (Unix
+// nanoseconds) and it reads no clock and starts no goroutine. Safe for concurrent use.
+type Recorder struct {
+	cfg       Config
+	threshold uint64
+
+	mu       sync.Mutex
+	trees    map[uint64]*tree
+	byMsg    map[string][]uint64 // msg id -> roots, oldest first (replays get new roots)
+	sampled  []uint64            // FIFO of sampled roots
+	failures []uint64            // FIFO of failed and timed-out roots
+	stats    Stats
+}
+
+// New returns a Recorder; cfg must be valid (see Validate).
+func New(cfg Config) (*Recorder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Recorder{cfg: cfg, trees: map[uint64]*tree{}, byMsg: map[string][]uint64{}}
+	switch {
+	case cfg.Sample >= 1:
+		r.threshold = math.MaxUint64
+	case cfg.Sample > 0:
+		r.threshold = uint64(cfg.Sample * (1 << 64))
+	}
+	return r, nil
+}
+
+// Sampled reports whether root's whole tree is recorded. Root ids are uniform random,
+// so comparing with a threshold samples the configured fraction with no shared state:
+// every task decides the same way for the same root.
+func (r *Recorder) Sampled(root uint64) bool { return root != 0 && root < r.threshold }
+
+// Threshold is the bound Sampled compares with (for callers that inline the test).
+func (r *Recorder) Threshold() uint64 { return r.threshold }
+
+// Config returns the recorder's configuration.
+func (r *Recorder) Config() Config { return r.cfg }
+
+// Start records a sampled root emitted by a spout task, with its first tuples.
+func (r *Recorder) Start(at int64, root uint64, msgID, spout string, task int, nodes []Node) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.getLocked(root, true, false)
+	t.MsgID, t.Spout, t.SpoutTask, t.StartedAt, t.Sampled = msgID, spout, task, at, true
+	r.indexMsgLocked(msgID, root)
+	for _, n := range nodes {
+		r.addNodeLocked(t, n)
+	}
+}
+
+// Emit records a tuple of a sampled tree.
+func (r *Recorder) Emit(root uint64, n Node) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.trees[root]; t != nil {
+		r.addNodeLocked(t, n)
+	}
+}
+
+// Done records the ack or fail of a tuple of a sampled tree.
+func (r *Recorder) Done(at int64, root, node uint64, task int, failed bool, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.trees[root]
+	if t == nil {
+		return
+	}
+	if i, ok := t.index[node]; ok {
+		n := &t.Nodes[i]
+		n.State, n.DoneByTask, n.DoneAt, n.Reason = NodeAcked, task, at, reason
+		if failed {
+			n.State = NodeFailed
+		}
+	}
+}
+
+// Fail records an explicit fail of a tuple of any tree, sampled or not.
+func (r *Recorder) Fail(root uint64, p FailPoint) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.getLocked(root, false, true)
+	if len(t.Fails) < 16 {
+		t.Fails = append(t.Fails, p)
+	}
+	if t.Outcome == Pending {
+		t.Reason = p.Reason
+	}
+}
+
+// End records how a tree ended, as the spout saw it. A completed tree is kept only if
+// sampled; a failed or timed-out one always.
+func (r *Recorder) End(at int64, root uint64, msgID, spout string, task int, started int64, o Outcome, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.trees[root]
+	if t == nil {
+		if o == Completed {
+			return
+		}
+		t = r.getLocked(root, false, true)
+	}
+	if o != Completed && !t.inFails {
+		r.pushFailureLocked(t)
+	}
+	t.MsgID, t.Spout, t.SpoutTask, t.StartedAt = msgID, spout, task, started
+	t.Outcome, t.EndedAt = o, at
+	if reason != "" {
+		t.Reason = reason
+	}
+	r.indexMsgLocked(msgID, root)
+	if o == TimedOut {
+		// For a sampled tree the recorded nodes already tell which tuples are stuck.
+		for _, n := range t.Nodes {
+			if n.State == NodePending {
+				t.Holders = append(t.Holders, Holder{Node: n.ID, Component: n.ToComponent, Task: n.ToTask,
+					Since: n.EmittedAt, SourceComp: n.Component, SourceTask: n.Task, Stream: n.Stream,
+					FoundAt: at, FromLineage: true})
+			}
+		}
+	}
+}
+
+// Hold records tuples of a timed-out tree that a task still held when asked.
+func (r *Recorder) Hold(root uint64, h Holder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.trees[root]
+	if t == nil {
+		t = r.getLocked(root, false, true)
+	}
+	for i, o := range t.Holders {
+		if h.Node != 0 && o.Node == h.Node {
+			// The task's own report is better than the guess from the lineage: it
+			// knows when execution began.
+			t.Holders[i] = h
+			return
+		}
+	}
+	if len(t.Holders) < 64 {
+		t.Holders = append(t.Holders, h)
+	}
+}
+
+// getLocked returns root's tree, creating it in the sampled or failures FIFO.
+func (r *Recorder) getLocked(root uint64, sampled, failure bool) *tree {
+	t := r.trees[root]
+	if t == nil {
+		t = &tree{Tree: Tree{Root: root, Outcome: Pending}, index: map[uint64]int{}}
+		r.trees[root] = t
+		if sampled {
+			t.inSampled = true
+			r.sampled = append(r.sampled, root)
+			r.stats.Sampled++
+			r.trimLocked(&r.sampled, false)
+		}
+	}
+	if failure && !t.inFails {
+		r.pushFailureLocked(t)
+	}
+	return t
+}
+
+func (r *Recorder) pushFailureLocked(t *tree) {
+	t.inFails = true
+	r.failures = append(r.failures, t.Root)
+	r.stats.Failures++
+	r.trimLocked(&r.failures, true)
+}
+
+// trimLocked drops the oldest trees of a FIFO beyond MaxTrees. A sampled tree that
+// failed lives on in the failures FIFO.
+func (r *Recorder) trimLocked(q *[]uint64, failures bool) {
+	for len(*q) > r.cfg.MaxTrees {
+		root := (*q)[0]
+		*q = (*q)[1:]
+		t := r.trees[root]
+		if t == nil {
+			continue
+		}
+		if failures {
+			r.stats.Failures--
+			t.inFails = false
+			if t.inSampled {
+				continue
+			}
+		} else {
+			r.stats.Sampled--
+			t.inSampled = false
+			if t.inFails {
+				continue
+			}
+		}
+		r.dropLocked(t)
+	}
+	if cap(*q) > 4*r.cfg.MaxTrees {
+		*q = append([]uint64(nil), *q...) // let the dropped prefix be collected
+	}
+}
+
+func (r *Recorder) dropLocked(t *tree) {
+	delete(r.trees, t.Root)
+	r.stats.Evicted++
+	if t.MsgID != "" {
+		roots := slices.DeleteFunc(r.byMsg[t.MsgID], func(x uint64) bool { return x == t.Root })
+		if len(roots) == 0 {
+			delete(r.byMsg, t.MsgID)
+		} else {
+			r.byMsg[t.MsgID] = roots
+		}
+	}
+}
+
+func (r *Recorder) indexMsgLocked(msgID string, root uint64) {
+	if msgID == "" {
+		return
+	}
+	roots := r.byMsg[msgID]
+	if !slices.Contains(roots, root) {
+		r.byMsg[msgID] = append(roots, root)
+	}
+}
+
+func (r *Recorder) addNodeLocked(t *tree, n Node) {
+	if _, dup := t.index[n.ID]; dup {
+		return
+	}
+	if len(t.Nodes) >= r.cfg.MaxNodes {
+		t.Truncated++
+		r.stats.Truncated++
+		return
+	}
+	if n.State == "" {
+		n.State = NodePending
+	}
+	n.Parents = slices.Clone(n.Parents)
+	t.index[n.ID] = len(t.Nodes)
+	t.Nodes = append(t.Nodes, n)
+}
+
+// Lookup finds a tree by root id (16 hex digits) or by message id (the newest tree of
+// that message: a replay roots a new tree). It returns a copy.
+func (r *Recorder) Lookup(id string) (Tree, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if roots := r.byMsg[id]; len(roots) > 0 {
+		return r.copyLocked(r.trees[roots[len(roots)-1]]), true
+	}
+	if len(id) == 16 {
+		if root, err := strconv.ParseUint(id, 16, 64); err == nil {
+			if t := r.trees[root]; t != nil {
+				return r.copyLocked(t), true
+			}
+		}
+	}
+	return Tree{}, false
+}
+
+// Attempts lists the roots recorded for a message id, oldest first.
+func (r *Recorder) Attempts(msgID string) []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.byMsg[msgID])
+}
+
+func (r *Recorder) copyLocked(t *tree) Tree {
+	c := t.Tree
+	c.Nodes = slices.Clone(t.Nodes)
+	c.Fails = slices.Clone(t.Fails)
+	c.Holders = slices.Clone(t.Holders)
+	return c
+}
+
+// Recent returns up to limit trees, newest first: outcome Failed or TimedOut from the
+// failures kept, or "" for the sampled trees. Nodes are left out.
+func (r *Recorder) Recent(o Outcome, limit int) []Tree {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.sampled
+	if o != "" {
+		q = r.failures
+	}
+	var out []Tree
+	for i := len(q) - 1; i >= 0 && len(out) < limit; i-- {
+		t := r.trees[q[i]]
+		if t == nil || (o != "" && t.Outcome != o) {
+			continue
+		}
+		c := t.Tree
+		c.Nodes, c.Fails, c.Holders = nil, nil, nil
+		out = append(out, c)
+	}
+	return out
+}
+
+// Stats returns the counts of kept and dropped trees.
+func (r *Recorder) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
