@@ -118,7 +118,7 @@ type Tree struct {
 
 type tree struct {
 	Tree
-	index   map[uint64]int // node id -> position in Nodes
+	index     map[uint64]int // node id -> position in Nodes
 	inFails   bool           // counted in the failures FIFO
 	inSampled bool           // counted in the sampled FIFO
 }

@@ -31,8 +31,8 @@ func BenchmarkWordCount(b *testing.B) {
 		files = append(files, books...)
 	}
 	for _, tc := range []struct {
-		name   string
-		ackers int
+		name    string
+		ackers  int
 		observe bool // latency histograms, 1% lineage and a /metrics scrape per run
 	}{{"tracking=on", 1, false}, {"tracking=on/observe=on", 1, true}, {"tracking=off", 0, false}} {
 		b.Run(tc.name, func(b *testing.B) {
