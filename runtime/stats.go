@@ -192,12 +192,12 @@ func (h *Histogram) Record(ns int64) {
 // Reset empties h.
 func (h *Histogram) Reset() { *h = Histogram{} }
 
-// Buckets calls fn for every non-empty bucket in increasing order, with its upper
-// bound in nanoseconds (exclusive) and its count.
-func (h *Histogram) Buckets(fn func(upper int64, count uint64)) {
+// Buckets calls fn for every non-empty bucket in increasing order, with its bounds in
+// nanoseconds [lower, upper) and its count.
+func (h *Histogram) Buckets(fn func(lower, upper int64, count uint64)) {
 	for i, c := range h.counts {
 		if c > 0 {
-			fn(histLower(i+1), c)
+			fn(histLower(i), histLower(i+1), c)
 		}
 	}
 }

@@ -1,0 +1,107 @@
+// Package testtopo builds small topologies with known counts, for the tests of the
+// metrics, the UI and the command line.
+package testtopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// Counted describes the topology
+//
+//	src (spout, 1 task) -> fan (bolt, 1 task, shuffle) -> sink (bolt, SinkTasks, shuffle)
+//
+// src emits Roots tracked tuples with message ids 0..Roots-1 and never replays. fan
+// fails input i when FailEvery > 0 and i%FailEvery == 0 (reason ErrInjected), else
+// emits Fanout tuples anchored to it and acks it. sink acks every input except the
+// tuples of root DropAck (if >= 0), which it keeps without acking: that tree times out.
+type Counted struct {
+	Roots, Fanout, FailEvery, SinkTasks int
+	DropAck                             int
+	// Done counts the roots whose spout got Ack or Fail.
+	Done atomic.Int64
+}
+
+// ErrInjected is the reason of fan's deliberate failures.
+var ErrInjected = errors.New("injected failure")
+
+// Topology builds it.
+func (c *Counted) Topology() (*topology.Topology, error) {
+	b := topology.NewBuilder()
+	b.SetSpout("src", func() topology.Spout { return &countedSpout{c: c} }, 1).Output("i")
+	b.SetBolt("fan", func() topology.Bolt { return &fanBolt{c: c} }, 1).Output("i", "j").ShuffleGrouping("src")
+	b.SetBolt("sink", func() topology.Bolt { return &sinkBolt{c: c} }, max(c.SinkTasks, 1)).ShuffleGrouping("fan")
+	return b.Build()
+}
+
+type countedSpout struct {
+	c    *Counted
+	out  topology.SpoutCollector
+	next int
+}
+
+func (s *countedSpout) Open(_ context.Context, _ topology.TaskContext, out topology.SpoutCollector) error {
+	s.out = out
+	return nil
+}
+
+func (s *countedSpout) NextTuple() {
+	if s.next < s.c.Roots {
+		_ = s.out.Emit(tuple.Values{s.next}, s.next)
+		s.next++
+	}
+}
+
+func (s *countedSpout) Ack(any)      { s.c.Done.Add(1) }
+func (s *countedSpout) Fail(any)     { s.c.Done.Add(1) }
+func (s *countedSpout) Close() error { return nil }
+
+type fanBolt struct {
+	c   *Counted
+	out topology.OutputCollector
+}
+
+func (b *fanBolt) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+
+func (b *fanBolt) Execute(in *tuple.Tuple) {
+	i := in.Value(0).(int)
+	if b.c.FailEvery > 0 && i%b.c.FailEvery == 0 {
+		_ = b.out.FailWith(in, fmt.Errorf("fan: root %d: %w", i, ErrInjected))
+		return
+	}
+	for j := range b.c.Fanout {
+		_ = b.out.Emit(tuple.Values{i, j}, in)
+	}
+	_ = b.out.Ack(in)
+}
+
+func (b *fanBolt) Cleanup() error { return nil }
+
+type sinkBolt struct {
+	c    *Counted
+	out  topology.OutputCollector
+	kept []*tuple.Tuple
+}
+
+func (b *sinkBolt) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+
+func (b *sinkBolt) Execute(in *tuple.Tuple) {
+	if in.Value(0).(int) == b.c.DropAck {
+		b.kept = append(b.kept, in) // deliberately never acked
+		return
+	}
+	_ = b.out.Ack(in)
+}
+
+func (b *sinkBolt) Cleanup() error { return nil }
