@@ -275,9 +275,15 @@ func (e *emitter) taskEntry() *ComponentStats {
 }
 
 // snapshot adds this task's counters, as of its last flush, to cs, and asks for fresh
-// histogram copies at the next flush.
+// histogram copies.
 func (e *emitter) snapshot(cs *ComponentStats) {
 	e.wantHists.Store(true)
+	// An idle task would never flush again: publish for it, unless the task holds mu
+	// (busy, or blocked in a send), in which case its next flush publishes.
+	if e.mu.TryLock() {
+		e.publish()
+		e.mu.Unlock()
+	}
 	e.pubMu.Lock()
 	defer e.pubMu.Unlock()
 	s := &e.pub
