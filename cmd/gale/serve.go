@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/serve"
+	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -27,6 +27,8 @@ type serveFlags struct {
 	maxPending    int
 	shutdown      time.Duration
 	logLevel      string
+	logFormat     string
+	lineageSample float64
 	dedupeWindow  time.Duration
 	processedWait time.Duration
 }
@@ -45,7 +47,11 @@ func (f *serveFlags) register(c *cobra.Command, addr string) {
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "message timeout of a tuple tree")
 	fl.IntVar(&f.maxPending, "max-pending", 5000, "max spout pending (trees in flight)")
 	fl.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to answer requests and drain trees before stopping")
-	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr; debug logs failed and timed-out trees with their root ids)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.StringVar(&f.o.UIToken, "ui-token", "", "require this token on the web UI (/ui/) and /metrics (Authorization: Bearer, or ?token=)")
+	fl.Float64Var(&f.lineageSample, "lineage-sample", lineage.DefaultConfig().Sample,
+		"fraction of tuple trees whose whole lineage is recorded (failed and timed-out trees are always recorded)")
 }
 
 func (f *serveFlags) options() (serve.Options, error) {
@@ -71,11 +77,15 @@ func (f *serveFlags) options() (serve.Options, error) {
 			o.Ingest.SourceLevels[src] = lv
 		}
 	}
-	var ll slog.Level
-	if err := ll.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return o, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	var err2 error
+	if o.Logger, err2 = newLogger(os.Stderr, f.logLevel, f.logFormat); err2 != nil {
+		return o, err2
 	}
-	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: ll}))
+	lc := lineage.DefaultConfig()
+	lc.Sample = f.lineageSample
+	if o.Lineage, err2 = lineage.New(lc); err2 != nil {
+		return o, fmt.Errorf("--lineage-sample %v: must be between 0 and 1", f.lineageSample)
+	}
 	tc := topology.DefaultConfig()
 	tc.MessageTimeout, tc.MaxSpoutPending, tc.Logger = f.timeout, f.maxPending, o.Logger
 	tc.ShutdownTimeout = f.shutdown
@@ -111,6 +121,7 @@ taken in, drains the topology and syncs before exiting.`,
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
 				o.Pipeline, o.DataDir, s.DB, s.URL())
+			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: web UI on %s/ui/, Prometheus metrics on %s/metrics\n", s.URL(), s.URL())
 			<-ctx.Done()
 			fmt.Fprintln(cmd.ErrOrStderr(), "gale serve: shutting down: answering requests taken in, draining trees")
 			sctx, cancel := context.WithTimeout(context.Background(), f.shutdown)

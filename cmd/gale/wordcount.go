@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/ui"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -36,6 +37,10 @@ func wordcountCmd() *cobra.Command {
 		outFile    string
 		asJSON     bool
 		cpuProfile string
+		uif        uiFlags
+		logLevel   string
+		logFormat  string
+		linger     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "wordcount [FILE...]",
@@ -82,8 +87,16 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			cfg.Ackers = ackers
 			cfg.MaxSpoutPending = maxPending
 			cfg.MessageTimeout = timeout
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
 			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			rec, err := uif.lineage()
+			if err != nil {
 				return err
 			}
 			// Tuples are short-lived garbage; a larger GC target trades a little memory
@@ -95,7 +108,11 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			defer stop()
 			stderr := cmd.ErrOrStderr()
 			live := isTerminal(stderr)
-			opts := wordcount.Options{Files: files, FailRate: failRate, Seed: seed, Config: cfg}
+			opts := wordcount.Options{Files: files, FailRate: failRate, Seed: seed, Config: cfg,
+				RuntimeOptions: []runtime.Option{runtime.WithLineage(rec)}}
+			var uiSrv *ui.Server
+			var uiErr error
+			opts.Started = func(rt *runtime.Runtime) { uiSrv, uiErr = uif.start("wordcount", rt, stderr) }
 			if live {
 				opts.Progress = func(p wordcount.Progress) {
 					fmt.Fprintf(stderr, "\r%s lines read, %s acked, %s replayed, %.1fs ",
@@ -116,6 +133,19 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			res, err := wordcount.Run(ctx, opts)
 			if live {
 				fmt.Fprint(stderr, "\r\033[K")
+			}
+			if uiErr != nil {
+				return uiErr
+			}
+			if uiSrv != nil {
+				if linger > 0 {
+					fmt.Fprintf(stderr, "gale: job done; the UI stays up for %v (Ctrl-C ends it)\n", linger)
+					select {
+					case <-time.After(linger):
+					case <-ctx.Done():
+					}
+				}
+				defer uiSrv.Close()
 			}
 			if err != nil && res == nil {
 				return err
@@ -152,6 +182,10 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 	f.StringVar(&outFile, "out", "", "write every word and its count as word<TAB>count lines, sorted by word (bytewise)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as one JSON object")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
+	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr; debug logs failed and timed-out trees with their root ids)")
+	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	f.DurationVar(&linger, "ui-linger", 0, "with --ui, keep serving the UI this long after the job is done")
+	uif.register(f, "the job")
 	return cmd
 }
 

@@ -20,9 +20,11 @@ import (
 	"github.com/gale-stream/gale/examples/events"
 	"github.com/gale-stream/gale/examples/orders"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/ui"
 )
 
 // Options configure Start.
@@ -47,6 +49,10 @@ type Options struct {
 	// Orders tweaks the orders pipeline (DB and counters are set by Start).
 	Orders *orders.Options
 	Logger *slog.Logger
+	// Lineage records tuple trees for the UI (default lineage.DefaultConfig()).
+	Lineage *lineage.Recorder
+	// UIToken, if set, protects /ui/ and /metrics.
+	UIToken string
 }
 
 // Server is a running gale serve.
@@ -59,9 +65,13 @@ type Server struct {
 	OrdersCounters *orders.Counters
 	Options        Options
 
-	http *http.Server
-	ln   net.Listener
-	done chan error
+	UI *ui.UI
+
+	http     *http.Server
+	ln       net.Listener
+	done     chan error
+	stopHist context.CancelFunc
+	histDone chan struct{}
 }
 
 // Start opens everything and starts serving. On error what was opened is closed.
@@ -157,7 +167,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Runtime, err = runtime.Start(ctx, topo, tc)
+	if o.Lineage == nil {
+		if o.Lineage, err = lineage.New(lineage.DefaultConfig()); err != nil {
+			return nil, err
+		}
+	}
+	s.Runtime, err = runtime.Start(ctx, topo, tc, runtime.WithLineage(o.Lineage))
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +181,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		defer cancel()
 		_ = s.Runtime.Stop(c)
 	})
+	name := o.Pipeline
+	if name == "" {
+		name = "events"
+	}
+	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Token: o.UIToken}); err != nil {
+		return nil, err
+	}
 
 	s.ln, err = net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -183,8 +205,18 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	// ReadTimeout bounds a body trickled in (a slow client holds memory and a
 	// request slot); 60 s carries a 16 MiB batch at ~300 KB/s.
-	s.http = &http.Server{Handler: s.Service.Handler(hopts), ReadHeaderTimeout: 10 * time.Second,
+	// The ingest API at /v1/ and the probes, the operator's UI at /ui/, and the
+	// Prometheus metrics at /metrics, on one listener.
+	mux := http.NewServeMux()
+	mux.Handle("/", s.Service.Handler(hopts))
+	mux.Handle("/ui/", http.StripPrefix("/ui", s.UI))
+	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	mux.Handle("/metrics", s.UI)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	hctx, stopHist := context.WithCancel(context.Background())
+	s.stopHist, s.histDone = stopHist, make(chan struct{})
+	go func() { defer close(s.histDone); s.UI.History().Run(hctx, rt.Stats) }()
 	go func() { s.done <- s.http.Serve(s.ln) }()
 	return s, nil
 }
@@ -201,6 +233,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.http.SetKeepAlivesEnabled(false) // answers in progress close their connections
 	herr := s.http.Shutdown(ctx)
 	<-s.done
+	s.stopHist()
+	<-s.histDone
 	rerr := s.Runtime.Stop(ctx)
 	<-s.Runtime.Done()
 	serr := s.Service.Close()

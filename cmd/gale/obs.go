@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/ui"
+)
+
+// newLogger makes the logger of a command from --log-level and --log-format.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var ll slog.Level
+	if err := ll.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	ho := &slog.HandlerOptions{Level: ll}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// uiFlags are the flags of a long-running command that serves the UI and metrics.
+type uiFlags struct {
+	addr   string
+	token  string
+	sample float64
+}
+
+func (f *uiFlags) register(fl *pflag.FlagSet, what string) {
+	fl.StringVar(&f.addr, "ui", "", "serve the web UI and Prometheus /metrics on this address while "+what+" runs (e.g. :8080)")
+	fl.StringVar(&f.token, "ui-token", "", "require this token on the UI and /metrics (Authorization: Bearer, or ?token=)")
+	fl.Float64Var(&f.sample, "lineage-sample", lineage.DefaultConfig().Sample,
+		"fraction of tuple trees whose whole lineage is recorded (failed and timed-out trees are always recorded)")
+}
+
+// lineage returns the recorder for --lineage-sample.
+func (f *uiFlags) lineage() (*lineage.Recorder, error) {
+	c := lineage.DefaultConfig()
+	c.Sample = f.sample
+	r, err := lineage.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("--lineage-sample %v: must be between 0 and 1", f.sample)
+	}
+	return r, nil
+}
+
+// start serves the UI of rt if --ui was given (nil otherwise) and says where.
+func (f *uiFlags) start(name string, rt *runtime.Runtime, stderr io.Writer) (*ui.Server, error) {
+	if f.addr == "" {
+		return nil, nil
+	}
+	u, err := ui.New(ui.Options{Name: name, Runtime: rt, Token: f.token})
+	if err != nil {
+		return nil, err
+	}
+	s, err := ui.Start(u, f.addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "gale: web UI on %s (Prometheus metrics at %smetrics)\n", s.URL(), s.URL())
+	return s, nil
+}

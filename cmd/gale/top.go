@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gale-stream/gale/metrics"
+	"github.com/gale-stream/gale/ui"
+)
+
+func topCmd() *cobra.Command {
+	var (
+		window   string
+		interval time.Duration
+		once     bool
+		token    string
+	)
+	c := &cobra.Command{
+		Use:   "top [URL]",
+		Short: "print a running topology's spout and bolt table live, from its web UI endpoint",
+		Long: `Print Storm's component table of a running gale process, refreshed every --interval,
+from the UI endpoint it serves: ` + "`gale wordcount --ui :8080`" + ` serves it at http://127.0.0.1:8080/,
+` + "`gale serve`" + ` at http://127.0.0.1:8080/ui/. URL defaults to http://127.0.0.1:8080/.
+
+Columns follow Storm's UI: emitted (emit calls), transferred (tuples sent to consumer
+tasks), acked and failed (spouts: trees, with timeouts apart; bolts: inputs), complete,
+execute and process latency in ms, and capacity (share of the window spent in Execute;
+near 1 means the bolt needs more tasks).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			base := "http://127.0.0.1:8080/"
+			if len(args) == 1 {
+				base = args[0]
+			}
+			if !strings.Contains(base, "://") {
+				base = "http://" + base
+			}
+			if !strings.HasSuffix(base, "/") {
+				base += "/"
+			}
+			if window != "10m" && window != "all" {
+				return fmt.Errorf("--window %q: want 10m or all", window)
+			}
+			if interval < 100*time.Millisecond {
+				return fmt.Errorf("--interval %v: must be at least 100ms", interval)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			client := &http.Client{Timeout: 10 * time.Second}
+			var topo ui.TopologyView
+			if err := fetch(ctx, client, base+"api/topology", token, &topo); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			live := !once && isTerminal(out)
+			for {
+				var t metrics.Table
+				if err := fetch(ctx, client, base+"api/stats?window="+window, token, &t); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if live {
+					fmt.Fprint(out, "\033[H\033[2J")
+				}
+				renderTop(out, topo.Name, base, t, time.Now())
+				if once {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(interval):
+				}
+				if !live {
+					fmt.Fprintln(out)
+				}
+			}
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&window, "window", "10m", "10m (the last 10 minutes) or all (since start)")
+	f.DurationVar(&interval, "interval", 2*time.Second, "refresh interval")
+	f.BoolVar(&once, "once", false, "print the table once and exit")
+	f.StringVar(&token, "token", "", "the UI token, if the process was started with --ui-token")
+	return c
+}
+
+// fetch GETs a JSON document, naming the URL and the reason when it cannot.
+func fetch(ctx context.Context, c *http.Client, url, token string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s (is a gale process serving its UI there?): %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("%s: token required or wrong: pass --token", url)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, body)
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return fmt.Errorf("%s: not a gale UI answer: %w", url, err)
+	}
+	return nil
+}
+
+func lat(l *metrics.Latency) string {
+	if l == nil || l.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f/%.3f", l.P50, l.P99)
+}
+
+// renderTop prints the table as Storm's UI shows it.
+func renderTop(w io.Writer, name, base string, t metrics.Table, now time.Time) {
+	fmt.Fprintf(w, "gale top: %s at %s, window %s (%.0f s), %s\n\n", name, base, t.Window, t.Seconds, now.Format("15:04:05"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "SPOUT\tTASKS\tEMITTED\tTRANSFERRED\tACKED\tFAILED\tTIMED OUT\tPENDING\tCOMPLETE ms p50/p99\t")
+	for _, s := range t.Spouts {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", s.ID, s.Tasks, s.Emitted, s.Transferred,
+			s.Acked, s.Failed, s.TimedOut, s.Pending, lat(s.CompleteLatency))
+	}
+	fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t")
+	fmt.Fprintln(tw, "BOLT\tTASKS\tEXECUTED\tCAPACITY\tEXECUTE ms p50/p99\tPROCESS ms p50/p99\tACKED\tFAILED\tEMITTED\tTRANSFERRED\tQUEUE\t")
+	for _, b := range t.Bolts {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", b.ID, b.Tasks, b.Executed, b.Capacity,
+			lat(b.ExecuteLatency), lat(b.ProcessLatency), b.Acked, b.Failed, b.Emitted, b.Transferred, b.QueueDepth)
+	}
+	tw.Flush()
+	a := t.Acker
+	fmt.Fprintf(w, "\nacker: %d tasks, %d trees pending, %d completed, %d failed, %d expired, %d orphans\n",
+		a.Tasks, a.Pending, a.Completed, a.Failed, a.Expired, a.Orphans)
+	for k, v := range t.Misuse {
+		fmt.Fprintf(w, "misuse: %s %d\n", k, v)
+	}
+	for _, s := range t.Spouts {
+		if s.LastError != "" {
+			fmt.Fprintf(w, "last error of %s: %s\n", s.ID, s.LastError)
+		}
+	}
+	for _, b := range t.Bolts {
+		if b.LastError != "" {
+			fmt.Fprintf(w, "last error of %s: %s\n", b.ID, b.LastError)
+		}
+	}
+}

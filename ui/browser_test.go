@@ -1,0 +1,95 @@
+package ui_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// rowOf returns the <tr data-id="id"> element of the table with the given id.
+func rowOf(t *testing.T, dom, table, id string) string {
+	t.Helper()
+	i := strings.Index(dom, `id="`+table+`"`)
+	if i < 0 {
+		t.Fatalf("no #%s in the page", table)
+	}
+	j := strings.Index(dom[i:], `<tr data-id="`+id+`"`)
+	if j < 0 {
+		t.Fatalf("no row %q in #%s", id, table)
+	}
+	row := dom[i+j:]
+	return row[:strings.Index(row, "</tr>")]
+}
+
+func cell(t *testing.T, row, col string) string {
+	t.Helper()
+	m := regexp.MustCompile(`data-col="` + col + `"[^>]*>([^<]*)<`).FindStringSubmatch(row)
+	if m == nil {
+		t.Fatalf("no %s cell in %.300s", col, row)
+	}
+	return m[1]
+}
+
+// TestBrowserTopologyPage loads the UI in headless Chromium against a running topology
+// (1,000 roots, fan-out 3, 5% failed, one tree whose ack is dropped) and checks what the
+// page shows: the graph, Storm's table with the exact counts, and the failed and
+// timed-out trees.
+func TestBrowserTopologyPage(t *testing.T) {
+	srv, _ := startCounted(t, "")
+	dom := headlessDOM(t, srv.URL+"/?window=all")
+	if !strings.Contains(dom, `data-ready="1"`) {
+		t.Fatalf("page not ready: %.2000s", dom)
+	}
+	for _, want := range []string{`data-id="src"`, `data-id="fan"`, `data-id="sink"`, `data-from="fan" data-to="sink"`} {
+		if !strings.Contains(dom[strings.Index(dom, `id="dag"`):], want) {
+			t.Errorf("the graph lacks %s", want)
+		}
+	}
+	src := rowOf(t, dom, "spouts", "src")
+	for col, want := range map[string]string{"emitted": "1000", "acked": "949", "failed": "50", "timed_out": "1"} {
+		if got := cell(t, src, col); got != want {
+			t.Errorf("spout %s = %q, want %s", col, got, want)
+		}
+	}
+	fan := rowOf(t, dom, "bolts", "fan")
+	for col, want := range map[string]string{"executed": "1000", "emitted": "2850", "acked": "950", "failed": "50"} {
+		if got := cell(t, fan, col); got != want {
+			t.Errorf("fan %s = %q, want %s", col, got, want)
+		}
+	}
+	if got := cell(t, rowOf(t, dom, "bolts", "sink"), "acked"); got != "2847" {
+		t.Errorf("sink acked = %q, want 2847", got)
+	}
+	failed := dom[strings.Index(dom, `id="recent-failed"`):]
+	failed = failed[:strings.Index(failed, "</ul>")]
+	if n := strings.Count(failed, "<li"); n != 50 {
+		t.Errorf("%d recent failed trees listed, want 50", n)
+	}
+	timedOut := dom[strings.Index(dom, `id="recent-timed-out"`):]
+	if timedOut = timedOut[:strings.Index(timedOut, "</ul>")]; strings.Count(timedOut, "<li") != 1 || !strings.Contains(timedOut, "#/tree/") {
+		t.Errorf("timed-out list: %s", timedOut)
+	}
+}
+
+// TestBrowserStuckTree opens the message page of the tree whose ack was dropped: it
+// names the bolt and the task holding each pending tuple.
+func TestBrowserStuckTree(t *testing.T) {
+	srv, _ := startCounted(t, "")
+	dom := headlessDOM(t, srv.URL+"/#/tree/7")
+	if !strings.Contains(dom, `data-ready="1"`) || !strings.Contains(dom, "outcome-timed_out") {
+		t.Fatalf("tree page: %.3000s", dom)
+	}
+	i := strings.Index(dom, `id="pending"`)
+	if i < 0 {
+		t.Fatalf("no #pending table: %.3000s", dom)
+	}
+	pending := dom[i:]
+	pending = pending[:strings.Index(pending, "</table>")]
+	// Each of root 7's 3 tuples is held by sink, task 3 or 4 (shuffle picks).
+	if n := strings.Count(pending, `data-col="component">sink<`); n != 3 {
+		t.Errorf("%d pending rows name sink, want root 7's 3 tuples: %s", n, pending)
+	}
+	if n := len(regexp.MustCompile(`data-col="task"[^>]*>[34]<`).FindAllString(pending, -1)); n != 3 {
+		t.Errorf("%d pending rows name task 3 or 4, want 3: %s", n, pending)
+	}
+}

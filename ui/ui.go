@@ -1,0 +1,462 @@
+package ui
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/metrics"
+	"github.com/gale-stream/gale/runtime"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Options configure a UI.
+type Options struct {
+	// Name is the topology's name, shown in the title and as the metrics' topology
+	// label.
+	Name string
+	// Runtime is the running topology.
+	Runtime *runtime.Runtime
+	// History feeds the windows and charts; New makes one if nil (Start runs it).
+	History *metrics.History
+	// Token, if set, is required on every request: "Authorization: Bearer TOKEN", or
+	// ?token=TOKEN for a browser.
+	Token string
+	// Registry, if set, also gets the topology's collector and is what /metrics
+	// serves (for processes with metrics of their own); default a new registry.
+	Registry *prometheus.Registry
+}
+
+// UI serves the web UI, its JSON API and /metrics for one running topology. It is
+// read-only: every route is GET (or HEAD).
+type UI struct {
+	o       Options
+	lin     *lineage.Recorder
+	mux     *http.ServeMux
+	metrics http.Handler
+}
+
+// New returns the UI's handler. Mount it at / or under a prefix with
+// http.StripPrefix: the page uses relative URLs only.
+func New(o Options) (*UI, error) {
+	if o.Runtime == nil {
+		return nil, errors.New("ui: Options.Runtime is nil")
+	}
+	if o.Name == "" {
+		o.Name = "topology"
+	}
+	if o.History == nil {
+		o.History = metrics.NewHistory(metrics.HistoryConfig{})
+	}
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	u := &UI{o: o, lin: o.Runtime.Lineage(), mux: http.NewServeMux()}
+	if err := reg.Register(metrics.NewCollector(o.Name, o.Runtime, o.Runtime.Started(), o.History, u.lin)); err != nil {
+		return nil, fmt.Errorf("ui: registering the topology's metrics: %w", err)
+	}
+	u.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	static, _ := fs.Sub(assets, "assets")
+	u.mux.Handle("GET /{$}", http.FileServerFS(static))
+	u.mux.Handle("GET /app.js", http.FileServerFS(static))
+	u.mux.Handle("GET /style.css", http.FileServerFS(static))
+	u.mux.Handle("GET /metrics", u.metrics)
+	u.mux.HandleFunc("GET /api/topology", u.topology)
+	u.mux.HandleFunc("GET /api/stats", u.stats)
+	u.mux.HandleFunc("GET /api/history", u.history)
+	u.mux.HandleFunc("GET /api/trees", u.trees)
+	u.mux.HandleFunc("GET /api/trees/{id...}", u.tree)
+	return u, nil
+}
+
+// History returns the history the UI reads (to run it when not using Start).
+func (u *UI) History() *metrics.History { return u.o.History }
+
+// ServeHTTP implements http.Handler: the token check, then the routes.
+func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The page's own files hold no data: they load without the token, so that a
+	// browser without it sees the page say what is missing.
+	asset := r.URL.Path == "/" || r.URL.Path == "/app.js" || r.URL.Path == "/style.css"
+	if u.o.Token != "" && !asset {
+		got := r.URL.Query().Get("token")
+		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+			got = strings.TrimPrefix(h, "Bearer ")
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(u.o.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gale"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "token required: send Authorization: Bearer TOKEN or ?token=TOKEN"})
+			return
+		}
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "the UI is read-only: only GET"})
+		return
+	}
+	u.mux.ServeHTTP(w, r)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// TopologyView is the DAG: components, streams and groupings, and a layered layout.
+type TopologyView struct {
+	Name          string              `json:"name"`
+	UptimeSeconds float64             `json:"uptime_seconds"`
+	Components    []ComponentView     `json:"components"`
+	Edges         []EdgeView          `json:"edges"`
+	Ackers        AckersView          `json:"ackers"`
+	Layout        map[string]Position `json:"layout"`
+	Config        ConfigView          `json:"config"`
+}
+
+// AckersView lists the acker tasks.
+type AckersView struct {
+	Tasks []int `json:"tasks"`
+}
+
+// ComponentView is one spout or bolt.
+type ComponentView struct {
+	ID          string       `json:"id"`
+	Kind        string       `json:"kind"` // spout | bolt
+	Parallelism int          `json:"parallelism"`
+	Tasks       []int        `json:"tasks"`
+	Streams     []StreamView `json:"streams"`
+}
+
+// StreamView is a declared output stream.
+type StreamView struct {
+	ID     string   `json:"id"`
+	Fields []string `json:"fields"`
+	Direct bool     `json:"direct,omitempty"`
+}
+
+// EdgeView is a subscription: from's stream feeds to with a grouping.
+type EdgeView struct {
+	From     string   `json:"from"`
+	To       string   `json:"to"`
+	Stream   string   `json:"stream"`
+	Grouping string   `json:"grouping"`
+	Fields   []string `json:"fields"`
+}
+
+// Position places a component: layer is the longest path from a spout, row its index
+// within the layer.
+type Position struct {
+	Layer int `json:"layer"`
+	Row   int `json:"row"`
+}
+
+// ConfigView is the reliability configuration.
+type ConfigView struct {
+	Ackers            int     `json:"ackers"`
+	MessageTimeoutSec float64 `json:"message_timeout_s"`
+	MaxSpoutPending   int     `json:"max_spout_pending"`
+	LineageSample     float64 `json:"lineage_sample"`
+}
+
+func (u *UI) topology(w http.ResponseWriter, r *http.Request) {
+	rt := u.o.Runtime
+	topo := rt.Topology()
+	v := TopologyView{Name: u.o.Name, UptimeSeconds: time.Since(rt.Started()).Seconds(), Layout: map[string]Position{}}
+	v.Ackers.Tasks = rt.AckerTasks()
+	cfg := rt.Config()
+	v.Config = ConfigView{Ackers: cfg.Ackers, MessageTimeoutSec: cfg.MessageTimeout.Seconds(), MaxSpoutPending: cfg.MaxSpoutPending}
+	if u.lin != nil {
+		v.Config.LineageSample = u.lin.Config().Sample
+	}
+	layer := map[string]int{}
+	for range topo.Components { // longest path; a cycle cannot push past len(components)
+		for _, c := range topo.Components {
+			l := 0
+			for _, in := range c.Inputs {
+				if in.Component != c.ID {
+					l = max(l, layer[in.Component]+1)
+				}
+			}
+			layer[c.ID] = min(l, len(topo.Components))
+		}
+	}
+	rows := map[int]int{}
+	for _, c := range topo.Components {
+		kind := "bolt"
+		if c.IsSpout() {
+			kind = "spout"
+		}
+		cv := ComponentView{ID: c.ID, Kind: kind, Parallelism: c.Parallelism, Tasks: rt.Tasks(c.ID)}
+		ids := make([]string, 0, len(c.Streams))
+		for id := range c.Streams {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			st := c.Streams[id]
+			cv.Streams = append(cv.Streams, StreamView{ID: id, Fields: st.Source.Fields.Names(), Direct: st.Direct})
+		}
+		v.Components = append(v.Components, cv)
+		for _, in := range c.Inputs {
+			e := EdgeView{From: in.Component, To: c.ID, Stream: in.Stream, Grouping: in.Grouping.Kind.String(), Fields: in.Grouping.Fields}
+			if e.Fields == nil {
+				e.Fields = []string{}
+			}
+			v.Edges = append(v.Edges, e)
+		}
+		l := layer[c.ID]
+		v.Layout[c.ID] = Position{Layer: l, Row: rows[l]}
+		rows[l]++
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (u *UI) stats(w http.ResponseWriter, r *http.Request) {
+	window := r.URL.Query().Get("window")
+	if window == "" {
+		window = "10m"
+	}
+	if window != "10m" && window != "all" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("window %q: must be 10m or all", window)})
+		return
+	}
+	rt := u.o.Runtime
+	writeJSON(w, http.StatusOK, u.o.History.Table(window, time.Now(), rt.Started(), rt.Stats()))
+}
+
+// HistoryView is the chart data.
+type HistoryView struct {
+	IntervalSeconds float64         `json:"interval_seconds"`
+	Points          []metrics.Point `json:"points"`
+}
+
+func (u *UI) history(w http.ResponseWriter, r *http.Request) {
+	pts := u.o.History.Points()
+	if pts == nil {
+		pts = []metrics.Point{}
+	}
+	writeJSON(w, http.StatusOK, HistoryView{IntervalSeconds: u.o.History.Config().Interval.Seconds(), Points: pts})
+}
+
+// TreeView is one tuple tree for the message page (times in Unix milliseconds).
+type TreeView struct {
+	Root      string        `json:"root"`
+	MsgID     string        `json:"msg_id"`
+	Spout     string        `json:"spout"`
+	SpoutTask int           `json:"spout_task"`
+	Outcome   string        `json:"outcome"`
+	Reason    string        `json:"reason"`
+	StartedAt int64         `json:"started_at"`
+	EndedAt   int64         `json:"ended_at"`
+	Sampled   bool          `json:"sampled"`
+	Nodes     []NodeView    `json:"nodes,omitempty"`
+	Pending   []PendingView `json:"pending,omitempty"`
+	Fails     []FailView    `json:"fails,omitempty"`
+	Truncated int           `json:"truncated,omitempty"`
+	Attempts  []string      `json:"attempts,omitempty"` // roots of the same message id, oldest first
+	Note      string        `json:"note,omitempty"`
+}
+
+// NodeView is one tuple of a sampled tree.
+type NodeView struct {
+	ID          string   `json:"id"`
+	Component   string   `json:"component"`
+	Task        int      `json:"task"`
+	Stream      string   `json:"stream"`
+	Parents     []string `json:"parents"`
+	ToComponent string   `json:"to_component"`
+	ToTask      int      `json:"to_task"`
+	EmittedAt   int64    `json:"emitted_at"`
+	State       string   `json:"state"`
+	DoneByTask  int      `json:"done_by_task"`
+	DoneAt      int64    `json:"done_at"`
+	Reason      string   `json:"reason"`
+	AgeMs       float64  `json:"age_ms,omitempty"`
+}
+
+// PendingView is a tuple a task still held when its tree ended (or holds now).
+type PendingView struct {
+	Node      string  `json:"node,omitempty"`
+	Component string  `json:"component"`
+	Task      int     `json:"task"`
+	From      string  `json:"from"`
+	FromTask  int     `json:"from_task"`
+	Stream    string  `json:"stream"`
+	Since     int64   `json:"since"`
+	AgeMs     float64 `json:"age_ms"`
+	Source    string  `json:"source"` // "task" (the holder reported it) or "lineage"
+}
+
+// FailView is an explicit fail.
+type FailView struct {
+	Component string `json:"component"`
+	Task      int    `json:"task"`
+	From      string `json:"from"`
+	FromTask  int    `json:"from_task"`
+	Stream    string `json:"stream"`
+	At        int64  `json:"at"`
+	Reason    string `json:"reason"`
+}
+
+func hexID(id uint64) string { return fmt.Sprintf("%016x", id) }
+func msOf(ns int64) int64    { return ns / 1e6 }
+
+func summary(t lineage.Tree) TreeView {
+	return TreeView{
+		Root: hexID(t.Root), MsgID: t.MsgID, Spout: t.Spout, SpoutTask: t.SpoutTask,
+		Outcome: string(t.Outcome), Reason: t.Reason, StartedAt: msOf(t.StartedAt),
+		EndedAt: msOf(t.EndedAt), Sampled: t.Sampled,
+	}
+}
+
+func (u *UI) trees(w http.ResponseWriter, r *http.Request) {
+	if u.lin == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"trees": []TreeView{}, "note": "lineage is off"})
+		return
+	}
+	kind := r.URL.Query().Get("kind")
+	var o lineage.Outcome
+	switch kind {
+	case "failed":
+		o = lineage.Failed
+	case "timed_out":
+		o = lineage.TimedOut
+	case "sampled", "":
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("kind %q: must be failed, timed_out or sampled", kind)})
+		return
+	}
+	limit := 50
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("limit %q: must be 1 to 1000", s)})
+			return
+		}
+		limit = n
+	}
+	out := []TreeView{}
+	for _, t := range u.lin.Recent(o, limit) {
+		out = append(out, summary(t))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"trees": out})
+}
+
+func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if u.lin == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "lineage is off in this process"})
+		return
+	}
+	t, ok := u.lin.Lookup(id)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf(
+			"no tree for %q: not a root id or message id of a sampled (%.2g%%), failed or timed-out tree still kept",
+			id, 100*u.lin.Config().Sample)})
+		return
+	}
+	now := time.Now().UnixNano()
+	v := summary(t)
+	v.Truncated = t.Truncated
+	for _, n := range t.Nodes {
+		nv := NodeView{ID: hexID(n.ID), Component: n.Component, Task: n.Task, Stream: n.Stream, Parents: []string{},
+			ToComponent: n.ToComponent, ToTask: n.ToTask, EmittedAt: msOf(n.EmittedAt), State: n.State,
+			DoneByTask: n.DoneByTask, DoneAt: msOf(n.DoneAt), Reason: n.Reason}
+		for _, p := range n.Parents {
+			nv.Parents = append(nv.Parents, hexID(p))
+		}
+		if n.State == lineage.NodePending {
+			end := now
+			if t.EndedAt != 0 {
+				end = t.EndedAt
+			}
+			nv.AgeMs = float64(end-n.EmittedAt) / 1e6
+		}
+		v.Nodes = append(v.Nodes, nv)
+	}
+	for _, h := range t.Holders {
+		p := PendingView{Component: h.Component, Task: h.Task, From: h.SourceComp, FromTask: h.SourceTask,
+			Stream: h.Stream, Since: msOf(h.Since), AgeMs: float64(h.FoundAt-h.Since) / 1e6, Source: "task"}
+		if h.Node != 0 {
+			p.Node = hexID(h.Node)
+		}
+		if h.FromLineage {
+			p.Source = "lineage"
+		}
+		v.Pending = append(v.Pending, p)
+	}
+	for _, f := range t.Fails {
+		v.Fails = append(v.Fails, FailView{Component: f.Component, Task: f.Task, From: f.SourceComp,
+			FromTask: f.SourceTask, Stream: f.Stream, At: msOf(f.At), Reason: f.Reason})
+	}
+	if t.MsgID != "" {
+		for _, root := range u.lin.Attempts(t.MsgID) {
+			v.Attempts = append(v.Attempts, hexID(root))
+		}
+	}
+	switch {
+	case !t.Sampled && t.Outcome == lineage.TimedOut:
+		v.Note = "not sampled: the tuples below are those the tasks still held when the tree timed out"
+	case !t.Sampled:
+		v.Note = "not sampled: only the fail point is recorded"
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// Server serves a UI on a TCP address and runs its History, until Close.
+type Server struct {
+	srv    *http.Server
+	ln     net.Listener
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start listens on addr (":8080", "127.0.0.1:0") and serves u there; it also runs u's
+// History. The error names the address when it cannot listen.
+func Start(u *UI, addr string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("ui: listen on %s: %w", addr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{srv: &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}, ln: ln, cancel: cancel}
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); _ = s.srv.Serve(ln) }()
+	go func() { defer s.wg.Done(); u.o.History.Run(ctx, u.o.Runtime.Stats) }()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the UI's base URL.
+func (s *Server) URL() string { return "http://" + s.Addr() + "/" }
+
+// Close stops serving (in-flight requests get up to 2 s) and stops the History.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	s.cancel()
+	s.wg.Wait()
+	return err
+}
