@@ -20,8 +20,8 @@ import (
 
 	"github.com/gale-stream/gale/examples/wordcount"
 	"github.com/gale-stream/gale/runtime"
-	"github.com/gale-stream/gale/ui"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/ui"
 )
 
 const defaultBooks = "testdata/books/*.txt"
