@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/gale-stream/gale/internal/tupleinternal"
@@ -140,9 +142,14 @@ func (b *boltExec) lineageEmitLocked(st *tupleinternal.State, stream string, par
 		Stream: stream, ToComponent: toComp, ToTask: int(st.DstTask),
 		EmittedAt: rt.unixNano(rt.nanotime()),
 	}
+	debug := b.e.log.Enabled(context.Background(), slog.LevelDebug)
 	st.Edges(func(root, _ uint64) {
 		if rt.sampled(root) {
 			rt.lin.Emit(root, n)
+			if debug {
+				b.e.log.Debug("tuple emitted", "root", rootAttr(root), "tuple", rootAttr(n.ID),
+					"to", n.ToComponent, "to_task", n.ToTask, "stream", stream)
+			}
 		}
 	})
 }
@@ -156,9 +163,13 @@ func (b *boltExec) lineageFinishLocked(st *tupleinternal.State, failed bool, rea
 	}
 	at := rt.unixNano(rt.nanotime())
 	task := int(b.e.task)
+	debug := !failed && b.e.log.Enabled(context.Background(), slog.LevelDebug)
 	st.Edges(func(root, _ uint64) {
 		if st.LineageID != 0 && rt.sampled(root) {
 			rt.lin.Done(at, root, st.LineageID, task, failed, reason)
+			if debug {
+				b.e.log.Debug("tuple acked", "root", rootAttr(root), "tuple", rootAttr(st.LineageID))
+			}
 		}
 		if failed {
 			comp, stream, srcTask := sourceOf(st)
@@ -166,8 +177,10 @@ func (b *boltExec) lineageFinishLocked(st *tupleinternal.State, failed bool, rea
 				SourceComp: comp, SourceTask: srcTask, Stream: stream, At: at, Reason: reason})
 		}
 	})
-	if failed {
-		b.e.log.Debug("tuple failed", "root", rootAttr(st.Root0), "reason", reason)
+	if failed && b.e.log.Enabled(context.Background(), slog.LevelDebug) {
+		st.Edges(func(root, _ uint64) {
+			b.e.log.Debug("tuple failed", "root", rootAttr(root), "reason", reason)
+		})
 	}
 }
 

@@ -407,7 +407,9 @@ func (s *spoutExec) lineageStart(root uint64, msgID any, stream string, targets 
 		nodes[i] = lineage.Node{ID: st.LineageID, Component: s.e.comp.ID, Task: int(s.e.task), Stream: stream,
 			ToComponent: to, ToTask: targets[i], EmittedAt: at}
 	}
-	rt.lin.Start(at, root, fmt.Sprint(msgID), s.e.comp.ID, int(s.e.task), nodes)
+	msg := fmt.Sprint(msgID)
+	rt.lin.Start(at, root, msg, s.e.comp.ID, int(s.e.task), nodes)
+	s.e.log.Debug("tree started (sampled)", "root", rootAttr(root), "msg_id", msg, "tuples", len(nodes))
 }
 
 // lineageEnd records how a tree ended and logs a failed or timed-out one with its root
@@ -416,7 +418,5 @@ func (s *spoutExec) lineageEnd(root uint64, ent pendingEntry, o lineage.Outcome,
 	rt := s.rt
 	msg := fmt.Sprint(ent.msgID)
 	rt.lin.End(rt.unixNano(s.now), root, msg, s.e.comp.ID, int(s.e.task), rt.unixNano(ent.start), o, reason)
-	if o != lineage.Completed {
-		s.e.log.Debug("tree "+string(o), "root", rootAttr(root), "msg_id", msg, "reason", reason)
-	}
+	s.e.log.Debug("tree "+string(o), "root", rootAttr(root), "msg_id", msg, "reason", reason)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -68,4 +69,17 @@ func (f *uiFlags) start(name string, rt *runtime.Runtime, stderr io.Writer) (*ui
 	}
 	fmt.Fprintf(stderr, "gale: web UI on %s (Prometheus metrics at %smetrics)\n", s.URL(), s.URL())
 	return s, nil
+}
+
+// lockedWriter serialises writes to one stream shared by the logger, progress lines and
+// messages from other goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -87,7 +87,8 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			cfg.Ackers = ackers
 			cfg.MaxSpoutPending = maxPending
 			cfg.MessageTimeout = timeout
-			logger, err := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
+			stderr := &lockedWriter{w: cmd.ErrOrStderr()}
+			logger, err := newLogger(stderr, logLevel, logFormat)
 			if err != nil {
 				return err
 			}
@@ -106,8 +107,7 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			stderr := cmd.ErrOrStderr()
-			live := isTerminal(stderr)
+			live := isTerminal(cmd.ErrOrStderr())
 			opts := wordcount.Options{Files: files, FailRate: failRate, Seed: seed, Config: cfg,
 				RuntimeOptions: []runtime.Option{runtime.WithLineage(rec)}}
 			var uiSrv *ui.Server
