@@ -116,7 +116,7 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 			edge := nonzeroID()
 			as.AckVal ^= edge
 			addEdge(st, as.Root0, edge)
-			for _, m := range as.More {
+			for _, m := range as.Extra() {
 				addEdge(st, m.Root, edge)
 			}
 			if lin && as.LineageID != 0 {
@@ -141,13 +141,17 @@ func addEdge(st *tupleinternal.State, root, edge uint64) {
 	case st.Root0 == root:
 		st.Edge0 ^= edge
 	default:
-		for i := range st.More {
-			if st.More[i].Root == root {
-				st.More[i].Edge ^= edge
+		more := st.Extra()
+		for i := range more {
+			if more[i].Root == root {
+				more[i].Edge ^= edge
 				return
 			}
 		}
-		st.More = append(st.More, tupleinternal.Edge{Root: root, Edge: edge})
+		if st.More == nil {
+			st.More = new([]tupleinternal.Edge)
+		}
+		*st.More = append(*st.More, tupleinternal.Edge{Root: root, Edge: edge})
 	}
 }
 
@@ -239,7 +243,7 @@ func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string
 		e.stats.acked++
 		if st.Root0 != 0 {
 			e.ackMsg(acker.Msg{Kind: acker.Ack, Root: st.Root0, Val: st.Edge0 ^ v})
-			for _, m := range st.More {
+			for _, m := range st.Extra() {
 				e.ackMsg(acker.Msg{Kind: acker.Ack, Root: m.Root, Val: m.Edge ^ v})
 			}
 		}
@@ -247,7 +251,7 @@ func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string
 		e.stats.failed++
 		if st.Root0 != 0 {
 			e.ackMsg(acker.Msg{Kind: acker.Fail, Root: st.Root0, Reason: reason})
-			for _, m := range st.More {
+			for _, m := range st.Extra() {
 				e.ackMsg(acker.Msg{Kind: acker.Fail, Root: m.Root, Reason: reason})
 			}
 		}
@@ -279,7 +283,7 @@ func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
 	}
 	if st.Root0 != 0 {
 		e.ackMsg(acker.Msg{Kind: acker.Reset, Root: st.Root0})
-		for _, m := range st.More {
+		for _, m := range st.Extra() {
 			e.ackMsg(acker.Msg{Kind: acker.Reset, Root: m.Root})
 		}
 	}

@@ -26,11 +26,14 @@ type State struct {
 	// AckVal is the XOR of the edge ids of every child anchored to this tuple.
 	AckVal uint64
 	Status uint8
+	// Held: linked in the receiving bolt task's held list (next to Status: no padding).
+	Held bool
 	// DstTask is the task the tuple was delivered to; acking it elsewhere is misuse.
 	DstTask int32
-	// First edge inline (one root is the common case), others in More.
+	// First edge inline (one root is the common case), others in More: a pointer,
+	// because a slice header would add 16 bytes to every tuple for a rare case.
 	Root0, Edge0 uint64
-	More         []Edge
+	More         *[]Edge
 	// ExecStart is when the receiving task began executing the tuple (runtime clock,
 	// ns): the start of its process latency, and "held since" for a stuck tree.
 	ExecStart int64
@@ -39,7 +42,14 @@ type State struct {
 	// HeldPrev and HeldNext link the tracked inputs a bolt task holds (received, not
 	// yet acked or failed), so that a timed-out tree can name the task holding it.
 	HeldPrev, HeldNext *State
-	Held               bool
+}
+
+// Extra returns the edges of roots after the first (nil for most tuples).
+func (s *State) Extra() []Edge {
+	if s.More == nil {
+		return nil
+	}
+	return *s.More
 }
 
 // Edges calls fn for every (root, edge) pair of the tuple.
@@ -48,7 +58,7 @@ func (s *State) Edges(fn func(root, edge uint64)) {
 		return
 	}
 	fn(s.Root0, s.Edge0)
-	for _, e := range s.More {
+	for _, e := range s.Extra() {
 		fn(e.Root, e.Edge)
 	}
 }
