@@ -448,8 +448,15 @@ func Start(u *UI, addr string) (*Server, error) {
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// URL is the UI's base URL.
-func (s *Server) URL() string { return "http://" + s.Addr() + "/" }
+// URL is the UI's base URL; an unspecified listen host (":8080") shows as 127.0.0.1.
+func (s *Server) URL() string {
+	addr := s.ln.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port)) + "/"
+}
 
 // Close stops serving (in-flight requests get up to 2 s) and stops the History.
 func (s *Server) Close() error {
