@@ -105,7 +105,8 @@ func (e entry) latency(now int64) int64 { return int64(millis(now)-e.start) * 1e
 
 // Stats counts what the ledger has seen. All counts are cumulative except Pending.
 type Stats struct {
-	Pending   int    // trees (and orphan entries) held now
+	Pending   int    // trees held now (their init has arrived)
+	Unmatched int    // entries held now without an init: acks that came before their init, or after their tree ended (late or stray)
 	Completed uint64 // trees reported complete
 	Failed    uint64 // trees reported failed
 	Resets    uint64 // reset messages handled
@@ -118,6 +119,7 @@ type Ledger struct {
 	// buckets[0] is the newest; Rotate drops the last one.
 	buckets []map[uint64]entry
 	stats   Stats
+	noInit  int               // entries held without an init
 	reasons map[uint64]string // fail reasons of trees not yet reported (rare: kept apart from the 16-byte entries)
 }
 
@@ -137,7 +139,8 @@ func New(n int) *Ledger {
 // Stats returns the counters.
 func (l *Ledger) Stats() Stats {
 	s := l.stats
-	s.Pending = l.Pending()
+	s.Unmatched = l.noInit
+	s.Pending = l.Pending() - l.noInit
 	return s
 }
 
@@ -171,6 +174,7 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 			break
 		}
 	}
+	hadInit := e.meta&flagInit != 0
 	if bi < 0 {
 		e = entry{start: millis(now)}
 	}
@@ -202,6 +206,9 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 		}
 	}
 	if e.meta&flagInit != 0 {
+		if bi >= 0 && !hadInit && (e.meta&flagFailed != 0 || e.xor == 0) {
+			l.noInit-- // removed below: it was held without its init until now
+		}
 		switch {
 		case e.meta&flagFailed != 0:
 			l.remove(bi, m.Root)
@@ -214,6 +221,12 @@ func (l *Ledger) Step(now int64, m Msg) (Outcome, bool, error) {
 			l.stats.Completed++
 			return Outcome{Root: m.Root, SpoutTask: e.task(), Result: Completed, Latency: e.latency(now)}, true, nil
 		}
+	}
+	switch {
+	case bi < 0 && e.meta&flagInit == 0:
+		l.noInit++ // a new entry without its init
+	case bi >= 0 && !hadInit && e.meta&flagInit != 0:
+		l.noInit-- // the init caught up with its acks
 	}
 	switch {
 	case reset && bi > 0:
@@ -252,6 +265,7 @@ func (l *Ledger) Rotate() (expired, orphans int) {
 	}
 	l.stats.Expired += uint64(expired)
 	l.stats.Orphans += uint64(orphans)
+	l.noInit -= orphans
 	old := l.buckets[last]
 	copy(l.buckets[1:], l.buckets[:last])
 	clear(old)

@@ -59,8 +59,8 @@ func TestLedgerDataDriven(t *testing.T) {
 				return fmt.Sprintf("expired=%d orphans=%d pending=%d", exp, orph, l.Pending())
 			case "stats":
 				s := l.Stats()
-				return fmt.Sprintf("pending=%d completed=%d failed=%d resets=%d expired=%d orphans=%d",
-					s.Pending, s.Completed, s.Failed, s.Resets, s.Expired, s.Orphans)
+				return fmt.Sprintf("pending=%d unmatched=%d completed=%d failed=%d resets=%d expired=%d orphans=%d",
+					s.Pending, s.Unmatched, s.Completed, s.Failed, s.Resets, s.Expired, s.Orphans)
 			case "lookup":
 				x, task, ok := l.Lookup(arg("root"))
 				if !ok {

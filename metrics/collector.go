@@ -42,6 +42,7 @@ type descs struct {
 	execLat, procLat, completeLat                                          *prometheus.Desc
 	capacity, pending, skipped, backpressure, queueDepth, errors, misuse   *prometheus.Desc
 	ackerPending, ackerCompleted, ackerFailed, ackerExpired, ackerOrphans  *prometheus.Desc
+	ackerUnmatched                                                         *prometheus.Desc
 	lineageTrees, lineageEvicted, lineageTruncated, executeSeconds, uptime *prometheus.Desc
 }
 
@@ -73,7 +74,8 @@ func NewCollector(topo string, src Source, started time.Time, hist *History, lin
 		queueDepth:     d("bolt_queue_depth_batches", "Batches waiting in the task's input queue now.", task...),
 		errors:         d("errors_total", "Errors reported (ReportError) and panics recovered.", task...),
 		misuse:         d("misuse_total", "API misuse reported, by kind (double ack, anchoring to an acked tuple, ...).", "component", "kind"),
-		ackerPending:   d("acker_pending_trees", "Trees the acker tasks are tracking now."),
+		ackerPending:   d("acker_pending_trees", "Trees the acker tasks are tracking now (their init has arrived)."),
+		ackerUnmatched: d("acker_unmatched_entries", "Acker entries held now without an init: acks ahead of their init, or late acks for trees already ended (dropped later as orphans)."),
 		ackerCompleted: d("acker_completed_total", "Trees the ackers saw complete."),
 		ackerFailed:    d("acker_failed_total", "Trees the ackers saw fail."),
 		ackerExpired:   d("acker_expired_total", "Acker entries with an init dropped after the message timeout."),
@@ -82,7 +84,7 @@ func NewCollector(topo string, src Source, started time.Time, hist *History, lin
 		lineageEvicted: d("lineage_evicted_total", "Trees dropped from the lineage store to stay within its bound."),
 		lineageTruncated: d("lineage_truncated_nodes_total",
 			"Tuples not recorded because their tree reached the lineage store's per-tree bound."),
-		uptime: d("uptimeeconds", "Time since the topology started."),
+		uptime: d("uptime_seconds", "Time since the topology started."),
 	}
 	return c
 }
@@ -148,6 +150,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	a := s.Acker
 	gauge(c.d.ackerPending, float64(a.Pending))
+	gauge(c.d.ackerUnmatched, float64(a.Unmatched))
 	counter(c.d.ackerCompleted, float64(a.Completed))
 	counter(c.d.ackerFailed, float64(a.Failed))
 	counter(c.d.ackerExpired, float64(a.Expired))

@@ -70,6 +70,7 @@ type Bolt struct {
 type Acker struct {
 	Tasks     int    `json:"tasks"`
 	Pending   int    `json:"pending"`
+	Unmatched int    `json:"unmatched"` // entries without an init held now (late or early acks)
 	Completed uint64 `json:"completed"`
 	Failed    uint64 `json:"failed"`
 	Expired   uint64 `json:"expired"`
@@ -120,7 +121,7 @@ func tableOf(name string, cur, base *runtime.Stats, seconds float64) Table {
 		t.Bolts = append(t.Bolts, row)
 	}
 	a := cur.Acker
-	t.Acker = Acker{Tasks: a.Tasks, Pending: a.Pending, Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphans: a.Orphans}
+	t.Acker = Acker{Tasks: a.Tasks, Pending: a.Pending, Unmatched: a.Unmatched, Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphans: a.Orphans}
 	if base != nil {
 		t.Acker.Completed -= base.Acker.Completed
 		t.Acker.Failed -= base.Acker.Failed

@@ -90,6 +90,7 @@ func (a *ackerExec) snapshot(s *AckerStats) {
 	defer a.mu.Unlock()
 	ls := a.ledger.Stats()
 	s.Pending += ls.Pending
+	s.Unmatched += ls.Unmatched
 	s.Completed += ls.Completed
 	s.Failed += ls.Failed
 	s.Resets += ls.Resets

@@ -113,8 +113,10 @@ func (c *ComponentStats) MisuseTotal() uint64 {
 
 // AckerStats sum the acker tasks' ledgers.
 type AckerStats struct {
-	Tasks                                       int
-	Pending                                     int
+	Tasks int
+	// Pending: trees held now. Unmatched: entries held without an init (acks ahead of
+	// their init, or late acks for trees already ended; dropped as Orphans).
+	Pending, Unmatched                          int
 	Completed, Failed, Resets, Expired, Orphans uint64
 	Rejected                                    uint64 // malformed messages
 }
