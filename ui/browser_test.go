@@ -93,3 +93,23 @@ func TestBrowserStuckTree(t *testing.T) {
 		t.Errorf("%d pending rows name task 3 or 4, want 3: %s", n, pending)
 	}
 }
+
+// TestBrowserFailedTree: the page of an unsampled failed tree names its fail point.
+func TestBrowserFailedTree(t *testing.T) {
+	srv, _ := startCounted(t, "")
+	dom := headlessDOM(t, srv.URL+"/#/tree/20")
+	if !strings.Contains(dom, `data-ready="1"`) || !strings.Contains(dom, "outcome-failed") {
+		t.Fatalf("tree page: %.3000s", dom)
+	}
+	i := strings.Index(dom, `id="fails"`)
+	if i < 0 {
+		t.Fatalf("no #fails table: %.3000s", dom)
+	}
+	fails := dom[i:]
+	fails = fails[:strings.Index(fails, "</table>")]
+	for _, want := range []string{`data-col="component">fan<`, `data-col="task" class="num">2<`, `data-col="from">src[1]<`, "root 20: injected failure"} {
+		if !strings.Contains(fails, want) {
+			t.Errorf("fail points lack %s: %s", want, fails)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,7 +60,11 @@ near 1 means the bolt needs more tasks).`,
 			client := &http.Client{Timeout: 10 * time.Second}
 			var topo ui.TopologyView
 			if err := fetch(ctx, client, base+"api/topology", token, &topo); err != nil {
-				return err
+				// gale serve has the UI under /ui/, next to the ingest API.
+				if !errors.Is(err, errNotFound) || fetch(ctx, client, base+"ui/api/topology", token, &topo) != nil {
+					return err
+				}
+				base += "ui/"
 			}
 			out := cmd.OutOrStdout()
 			live := !once && isTerminal(out)
@@ -97,6 +102,8 @@ near 1 means the bolt needs more tasks).`,
 	return c
 }
 
+var errNotFound = errors.New("404 not found")
+
 // fetch GETs a JSON document, naming the URL and the reason when it cannot.
 func fetch(ctx context.Context, c *http.Client, url, token string, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -115,6 +122,8 @@ func fetch(ctx context.Context, c *http.Client, url, token string, into any) err
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("%s: token required or wrong: pass --token", url)
+	case resp.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("%s: %w (gale serve has its UI at /ui/)", url, errNotFound)
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, body)
 	}
@@ -148,8 +157,8 @@ func renderTop(w io.Writer, name, base string, t metrics.Table, now time.Time) {
 	}
 	tw.Flush()
 	a := t.Acker
-	fmt.Fprintf(w, "\nacker: %d tasks, %d trees pending, %d completed, %d failed, %d expired, %d orphans\n",
-		a.Tasks, a.Pending, a.Completed, a.Failed, a.Expired, a.Orphans)
+	fmt.Fprintf(w, "\nacker: %s, %d trees pending, %d completed, %d failed, %d expired, %d unmatched acks held, %d orphans dropped\n",
+		plural(a.Tasks, "task"), a.Pending, a.Completed, a.Failed, a.Expired, a.Unmatched, a.Orphans)
 	for k, v := range t.Misuse {
 		fmt.Fprintf(w, "misuse: %s %d\n", k, v)
 	}
@@ -163,4 +172,11 @@ func renderTop(w io.Writer, name, base string, t metrics.Table, now time.Time) {
 			fmt.Fprintf(w, "last error of %s: %s\n", b.ID, b.LastError)
 		}
 	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +88,7 @@ func TestTopOnce(t *testing.T) {
 	if f := fields(out, "sink"); len(f) != 11 || f[1] != "2" || f[2] != "2850" || f[6] != "2850" {
 		t.Errorf("sink row %v in\n%s", f, out)
 	}
-	if !strings.Contains(out, "acker: 1 tasks, 0 trees pending, 950 completed, 50 failed") {
+	if !strings.Contains(out, "acker: 1 task, 0 trees pending, 950 completed, 50 failed") {
 		t.Errorf("acker line missing in\n%s", out)
 	}
 	if _, err := runTop("--once", srv.Addr()); err == nil || !strings.Contains(err.Error(), "--token") {
@@ -94,6 +96,14 @@ func TestTopOnce(t *testing.T) {
 	}
 	if _, err := runTop("--once", "--window", "1h", srv.Addr()); err == nil || !strings.Contains(err.Error(), "--window") {
 		t.Errorf("bad window: %v", err)
+	}
+	// As gale serve mounts it: under /ui/, next to an API that answers 404 elsewhere.
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", http.StripPrefix("/ui", u))
+	served := httptest.NewServer(mux)
+	defer served.Close()
+	if out, err := runTop("--once", "--window", "all", "--token", "tok", served.URL); err != nil || fields(out, "src") == nil || !strings.Contains(out, served.URL+"/ui/") {
+		t.Errorf("top against a /ui/ mount: %v\n%s", err, out)
 	}
 	if _, err := runTop("--once", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("nothing listening: %v", err)

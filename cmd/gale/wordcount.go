@@ -138,14 +138,17 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 				return uiErr
 			}
 			if uiSrv != nil {
-				if linger > 0 {
-					fmt.Fprintf(stderr, "gale: job done; the UI stays up for %v (Ctrl-C ends it)\n", linger)
-					select {
-					case <-time.After(linger):
-					case <-ctx.Done():
+				// Runs after the summary is printed: the UI then shows the final counts.
+				defer func() {
+					if linger > 0 {
+						fmt.Fprintf(stderr, "gale: job done; the UI stays up for %v (Ctrl-C ends it)\n", linger)
+						select {
+						case <-time.After(linger):
+						case <-ctx.Done():
+						}
 					}
-				}
-				defer uiSrv.Close()
+					uiSrv.Close()
+				}()
 			}
 			if err != nil && res == nil {
 				return err
@@ -182,9 +185,9 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 	f.StringVar(&outFile, "out", "", "write every word and its count as word<TAB>count lines, sorted by word (bytewise)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as one JSON object")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
-	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr; debug logs failed and timed-out trees with their root ids)")
+	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr; debug logs failed and timed-out trees, and every tuple of sampled trees, with their root ids)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
-	f.DurationVar(&linger, "ui-linger", 0, "with --ui, keep serving the UI this long after the job is done")
+	f.DurationVar(&linger, "ui-linger", 0, "with --ui, keep serving the UI this long after the job is done and its summary printed (0: the UI stops with the job)")
 	uif.register(f, "the job")
 	return cmd
 }

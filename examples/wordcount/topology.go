@@ -35,6 +35,10 @@ type LinePos struct {
 	Len, Sum uint32
 }
 
+// String names the line as file number:byte offset ("2:35664"): the same for every
+// attempt of the line, so the UI and logs show replays under one message id.
+func (p *LinePos) String() string { return fmt.Sprintf("%d:%d", p.ID>>40, p.ID&(1<<40-1)) }
+
 // checksum is 32-bit FNV-1a (as hash/fnv's New32a), inline so that it costs no
 // allocation per line.
 func checksum(text string) uint32 {

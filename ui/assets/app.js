@@ -203,7 +203,8 @@
         svg('text', { x: 12, y: 53, class: spout ? 'tasks' : 'cap' }, spout ? `tasks ${(c.tasks || []).join(', ')}` : 'capacity –')));
     }
     if (topo.ackers && topo.ackers.tasks) {
-      return el('div', {}, root, el('p', { class: 'muted small' }, `acker tasks: ${topo.ackers.tasks.join(', ') || 'none'}`));
+      const at = topo.ackers.tasks || [];
+      return el('div', {}, root, el('p', { class: 'muted small' }, at.length ? `ackers: ${at.length} task${at.length === 1 ? '' : 's'} (id ${at.join(', ')})` : 'ackers: none (tracking off)'));
     }
     return root;
   }
@@ -223,7 +224,7 @@
   const SPOUT_COLS = [idCol, tasksCol,
     intCol('emitted', 'Emitted', EMITTED),
     intCol('transferred', 'Transferred', TRANSFERRED),
-    latCol('complete_latency_ms', 'Complete latency (ms)', 'Complete latency: the mean time from the spout emitting a tuple to its tuple tree being completely processed (hover a cell for p50 and p99)'),
+    latCol('complete_latency_ms', 'Complete latency (ms, mean)', 'Complete latency: the mean time from the spout emitting a tuple to its tuple tree being completely processed (hover a cell for p50 and p99)'),
     intCol('acked', 'Acked', 'Acked: the number of tuple trees fully processed (every tuple in the tree acked)'),
     intCol('failed', 'Failed', 'Failed: the number of tuple trees failed explicitly by a bolt (timed-out trees are counted apart)'),
     intCol('timed_out', 'Timed out', 'Timed out: the number of tuple trees not completed within the message timeout'),
@@ -234,19 +235,20 @@
     intCol('transferred', 'Transferred', TRANSFERRED),
     { key: 'capacity', label: 'Capacity', num: true, fmt: (r) => dec(r.capacity),
       tip: 'Capacity: executed × average execute latency / window length; near 1 means the bolt is saturated (add parallelism)' },
-    latCol('execute_latency_ms', 'Execute latency (ms)', 'Execute latency: the mean time a tuple spends in the execute method (hover for p50 and p99)'),
+    latCol('execute_latency_ms', 'Execute latency (ms, mean)', 'Execute latency: the mean time a tuple spends in the execute method (hover for p50 and p99)'),
     intCol('executed', 'Executed', 'Executed: the number of incoming tuples processed by execute'),
-    latCol('process_latency_ms', 'Process latency (ms)', 'Process latency: the mean time from the start of execute to the ack of the tuple (hover for p50 and p99)'),
+    latCol('process_latency_ms', 'Process latency (ms, mean)', 'Process latency: the mean time from the start of execute to the ack of the tuple (hover for p50 and p99)'),
     intCol('acked', 'Acked', 'Acked: the number of tuples acknowledged by this bolt'),
     intCol('failed', 'Failed', 'Failed: the number of tuples failed by this bolt'),
     intCol('queue_depth', 'Queue depth', 'Queue depth: tuples waiting in the input queues of the tasks'),
     errCol];
   const ACKER_COLS = [tasksCol,
     intCol('pending', 'Pending', 'Tuple trees the ackers are tracking now'),
+    intCol('unmatched', 'Unmatched', 'Acks held without their init: ahead of it, or late for a tree already ended (dropped later as orphans)'),
     intCol('completed', 'Completed', 'Tuple trees fully acked (reported to the spout as ack)'),
     intCol('failed', 'Failed', 'Tuple trees failed explicitly (reported to the spout as fail)'),
     intCol('expired', 'Expired', 'Tuple trees that passed the message timeout (reported to the spout as fail)'),
-    intCol('orphans', 'Orphans', 'Acks or anchors that arrived for trees the ackers no longer track')];
+    intCol('orphans', 'Orphans', 'Unmatched entries dropped after the message timeout: late or stray acks')];
 
   const expanded = new Set();   // "table:id" of the rows showing their tasks
   const lastRows = {};          // table id -> last items, to redraw on a click
@@ -467,7 +469,7 @@
     const pendingByNode = new Map((t.pending || []).map((p) => [p.node, p]));
     let tupleSection;
     if (!nodes.length) {
-      tupleSection = el('p', { class: 'muted' }, 'No tuple-level detail for this tree (it was not sampled): only the stuck edges and the failure are known.');
+      tupleSection = el('p', { class: 'muted' }, 'No tuple-level detail for this tree (it was not sampled): what is known is below.');
     } else {
       const byId = new Map(nodes.map((n) => [n.id, n]));
       const kids = new Map();
@@ -505,10 +507,28 @@
         el('td', { 'data-col': 'age_ms', class: 'num' }, int(p.age_ms)),
         el('td', { 'data-col': 'source' }, p.source || ''))) : el('tr', { class: 'none' }, el('td', { colspan: 6, class: 'muted' }, 'nothing pending'))));
 
+    const fails = t.fails || [];
+    const ftable = el('table', { id: 'fails', class: 'stats' },
+      el('thead', {}, el('tr', {}, ['Failed by', 'Task', 'Input from', 'Stream', 'When', 'Reason'].map((h, i) =>
+        el('th', { class: i === 1 ? 'num' : null }, h)))),
+      el('tbody', {}, fails.map((f) => el('tr', {},
+        el('td', { 'data-col': 'component' }, f.component),
+        el('td', { 'data-col': 'task', class: 'num' }, int(f.task)),
+        el('td', { 'data-col': 'from' }, `${f.from}[${f.from_task}]`),
+        el('td', { 'data-col': 'stream' }, f.stream),
+        el('td', { 'data-col': 'at' }, rel(f.at)),
+        el('td', { 'data-col': 'reason', class: 'reason' }, f.reason)))));
+    const attempts = t.attempts || [];
+    const alist = el('ol', { id: 'attempts' }, attempts.map((r) => el('li', {},
+      r === t.root ? el('code', {}, `${r} (this one)`) : el('a', { href: '#/tree/' + r }, el('code', {}, r)))));
     $('tree').replaceChildren(head,
       el('h3', {}, 'Tuples'), tupleSection,
+      fails.length ? el('h3', { title: 'Explicit fails: the task that failed a tuple of this tree, the input and the reason' }, 'Fail points') : null,
+      fails.length ? el('div', { class: 'scroll' }, ftable) : null,
       el('h3', { title: 'Edges whose tuple has not been acked or failed yet: the task named holds it' }, 'Pending (stuck) edges'),
-      el('div', { class: 'scroll' }, ptable));
+      el('div', { class: 'scroll' }, ptable),
+      attempts.length > 1 ? el('h3', { title: 'Every tree recorded for this message id: each replay roots a new tree' }, `Attempts of message ${t.msg_id}`) : null,
+      attempts.length > 1 ? alist : null);
   }
 
   function nodeLine(n, rel, pend) {
