@@ -15,7 +15,9 @@
 //     neither acked nor failed), reported by the holding tasks themselves.
 //
 // Memory is bounded: at most MaxTrees sampled trees and MaxTrees failed or timed-out
-// trees are kept (oldest dropped first), each with at most MaxNodes tuples.
+// trees are kept (oldest dropped first), each with at most MaxNodes tuples, message ids
+// and reasons cut to MaxIDBytes and MaxReasonBytes. Reports about trees no longer kept
+// are dropped, so they cannot push kept trees out.
 //
 // The Recorder is a passive store in the etcd-io/raft style: times come in as
 // arguments, it reads no clock and starts no goroutine. The runtime feeds it

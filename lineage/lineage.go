@@ -32,16 +32,37 @@ type Config struct {
 	// Default (DefaultConfig) 0.01. Failed and timed-out trees are kept whatever it is.
 	Sample float64
 	// MaxTrees bounds the sampled trees kept, and separately the failed and timed-out
-	// ones: the oldest are dropped first. Default 1000 each.
+	// ones: the oldest are dropped first. Default 500 each.
 	MaxTrees int
 	// MaxNodes bounds the tuples recorded per tree; further ones are counted as
-	// truncated. Default 1000.
+	// truncated. Default 200.
 	MaxNodes int
 }
 
-// DefaultConfig samples 1% of roots and keeps 1000 sampled and 1000 failed trees of at
-// most 1000 tuples each (a few MiB in all).
-func DefaultConfig() Config { return Config{Sample: 0.01, MaxTrees: 1000, MaxNodes: 1000} }
+// DefaultConfig samples 1% of roots and keeps 500 sampled and 500 failed or timed-out
+// trees of at most 200 tuples each. A recorded tuple takes about 250 bytes, so the
+// worst case (every kept tree full) is about 2 × 500 × 200 × 250 B = 50 MB; trees of
+// word count's size (a line and its words) take a few MB in all. Message ids are kept
+// to MaxIDBytes and reasons to MaxReasonBytes.
+func DefaultConfig() Config { return Config{Sample: 0.01, MaxTrees: 500, MaxNodes: 200} }
+
+// Bounds on the strings kept per tree: longer ones are cut, marked with "…".
+const (
+	MaxIDBytes     = 256
+	MaxReasonBytes = 1024
+)
+
+// clip cuts s to n bytes (on a rune boundary) and marks the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - len("…")
+	for i > 0 && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i] + "…"
+}
 
 // Validate names the first bad field.
 func (c Config) Validate() error {
@@ -142,7 +163,12 @@ type Recorder struct {
 	byMsg    map[string][]uint64 // msg id -> roots, oldest first (replays get new roots)
 	sampled  []uint64            // FIFO of sampled roots
 	failures []uint64            // FIFO of failed and timed-out roots
-	stats    Stats
+	// Fail points of unsampled trees whose end the spout has not reported yet, kept
+	// apart (at most MaxTrees, oldest dropped) so that fails of trees long gone never
+	// push ended trees out of the failures FIFO.
+	early      map[uint64][]FailPoint
+	earlyOrder []uint64
+	stats      Stats
 }
 
 // New returns a Recorder; cfg must be valid (see Validate).
@@ -150,7 +176,7 @@ func New(cfg Config) (*Recorder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Recorder{cfg: cfg, trees: map[uint64]*tree{}, byMsg: map[string][]uint64{}}
+	r := &Recorder{cfg: cfg, trees: map[uint64]*tree{}, byMsg: map[string][]uint64{}, early: map[uint64][]FailPoint{}}
 	switch {
 	case cfg.Sample >= 1:
 		r.threshold = math.MaxUint64
@@ -176,8 +202,8 @@ func (r *Recorder) Start(at int64, root uint64, msgID, spout string, task int, n
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.getLocked(root, true, false)
-	t.MsgID, t.Spout, t.SpoutTask, t.StartedAt, t.Sampled = msgID, spout, task, at, true
-	r.indexMsgLocked(msgID, root)
+	t.Spout, t.SpoutTask, t.StartedAt, t.Sampled = spout, task, at, true
+	r.setMsgLocked(t, msgID)
 	for _, n := range nodes {
 		r.addNodeLocked(t, n)
 	}
@@ -213,11 +239,34 @@ func (r *Recorder) Done(at int64, root, node uint64, task int, failed bool, reas
 func (r *Recorder) Fail(root uint64, p FailPoint) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := r.getLocked(root, false, true)
-	if len(t.Fails) < 16 {
+	p.Reason = clip(p.Reason, MaxReasonBytes)
+	if t := r.trees[root]; t != nil {
+		addFail(&t.Tree, p)
+		return
+	}
+	// The spout's End usually follows: keep the point until then.
+	if _, ok := r.early[root]; !ok {
+		r.earlyOrder = append(r.earlyOrder, root)
+		for len(r.earlyOrder) > r.cfg.MaxTrees {
+			delete(r.early, r.earlyOrder[0])
+			r.earlyOrder = r.earlyOrder[1:]
+		}
+		if cap(r.earlyOrder) > 4*r.cfg.MaxTrees {
+			r.earlyOrder = append([]uint64(nil), r.earlyOrder...)
+		}
+	}
+	if fs := r.early[root]; len(fs) < maxFails {
+		r.early[root] = append(fs, p)
+	}
+}
+
+const maxFails = 16 // fail points kept per tree
+
+func addFail(t *Tree, p FailPoint) {
+	if len(t.Fails) < maxFails {
 		t.Fails = append(t.Fails, p)
 	}
-	if t.Outcome == Pending {
+	if t.Outcome == Pending && t.Reason == "" {
 		t.Reason = p.Reason
 	}
 }
@@ -237,12 +286,18 @@ func (r *Recorder) End(at int64, root uint64, msgID, spout string, task int, sta
 	if o != Completed && !t.inFails {
 		r.pushFailureLocked(t)
 	}
-	t.MsgID, t.Spout, t.SpoutTask, t.StartedAt = msgID, spout, task, started
+	if fs, ok := r.early[root]; ok {
+		delete(r.early, root) // its slot in earlyOrder is skipped when it comes up
+		for _, p := range fs {
+			addFail(&t.Tree, p)
+		}
+	}
+	t.Spout, t.SpoutTask, t.StartedAt = spout, task, started
 	t.Outcome, t.EndedAt = o, at
 	if reason != "" {
-		t.Reason = reason
+		t.Reason = clip(reason, MaxReasonBytes)
 	}
-	r.indexMsgLocked(msgID, root)
+	r.setMsgLocked(t, msgID)
 	if o == TimedOut {
 		// For a sampled tree the recorded nodes already tell which tuples are stuck.
 		for _, n := range t.Nodes {
@@ -255,15 +310,19 @@ func (r *Recorder) End(at int64, root uint64, msgID, spout string, task int, sta
 	}
 }
 
-// Hold records tuples of a timed-out tree that a task still held when asked.
+// Hold records a tuple of an ended tree that a task still held when asked. A report
+// for a tree no longer kept is dropped.
 func (r *Recorder) Hold(root uint64, h Holder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.trees[root]
 	if t == nil {
-		t = r.getLocked(root, false, true)
+		return
 	}
 	for i, o := range t.Holders {
+		if o == h {
+			return // the same tuple reported again
+		}
 		if h.Node != 0 && o.Node == h.Node {
 			// The task's own report is better than the guess from the lineage: it
 			// knows when execution began.
@@ -334,6 +393,7 @@ func (r *Recorder) trimLocked(q *[]uint64, failures bool) {
 
 func (r *Recorder) dropLocked(t *tree) {
 	delete(r.trees, t.Root)
+	delete(r.early, t.Root)
 	r.stats.Evicted++
 	if t.MsgID != "" {
 		roots := slices.DeleteFunc(r.byMsg[t.MsgID], func(x uint64) bool { return x == t.Root })
@@ -345,14 +405,14 @@ func (r *Recorder) dropLocked(t *tree) {
 	}
 }
 
-func (r *Recorder) indexMsgLocked(msgID string, root uint64) {
-	if msgID == "" {
+// setMsgLocked names a tree's message once: the first id given is the one indexed
+// (a spout may change a message id it passed by pointer between emit and end).
+func (r *Recorder) setMsgLocked(t *tree, msgID string) {
+	if t.MsgID != "" || msgID == "" {
 		return
 	}
-	roots := r.byMsg[msgID]
-	if !slices.Contains(roots, root) {
-		r.byMsg[msgID] = append(roots, root)
-	}
+	t.MsgID = clip(msgID, MaxIDBytes)
+	r.byMsg[t.MsgID] = append(r.byMsg[t.MsgID], t.Root)
 }
 
 func (r *Recorder) addNodeLocked(t *tree, n Node) {
@@ -378,7 +438,9 @@ func (r *Recorder) Lookup(id string) (Tree, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if roots := r.byMsg[id]; len(roots) > 0 {
-		return r.copyLocked(r.trees[roots[len(roots)-1]]), true
+		if t := r.trees[roots[len(roots)-1]]; t != nil {
+			return r.copyLocked(t), true
+		}
 	}
 	if len(id) == 16 {
 		if root, err := strconv.ParseUint(id, 16, 64); err == nil {
