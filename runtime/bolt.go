@@ -26,15 +26,18 @@ type boltExec struct {
 	tuples    <-chan []*tuple.Tuple
 	cleanup   func() error // the bolt's Cleanup, rich or basic
 	// cur is the batch position of the input inside Execute, -1 between Execute calls;
-	// an ack during Execute queues its process latency in procQ, measured at that
-	// Execute's end, so an input costs one clock read. ends is that clock per position.
-	cur   atomic.Int32
-	procQ []procMark
-	ends  []int64
-	// held lists the tracked inputs not yet acked or failed (with lineage on), and
-	// heldSeen the last holder query answered.
-	held     *tupleinternal.State
-	heldSeen uint64
+	// an ack of that input during its Execute queues its process latency in procQ,
+	// measured at that Execute's end, so an input costs one clock read. ends is that
+	// clock per position. batch is the batch being executed (set under e.mu).
+	cur        atomic.Int32
+	procQ      []procMark
+	ends       []int64
+	batch      []*tuple.Tuple
+	batchStart int64
+	// held lists the tracked inputs not yet acked or failed (with lineage on); asked
+	// says a sweep left roots for this task to answer for itself.
+	held  *tupleinternal.State
+	asked atomic.Bool
 }
 
 // procMark is an ack whose process latency is taken at the end of Execute number pos.
@@ -217,6 +220,10 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8, reason string) error {
 			return e.misuse(MisuseFailAfterAck, t)
 		}
 	}
+	if t.IsTick() {
+		st.Status = to // a tick is no input: acking it does nothing and is not counted
+		return nil
+	}
 	b.finishLocked(st, to, reason)
 	return nil
 }
@@ -225,11 +232,13 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8, reason string) error {
 func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string) {
 	e := b.e
 	st.Status = to
-	if st.Held {
+	if st.Held != tupleinternal.NotHeld {
 		b.releaseLocked(st)
 	}
 	if e.stats.procLat != nil {
-		if pos := b.cur.Load(); b.executing && pos >= 0 {
+		if pos := b.cur.Load(); b.executing && pos >= 0 && stateOf(b.batch[pos]) == st {
+			// Acked during its own Execute: timed at that Execute's end, one clock read
+			// for both latencies.
 			b.procQ = append(b.procQ, procMark{start: st.ExecStart, pos: pos})
 		} else {
 			e.stats.procLat.Record(b.rt.nanotime() - st.ExecStart)
@@ -264,7 +273,7 @@ func (b *boltExec) failPending(t *tuple.Tuple, reason string) {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if st := stateOf(t); !e.stopped && st.DstTask == e.task && st.Status == tupleinternal.Pending {
+	if st := stateOf(t); !e.stopped && st.DstTask == e.task && st.Status == tupleinternal.Pending && !t.IsTick() {
 		b.finishLocked(st, tupleinternal.Failed, reason)
 	}
 }
@@ -340,7 +349,7 @@ func (b *boltExec) run() {
 		case <-b.wake:
 			b.e.mu.Lock()
 			if rt.lin != nil {
-				b.answerHoldersLocked()
+				b.answerAskedLocked()
 			}
 			b.e.flush(rt.hard)
 			b.e.mu.Unlock()
@@ -355,8 +364,10 @@ func (b *boltExec) run() {
 // Ticks are counted apart from executed inputs.
 func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 	e := b.e
+	start := b.rt.nanotime()
 	e.mu.Lock()
 	b.executing = true
+	b.batch, b.batchStart = batch, start
 	if b.rt.lin != nil && !ticks {
 		for _, t := range batch {
 			if st := stateOf(t); st.Root0 != 0 {
@@ -365,7 +376,6 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 		}
 	}
 	e.mu.Unlock()
-	start := b.rt.nanotime()
 	t0 := start
 	ends := b.ends[:0]
 	for i, t := range batch {
@@ -400,8 +410,16 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 		b.procQ = b.procQ[:0]
 	}
 	if b.rt.lin != nil {
-		b.answerHoldersLocked()
+		if !ticks {
+			for _, t := range batch {
+				if st := stateOf(t); st.Held == tupleinternal.HeldCurrent {
+					st.Held = tupleinternal.HeldOld // its ExecStart is final now
+				}
+			}
+		}
+		b.answerAskedLocked()
 	}
+	b.batch = nil
 	e.flush(b.rt.hard)
 	e.mu.Unlock()
 }

@@ -42,7 +42,13 @@ type emitter struct {
 	pubMu     sync.Mutex
 	pub       taskStats
 	wantHists atomic.Bool // Stats asks for fresh histogram copies
-	_         [64]byte
+	// bp is the backpressure time: total blocked, and when a send still blocked began
+	// (0: none). Its own mutex: e.mu is held during the blocked send.
+	bp struct {
+		mu           sync.Mutex
+		total, since int64
+	}
+	_ [64]byte
 }
 
 func newEmitter(rt *Runtime, task int, comp *topology.Component, log *slog.Logger) (*emitter, error) {
@@ -152,10 +158,18 @@ func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
 	if e.rt.transport.TrySendTuples(task, b) {
 		return
 	}
-	// The queue is full: the time blocked here is backpressure.
+	// The queue is full: the time blocked here is backpressure (Stats adds the time
+	// of a send still blocked).
 	start := e.rt.nanotime()
+	e.bp.mu.Lock()
+	e.bp.since = start
+	e.bp.mu.Unlock()
 	err := e.rt.transport.SendTuples(ctx, task, b)
-	e.stats.backpressure += e.rt.nanotime() - start
+	end := e.rt.nanotime()
+	e.bp.mu.Lock()
+	e.bp.total += end - start
+	e.bp.since = 0
+	e.bp.mu.Unlock()
 	if err != nil {
 		// Only a hard stop cancels ctx: the batch is dropped, and its trees (if any)
 		// are failed by the message timeout of a restarted source.
@@ -298,8 +312,13 @@ func (e *emitter) snapshot(cs *ComponentStats) {
 	cs.ExecuteTime += time.Duration(s.executeNanos)
 	cs.Errors += s.errors
 	cs.Dropped += s.dropped
-	cs.SkippedMaxSpout += time.Duration(s.skippedMaxSpout)
-	cs.Backpressure += time.Duration(s.backpressure)
+	e.bp.mu.Lock()
+	bp := e.bp.total
+	if e.bp.since != 0 {
+		bp += max(e.rt.nanotime()-e.bp.since, 0)
+	}
+	e.bp.mu.Unlock()
+	cs.Backpressure += time.Duration(bp)
 	if s.lastError != "" {
 		cs.LastError = s.lastError
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/gale-stream/gale/internal/tupleinternal"
 	"github.com/gale-stream/gale/lineage"
@@ -13,7 +15,8 @@ import (
 var sourceOf = tupleinternal.SourceOf.(func(*tupleinternal.State) (string, string, int))
 
 // WithLineage records tuple trees in rec: every tuple of its sampled roots, the fail
-// point of every failed tree, and the tuples still held when a tree times out.
+// point of every failed tree, and the tuples tasks still hold when a tree fails or
+// times out.
 func WithLineage(rec *lineage.Recorder) Option {
 	return func(r *Runtime) {
 		r.lin = rec
@@ -32,32 +35,71 @@ func (r *Runtime) sampled(root uint64) bool { return root != 0 && root < r.sampl
 // unixNano converts a runtime clock reading to Unix nanoseconds.
 func (r *Runtime) unixNano(t int64) int64 { return r.epochUnix + t }
 
-// heldQuery is the set of roots that timed out recently: each bolt task reports the
-// tuples of these trees that it still holds, then forgets them.
+// heldQuery collects the roots of trees that ended badly (failed or timed out), so
+// that the tuples tasks still hold for them are reported and let go.
 type heldQuery struct {
 	mu    sync.Mutex
-	roots map[uint64]int64 // root -> when it timed out (runtime clock)
+	fresh []uint64           // ended since the last sweep
+	ended map[uint64]int64   // recently ended roots -> when (runtime clock)
+	order []uint64           // ended, oldest first (for pruning)
+	asked map[*boltExec]bool // tasks that must answer for themselves (busy at a sweep)
+	roots map[*boltExec][]uint64
 }
 
-// askHolders adds timed-out roots to the query and wakes every bolt task to answer.
-func (r *Runtime) askHolders(now int64, roots []uint64) {
+// sweepEvery is how often ended trees are looked for in the tasks' held lists.
+const sweepEvery = 50 * time.Millisecond
+
+// treesEnded queues roots whose trees failed or timed out (spout goroutine).
+func (r *Runtime) treesEnded(now int64, roots []uint64) {
 	q := &r.held
 	q.mu.Lock()
-	if q.roots == nil {
-		q.roots = map[uint64]int64{}
-	}
-	// Roots asked two message timeouts ago have been answered by every live task.
-	for root, at := range q.roots {
-		if now-at > 2*int64(r.cfg.MessageTimeout) {
-			delete(q.roots, root)
-		}
+	defer q.mu.Unlock()
+	if q.ended == nil {
+		q.ended = map[uint64]int64{}
 	}
 	for _, root := range roots {
-		q.roots[root] = now
+		if _, dup := q.ended[root]; !dup {
+			q.ended[root] = now
+			q.order = append(q.order, root)
+			q.fresh = append(q.fresh, root)
+		}
 	}
+}
+
+// sweep reports the held tuples of trees ended since the last sweep. A task whose
+// mutex is free (idle, or inside Execute: a stuck Execute is what this is for) is
+// scanned here; a busy one (flushing, or blocked in a send) answers at its next batch
+// end or wake-up.
+func (r *Runtime) sweep() {
+	q := &r.held
+	q.mu.Lock()
+	fresh := q.fresh
+	q.fresh = nil
+	// Roots ended two message timeouts ago: every holder has been asked by now.
+	now := r.nanotime()
+	i := 0
+	for i < len(q.order) && now-q.ended[q.order[i]] > 2*int64(r.cfg.MessageTimeout) {
+		delete(q.ended, q.order[i])
+		i++
+	}
+	q.order = q.order[i:]
 	q.mu.Unlock()
-	r.heldGen.Add(1)
+	if len(fresh) == 0 {
+		return
+	}
 	for _, b := range r.bolts {
+		if b.e.mu.TryLock() {
+			b.reportHeldLocked(fresh)
+			b.e.mu.Unlock()
+			continue
+		}
+		q.mu.Lock()
+		if q.roots == nil {
+			q.roots = map[*boltExec][]uint64{}
+		}
+		q.roots[b] = append(q.roots[b], fresh...)
+		q.mu.Unlock()
+		b.asked.Store(true)
 		select {
 		case b.wake <- struct{}{}:
 		default:
@@ -65,9 +107,87 @@ func (r *Runtime) askHolders(now int64, roots []uint64) {
 	}
 }
 
-// holdLocked links a tracked input into the task's held list (e.mu held).
+// runSweeper sweeps until the topology's hard stop (its owner waits for it).
+func (r *Runtime) runSweeper() {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.hard.Done():
+			return
+		case <-t.C:
+			r.sweep()
+		}
+	}
+}
+
+// answerAskedLocked reports for the roots a sweep left to this task (e.mu held).
+func (b *boltExec) answerAskedLocked() {
+	if !b.asked.Load() {
+		return
+	}
+	b.asked.Store(false)
+	q := &b.rt.held
+	q.mu.Lock()
+	roots := q.roots[b]
+	delete(q.roots, b)
+	q.mu.Unlock()
+	if len(roots) > 0 {
+		b.reportHeldLocked(roots)
+	}
+}
+
+// reportHeldLocked reports the held inputs of the given ended trees, and lets go of an
+// input once every tree it belongs to has ended (e.mu held).
+func (b *boltExec) reportHeldLocked(roots []uint64) {
+	if b.held == nil {
+		return
+	}
+	rt := b.rt
+	want := make(map[uint64]bool, len(roots))
+	for _, r := range roots {
+		want[r] = true
+	}
+	q := &rt.held
+	now := rt.unixNano(rt.nanotime())
+	for st := b.held; st != nil; {
+		next := st.HeldNext
+		found := false
+		st.Edges(func(root, _ uint64) { found = found || want[root] })
+		if found {
+			// An input of the batch being executed has its start in flux on the task
+			// goroutine: use the batch's start for it.
+			since := b.batchStart
+			if st.Held == tupleinternal.HeldOld {
+				since = st.ExecStart
+			}
+			comp, stream, srcTask := sourceOf(st)
+			allEnded := true
+			q.mu.Lock()
+			st.Edges(func(root, _ uint64) {
+				if want[root] {
+					rt.lin.Hold(root, lineage.Holder{
+						Node: st.LineageID, Component: b.e.comp.ID, Task: int(b.e.task),
+						Since: rt.unixNano(since), SourceComp: comp, SourceTask: srcTask,
+						Stream: stream, FoundAt: now,
+					})
+				}
+				if _, ok := q.ended[root]; !ok {
+					allEnded = false
+				}
+			})
+			q.mu.Unlock()
+			if allEnded {
+				b.releaseLocked(st)
+			}
+		}
+		st = next
+	}
+}
+
+// holdLocked links a tracked input of the batch starting now (e.mu held).
 func (b *boltExec) holdLocked(st *tupleinternal.State) {
-	st.Held = true
+	st.Held = tupleinternal.HeldCurrent
 	st.HeldPrev, st.HeldNext = nil, b.held
 	if b.held != nil {
 		b.held.HeldPrev = st
@@ -77,10 +197,10 @@ func (b *boltExec) holdLocked(st *tupleinternal.State) {
 
 // releaseLocked unlinks an input from the held list (e.mu held).
 func (b *boltExec) releaseLocked(st *tupleinternal.State) {
-	if !st.Held {
+	if st.Held == tupleinternal.NotHeld {
 		return
 	}
-	st.Held = false
+	st.Held = tupleinternal.NotHeld
 	if st.HeldPrev != nil {
 		st.HeldPrev.HeldNext = st.HeldNext
 	} else {
@@ -90,44 +210,6 @@ func (b *boltExec) releaseLocked(st *tupleinternal.State) {
 		st.HeldNext.HeldPrev = st.HeldPrev
 	}
 	st.HeldPrev, st.HeldNext = nil, nil
-}
-
-// answerHoldersLocked reports the held inputs of timed-out trees, once per query
-// generation (e.mu held). They are unlinked: their trees are over.
-func (b *boltExec) answerHoldersLocked() {
-	rt := b.rt
-	gen := rt.heldGen.Load()
-	if gen == b.heldSeen || b.held == nil {
-		b.heldSeen = gen
-		return
-	}
-	b.heldSeen = gen
-	rt.held.mu.Lock()
-	roots := make(map[uint64]int64, len(rt.held.roots))
-	for k, v := range rt.held.roots {
-		roots[k] = v
-	}
-	rt.held.mu.Unlock()
-	now := rt.unixNano(rt.nanotime())
-	for st := b.held; st != nil; {
-		next := st.HeldNext
-		found := false
-		st.Edges(func(root, _ uint64) {
-			if _, ok := roots[root]; ok {
-				found = true
-				comp, stream, srcTask := sourceOf(st)
-				rt.lin.Hold(root, lineage.Holder{
-					Node: st.LineageID, Component: b.e.comp.ID, Task: int(b.e.task),
-					Since: rt.unixNano(st.ExecStart), SourceComp: comp, SourceTask: srcTask,
-					Stream: stream, FoundAt: now,
-				})
-			}
-		})
-		if found {
-			b.releaseLocked(st)
-		}
-		st = next
-	}
 }
 
 // lineageEmitLocked records a bolt's emit of a tuple in sampled trees (e.mu held).
@@ -163,11 +245,11 @@ func (b *boltExec) lineageFinishLocked(st *tupleinternal.State, failed bool, rea
 	}
 	at := rt.unixNano(rt.nanotime())
 	task := int(b.e.task)
-	debug := !failed && b.e.log.Enabled(context.Background(), slog.LevelDebug)
+	debug := b.e.log.Enabled(context.Background(), slog.LevelDebug)
 	st.Edges(func(root, _ uint64) {
 		if st.LineageID != 0 && rt.sampled(root) {
 			rt.lin.Done(at, root, st.LineageID, task, failed, reason)
-			if debug {
+			if debug && !failed {
 				b.e.log.Debug("tuple acked", "root", rootAttr(root), "tuple", rootAttr(st.LineageID))
 			}
 		}
@@ -175,14 +257,31 @@ func (b *boltExec) lineageFinishLocked(st *tupleinternal.State, failed bool, rea
 			comp, stream, srcTask := sourceOf(st)
 			rt.lin.Fail(root, lineage.FailPoint{Node: st.LineageID, Component: b.e.comp.ID, Task: task,
 				SourceComp: comp, SourceTask: srcTask, Stream: stream, At: at, Reason: reason})
+			if debug {
+				b.e.log.Debug("tuple failed", "root", rootAttr(root), "tuple", rootAttr(st.LineageID),
+					"from", comp, "from_task", srcTask, "reason", reason)
+			}
 		}
 	})
-	if failed && b.e.log.Enabled(context.Background(), slog.LevelDebug) {
-		st.Edges(func(root, _ uint64) {
-			b.e.log.Debug("tuple failed", "root", rootAttr(root), "reason", reason)
-		})
-	}
 }
 
-// rootAttr formats a root id as in the UI and the lineage API: 16 hex digits.
-func rootAttr(root uint64) string { return fmt.Sprintf("%016x", root) }
+// rootAttr formats a root or tuple id as in the UI and the lineage API: 16 hex digits.
+func rootAttr(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// msgString formats a spout's message id for the lineage store and logs, without fmt
+// for the common kinds.
+func msgString(id any) string {
+	switch v := id.(type) {
+	case string:
+		return v
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case fmt.Stringer:
+		return v.String()
+	}
+	return fmt.Sprint(id)
+}

@@ -37,7 +37,6 @@ type Runtime struct {
 	lin         *lineage.Recorder
 	sampleBelow uint64
 	held        heldQuery
-	heldGen     atomic.Uint64
 	compOfTask  []*topology.Component
 
 	numTasks   int // spout and bolt tasks are 1..numTasks
@@ -153,6 +152,12 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		ackersWG.Add(1)
 		go func() { defer ackersWG.Done(); a.run() }()
 	}
+	sweeper := make(chan struct{})
+	if r.lin != nil {
+		go func() { defer close(sweeper); r.runSweeper() }()
+	} else {
+		close(sweeper)
+	}
 	// The owner of every goroutine above: once spouts and bolts have exited, the
 	// ackers are stopped, then Done closes.
 	go func() {
@@ -160,6 +165,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		close(r.ackersStop)
 		ackersWG.Wait()
 		r.hardCancel()
+		<-sweeper
 		close(r.done)
 	}()
 	go func() {
@@ -370,6 +376,13 @@ func (r *Runtime) Stats() Stats {
 	for _, sp := range r.spouts {
 		cs, ts := s.Components[sp.e.comp.ID], sp.e.taskEntry()
 		sp.e.snapshot(ts)
+		sp.skip.mu.Lock()
+		skipped := sp.skip.total
+		if sp.skip.since != 0 {
+			skipped += max(r.nanotime()-sp.skip.since, 0)
+		}
+		sp.skip.mu.Unlock()
+		ts.SkippedMaxSpout = time.Duration(skipped)
 		ts.Pending = int(sp.pending.n.Load())
 		ts.Abandoned = int(sp.abandoned.Load())
 		cs.add(ts)

@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,8 +77,15 @@ type spoutExec struct {
 	now       int64
 	// timeoutReason is the FailReason of a tree whose message timeout passed.
 	timeoutReason string
-	abandoned     atomic.Int64 // trees left with neither Ack nor Fail at exit
-	loops         atomic.Int64 // loop iterations, for tests that the idle spout waits
+	ended         []uint64 // failed roots to report to the held-list sweep
+	// skip is the time max spout pending held NextTuple back: total, and since when
+	// it does now (0: not now); Stats reads both under mu.
+	skip struct {
+		mu           sync.Mutex
+		total, since int64
+	}
+	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
+	loops     atomic.Int64 // loop iterations, for tests that the idle spout waits
 }
 
 // Emit implements topology.SpoutCollector.
@@ -203,6 +213,7 @@ func (s *spoutExec) drainOutcomes() {
 			calls = append(calls, spoutCall{msgID: ent.msgID, reason: o.Reason})
 			if s.rt.lin != nil {
 				s.lineageEnd(o.Root, ent, lineage.Failed, o.Reason)
+				s.ended = append(s.ended, o.Root)
 			}
 		case o.Result == acker.Restarted:
 			// The clock restarts (newest bucket); complete latency still counts from the emit.
@@ -211,6 +222,10 @@ func (s *spoutExec) drainOutcomes() {
 	}
 	s.e.mu.Unlock()
 	clear(s.outs)
+	if len(s.ended) > 0 {
+		s.rt.treesEnded(s.now, s.ended)
+		s.ended = s.ended[:0]
+	}
 	s.deliver(calls)
 }
 
@@ -264,7 +279,7 @@ func (s *spoutExec) expire() {
 		}
 	}
 	if roots != nil {
-		s.rt.askHolders(s.now, roots)
+		s.rt.treesEnded(s.now, roots)
 	}
 	s.e.mu.Lock()
 	s.e.stats.timedOut += uint64(len(expired))
@@ -288,7 +303,6 @@ func (s *spoutExec) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	backoff := time.Duration(0)
-	var fullSince int64 // when max spout pending last stopped NextTuple calls (0: not)
 	for {
 		s.loops.Add(1)
 		s.now = rt.nanotime()
@@ -308,17 +322,19 @@ func (s *spoutExec) run() {
 		}
 		stopping := rt.stopping.Load()
 		emitted := false
-		if fullSince != 0 && !s.full() {
-			s.e.mu.Lock()
-			s.e.stats.skippedMaxSpout += s.now - fullSince
-			s.e.mu.Unlock()
-			fullSince = 0
+		if s.skip.since != 0 && !s.full() { // (only this goroutine writes since)
+			s.skip.mu.Lock()
+			s.skip.total += s.now - s.skip.since
+			s.skip.since = 0
+			s.skip.mu.Unlock()
 		}
 		if !stopping {
 			for range cfg.BatchSize {
 				if s.full() {
-					if fullSince == 0 {
-						fullSince = s.now
+					if s.skip.since == 0 {
+						s.skip.mu.Lock()
+						s.skip.since = s.now
+						s.skip.mu.Unlock()
 					}
 					break
 				}
@@ -407,16 +423,20 @@ func (s *spoutExec) lineageStart(root uint64, msgID any, stream string, targets 
 		nodes[i] = lineage.Node{ID: st.LineageID, Component: s.e.comp.ID, Task: int(s.e.task), Stream: stream,
 			ToComponent: to, ToTask: targets[i], EmittedAt: at}
 	}
-	msg := fmt.Sprint(msgID)
+	msg := msgString(msgID)
 	rt.lin.Start(at, root, msg, s.e.comp.ID, int(s.e.task), nodes)
-	s.e.log.Debug("tree started (sampled)", "root", rootAttr(root), "msg_id", msg, "tuples", len(nodes))
+	if s.e.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.e.log.Debug("tree started (sampled)", "root", rootAttr(root), "msg_id", msg, "tuples", len(nodes))
+	}
 }
 
 // lineageEnd records how a tree ended and logs a failed or timed-out one with its root
 // id, so that a grep for the root finds it.
 func (s *spoutExec) lineageEnd(root uint64, ent pendingEntry, o lineage.Outcome, reason string) {
 	rt := s.rt
-	msg := fmt.Sprint(ent.msgID)
+	msg := msgString(ent.msgID)
 	rt.lin.End(rt.unixNano(s.now), root, msg, s.e.comp.ID, int(s.e.task), rt.unixNano(ent.start), o, reason)
-	s.e.log.Debug("tree "+string(o), "root", rootAttr(root), "msg_id", msg, "reason", reason)
+	if s.e.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.e.log.Debug("tree "+string(o), "root", rootAttr(root), "msg_id", msg, "reason", reason)
+	}
 }

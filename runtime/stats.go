@@ -149,8 +149,6 @@ type taskStats struct {
 	misuse                  map[string]uint64
 	latency                 *Histogram // complete latency (spouts)
 	execLat, procLat        *Histogram // bolts, when Config.LatencyMetrics
-	skippedMaxSpout         int64
-	backpressure            int64
 }
 
 // Histogram is a log-linear histogram of durations: 16 sub-buckets per power of two,

@@ -10,6 +10,13 @@ const (
 	Failed               // the receiving task failed it
 )
 
+// Held values.
+const (
+	NotHeld     uint8 = iota
+	HeldCurrent       // received in the batch being executed (ExecStart may be moving)
+	HeldOld           // received in an earlier batch
+)
+
 // Edge is one (root id, edge id) pair of a tuple: the tuple belongs to the tree rooted
 // at Root, and Edge is the XOR of the edge ids that joined it to that tree (Storm's
 // MessageId map entry).
@@ -26,8 +33,9 @@ type State struct {
 	// AckVal is the XOR of the edge ids of every child anchored to this tuple.
 	AckVal uint64
 	Status uint8
-	// Held: linked in the receiving bolt task's held list (next to Status: no padding).
-	Held bool
+	// Held says whether the tuple is linked in the receiving bolt task's held list,
+	// and whether it came in the batch being executed now (next to Status: no padding).
+	Held uint8
 	// DstTask is the task the tuple was delivered to; acking it elsewhere is misuse.
 	DstTask int32
 	// First edge inline (one root is the common case), others in More: a pointer,

@@ -1,0 +1,226 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+func startWith(t *testing.T, b *topology.Builder, cfg topology.Config, opts ...Option) *Runtime {
+	t.Helper()
+	rt, err := Start(context.Background(), mustBuild(t, b), cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rt.Stop(ctx)
+		<-rt.Done()
+	})
+	return rt
+}
+
+func recorder0(t *testing.T) *lineage.Recorder {
+	t.Helper()
+	c := lineage.DefaultConfig()
+	c.Sample = 0
+	r, err := lineage.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// waitUntil polls cond for up to 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func taskHolders(rec *lineage.Recorder, msg string) []lineage.Holder {
+	tr, ok := rec.Lookup(msg)
+	if !ok {
+		return nil
+	}
+	var out []lineage.Holder
+	for _, h := range tr.Holders {
+		if !h.FromLineage {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// TestStuckExecuteNamesHolder: a bolt stuck inside Execute cannot answer for itself,
+// yet the timed-out tree names it (found by review: it named nobody).
+func TestStuckExecuteNamesHolder(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
+	b.SetBolt("stuck", bolt(func(b *fnBolt, in *tuple.Tuple) { <-release; _ = b.out.Ack(in) }), 1).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.MessageTimeout = 100 * time.Millisecond
+	lin := recorder0(t)
+	startWith(t, b, cfg, WithLineage(lin))
+	waitUntil(t, "the stuck task to be named", func() bool { return len(taskHolders(lin, "0")) == 1 })
+	h := taskHolders(lin, "0")[0]
+	if h.Component != "stuck" || h.Task != 2 || h.SourceComp != "s" || h.Since == 0 {
+		t.Errorf("holder %+v", h)
+	}
+	tr, _ := lin.Lookup("0")
+	if tr.Outcome != lineage.TimedOut {
+		t.Errorf("outcome %s", tr.Outcome)
+	}
+}
+
+// TestMultiRootTupleNamedForBothTrees: a tuple anchored to two trees that time out
+// 150 ms apart is named as held for each (found by review: only the first).
+func TestMultiRootTupleNamedForBothTrees(t *testing.T) {
+	rec := newRecorder()
+	var first time.Time
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout {
+		s := &listSpout{rec: rec, n: 2}
+		s.onNext = func(topology.SpoutCollector) {
+			if s.next == 1 && time.Since(first) < 150*time.Millisecond {
+				s.n = 1 // hold message 1 back for 150 ms
+			} else {
+				s.n = 2
+			}
+			if s.next == 0 {
+				first = time.Now()
+			}
+		}
+		return s
+	}, 1).Output("id")
+	var mu sync.Mutex
+	var held *tuple.Tuple
+	b.SetBolt("join", bolt(func(b *fnBolt, in *tuple.Tuple) {
+		mu.Lock()
+		defer mu.Unlock()
+		if held == nil {
+			held = in
+			return
+		}
+		_ = b.out.Emit(tuple.Values{1}, held, in)
+		_ = b.out.Ack(held)
+		_ = b.out.Ack(in)
+	}), 1).Output("n").GlobalGrouping("s")
+	b.SetBolt("sink", bolt(func(*fnBolt, *tuple.Tuple) {}), 1).ShuffleGrouping("join") // never acks
+	cfg := quietConfig()
+	cfg.MessageTimeout = 200 * time.Millisecond
+	lin := recorder0(t)
+	startWith(t, b, cfg, WithLineage(lin))
+	for _, msg := range []string{"0", "1"} {
+		waitUntil(t, "a holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
+		if h := taskHolders(lin, msg)[0]; h.Component != "sink" || h.SourceComp != "join" {
+			t.Errorf("tree %s: holder %+v", msg, h)
+		}
+	}
+}
+
+// heldLen counts a bolt task's held list.
+func heldLen(rt *Runtime, comp string) int {
+	n := 0
+	for _, b := range rt.bolts {
+		if b.e.comp.ID != comp {
+			continue
+		}
+		b.e.mu.Lock()
+		for st := b.held; st != nil; st = st.HeldNext {
+			n++
+		}
+		b.e.mu.Unlock()
+	}
+	return n
+}
+
+// TestHeldListLetsGoOfFailedTrees: tuples never acked by one bolt while another fails
+// their trees are reported and let go (found by review: they stayed linked for good).
+func TestHeldListLetsGoOfFailedTrees(t *testing.T) {
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 200} }, 1).Output("id")
+	b.SetBolt("failer", bolt(func(b *fnBolt, in *tuple.Tuple) { _ = b.out.Fail(in) }), 1).ShuffleGrouping("s")
+	b.SetBolt("dropper", bolt(func(*fnBolt, *tuple.Tuple) {}), 1).ShuffleGrouping("s")
+	lin := recorder0(t)
+	rt := startWith(t, b, quietConfig(), WithLineage(lin))
+	rec.waitFor(t, "200 fails", func(_, f int) bool { return f == 200 })
+	waitUntil(t, "dropper's held list to empty", func() bool { return heldLen(rt, "dropper") == 0 })
+	if hs := taskHolders(lin, "199"); len(hs) != 1 || hs[0].Component != "dropper" {
+		t.Errorf("failed tree 199 holders %+v, want dropper", hs)
+	}
+}
+
+// TestStallTimesAreLive: time held back by max spout pending and time blocked on a
+// full queue show while the stall lasts, not only after it (found by review).
+func TestStallTimesAreLive(t *testing.T) {
+	release := make(chan struct{})
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1000} }, 1).Output("id")
+	b.SetBolt("slow", bolt(func(b *fnBolt, in *tuple.Tuple) { <-release; _ = b.out.Ack(in) }), 1).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.MaxSpoutPending = 1
+	cfg.MessageTimeout = time.Minute
+	rt := startWith(t, b, cfg)
+	time.Sleep(300 * time.Millisecond)
+	if d := rt.Stats().Components["s"].SkippedMaxSpout; d < 200*time.Millisecond {
+		t.Errorf("after 300 ms at max spout pending, SkippedMaxSpout = %v", d)
+	}
+	close(release)
+
+	block := make(chan struct{})
+	defer close(block)
+	b2 := topology.NewBuilder()
+	b2.SetSpout("s", func() topology.Spout { return &listSpout{rec: newRecorder(), n: 1000, untracked: true} }, 1).Output("id")
+	b2.SetBolt("blocked", bolt(func(*fnBolt, *tuple.Tuple) { <-block }), 1).ShuffleGrouping("s")
+	cfg2 := quietConfig()
+	cfg2.BatchSize, cfg2.ReceiveQueue = 1, 2
+	rt2 := startWith(t, b2, cfg2)
+	time.Sleep(300 * time.Millisecond)
+	if d := rt2.Stats().Components["s"].Backpressure; d < 200*time.Millisecond {
+		t.Errorf("after 300 ms blocked on a full queue, Backpressure = %v", d)
+	}
+}
+
+// TestAsyncAckProcessLatency: an input acked by another goroutine 20 ms after its
+// Execute is timed at its ack, not at the end of a 300 ms Execute running meanwhile.
+func TestAsyncAckProcessLatency(t *testing.T) {
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 2} }, 1).Output("id")
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	b.SetBolt("async", bolt(func(b *fnBolt, in *tuple.Tuple) {
+		if in.Value(0).(int) == 0 {
+			wg.Add(1)
+			go func() { defer wg.Done(); time.Sleep(20 * time.Millisecond); _ = b.out.Ack(in) }()
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+		_ = b.out.Ack(in)
+	}), 1).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.BatchSize = 2
+	rt := startWith(t, b, cfg)
+	rec.waitFor(t, "2 acks", func(a, _ int) bool { return a == 2 })
+	stop(t, rt)
+	h := rt.Stats().Components["async"].ProcessLatency
+	if h.Count() != 2 || h.Quantile(0.5) > 150*time.Millisecond || h.Max() < 250*time.Millisecond {
+		t.Errorf("process latency count %d p50 %v max %v, want one near 20 ms and one near 300 ms", h.Count(), h.Quantile(0.5), h.Max())
+	}
+}
