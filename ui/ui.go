@@ -90,21 +90,27 @@ func New(o Options) (*UI, error) {
 // History returns the history the UI reads (to run it when not using Start).
 func (u *UI) History() *metrics.History { return u.o.History }
 
+// authorized reports whether r carries the token, as a bearer token (the scheme is
+// case-insensitive, RFC 7235) or as ?token=.
+func (u *UI) authorized(r *http.Request) bool {
+	want := []byte(u.o.Token)
+	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(h[7:])), want) == 1 {
+			return true
+		}
+	}
+	return subtle.ConstantTimeCompare([]byte(r.URL.Query().Get("token")), want) == 1
+}
+
 // ServeHTTP implements http.Handler: the token check, then the routes.
 func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The page's own files hold no data: they load without the token, so that a
 	// browser without it sees the page say what is missing.
 	asset := r.URL.Path == "/" || r.URL.Path == "/app.js" || r.URL.Path == "/style.css"
-	if u.o.Token != "" && !asset {
-		got := r.URL.Query().Get("token")
-		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-			got = strings.TrimPrefix(h, "Bearer ")
-		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(u.o.Token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="gale"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "token required: send Authorization: Bearer TOKEN or ?token=TOKEN"})
-			return
-		}
+	if u.o.Token != "" && !asset && !u.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gale"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "token required: send Authorization: Bearer TOKEN or ?token=TOKEN"})
+		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -370,7 +376,7 @@ func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
 	t, ok := u.lin.Lookup(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf(
-			"no tree for %q: not a root id or message id of a sampled (%.2g%%), failed or timed-out tree still kept",
+			"no tree for %q: not a root id or message id of a sampled (%g%%), failed or timed-out tree still kept",
 			id, 100*u.lin.Config().Sample)})
 		return
 	}
@@ -433,16 +439,31 @@ type Server struct {
 // Start listens on addr (":8080", "127.0.0.1:0") and serves u there; it also runs u's
 // History. The error names the address when it cannot listen.
 func Start(u *UI, addr string) (*Server, error) {
+	ln, err := Listen(addr)
+	if err != nil {
+		return nil, err
+	}
+	return Serve(u, ln), nil
+}
+
+// Listen opens the UI's TCP listener, naming the address when it cannot: a command
+// listens before its job starts, so a taken port fails at once.
+func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("ui: listen on %s: %w", addr, err)
 	}
+	return ln, nil
+}
+
+// Serve serves u on ln and runs its History, until Close (which also closes ln).
+func Serve(u *UI, ln net.Listener) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{srv: &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}, ln: ln, cancel: cancel}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = s.srv.Serve(ln) }()
 	go func() { defer s.wg.Done(); u.o.History.Run(ctx, u.o.Runtime.Stats) }()
-	return s, nil
+	return s
 }
 
 // Addr is the address the server listens on.

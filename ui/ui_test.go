@@ -174,14 +174,25 @@ func TestToken(t *testing.T) {
 	if code := get(t, srv.URL+"/api/stats?token=s3cret", nil); code != 200 {
 		t.Errorf("with ?token: %d", code)
 	}
-	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("with bearer: %d", resp.StatusCode)
+	for _, c := range []struct {
+		header, query string
+		want          int
+	}{
+		{"Bearer s3cret", "", 200},
+		{"bearer s3cret", "", 200}, // the scheme is case-insensitive (RFC 7235)
+		{"Bearer wrong", "?token=s3cret", 200},
+		{"Bearer ", "", 401},
+		{"Basic s3cret", "", 401},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/metrics"+c.query, nil)
+		req.Header.Set("Authorization", c.header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("Authorization %q%s: %d, want %d", c.header, c.query, resp.StatusCode, c.want)
+		}
 	}
 }

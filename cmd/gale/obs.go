@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 
 	"github.com/spf13/pflag"
@@ -34,6 +35,7 @@ type uiFlags struct {
 	addr   string
 	token  string
 	sample float64
+	ln     net.Listener // opened by listen, before the job starts
 }
 
 func (f *uiFlags) register(fl *pflag.FlagSet, what string) {
@@ -54,19 +56,32 @@ func (f *uiFlags) lineage() (*lineage.Recorder, error) {
 	return r, nil
 }
 
-// start serves the UI of rt if --ui was given (nil otherwise) and says where.
-func (f *uiFlags) start(name string, rt *runtime.Runtime, stderr io.Writer) (*ui.Server, error) {
+// listen opens the --ui listener (if any) before the job starts, so that a taken port
+// fails at once instead of after the job.
+func (f *uiFlags) listen() error {
 	if f.addr == "" {
+		return nil
+	}
+	ln, err := ui.Listen(f.addr)
+	if err != nil {
+		return fmt.Errorf("--ui %s: %w", f.addr, err)
+	}
+	f.ln = ln
+	return nil
+}
+
+// start serves the UI of rt on the listener of listen (nil if --ui was not given) and
+// says where.
+func (f *uiFlags) start(name string, rt *runtime.Runtime, stderr io.Writer) (*ui.Server, error) {
+	if f.ln == nil {
 		return nil, nil
 	}
 	u, err := ui.New(ui.Options{Name: name, Runtime: rt, Token: f.token})
 	if err != nil {
+		f.ln.Close()
 		return nil, err
 	}
-	s, err := ui.Start(u, f.addr)
-	if err != nil {
-		return nil, err
-	}
+	s := ui.Serve(u, f.ln)
 	fmt.Fprintf(stderr, "gale: web UI on %s (Prometheus metrics at %smetrics)\n", s.URL(), s.URL())
 	return s, nil
 }

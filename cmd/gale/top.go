@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -39,21 +41,30 @@ execute and process latency in ms, and capacity (share of the window spent in Ex
 near 1 means the bolt needs more tasks).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			base := "http://127.0.0.1:8080/"
+			raw := "http://127.0.0.1:8080/"
 			if len(args) == 1 {
-				base = args[0]
+				raw = args[0]
 			}
-			if !strings.Contains(base, "://") {
-				base = "http://" + base
+			if !strings.Contains(raw, "://") {
+				raw = "http://" + raw
 			}
-			if !strings.HasSuffix(base, "/") {
-				base += "/"
+			u, err := url.Parse(raw)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("URL %q: want http://HOST:PORT[/PATH/] of a gale UI", args[0])
 			}
+			if token == "" {
+				token = u.Query().Get("token") // a URL copied from the browser
+			}
+			u.RawQuery, u.Fragment = "", ""
+			if !strings.HasSuffix(u.Path, "/") {
+				u.Path += "/"
+			}
+			base := u.String()
 			if window != "10m" && window != "all" {
 				return fmt.Errorf("--window %q: want 10m or all", window)
 			}
-			if interval < 100*time.Millisecond {
-				return fmt.Errorf("--interval %v: must be at least 100ms", interval)
+			if interval < 100*time.Millisecond || interval > time.Hour {
+				return fmt.Errorf("--interval %v: must be between 100ms and 1h", interval)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -66,20 +77,31 @@ near 1 means the bolt needs more tasks).`,
 				}
 				base += "ui/"
 			}
+			if topo.Name == "" || len(topo.Components) == 0 {
+				return fmt.Errorf("%sapi/topology: not a gale UI (no topology name or components)", base)
+			}
 			out := cmd.OutOrStdout()
 			live := !once && isTerminal(out)
 			for {
 				var t metrics.Table
-				if err := fetch(ctx, client, base+"api/stats?window="+window, token, &t); err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
+				err := fetch(ctx, client, base+"api/stats?window="+window, token, &t)
+				if err == nil && t.Window != window {
+					err = fmt.Errorf("%sapi/stats: not a gale UI answer (window %q)", base, t.Window)
+				}
+				switch {
+				case ctx.Err() != nil:
+					return nil
+				case err != nil && once:
 					return err
+				case err != nil:
+					// Live: a process restarting or a slow answer is shown, not fatal.
+					fmt.Fprintf(out, "%s gale top: %v (retrying every %v)\n", time.Now().Format("15:04:05"), err, interval)
+				default:
+					if live {
+						fmt.Fprint(out, "\033[H\033[2J")
+					}
+					renderTop(out, topo.Name, base, t, time.Now())
 				}
-				if live {
-					fmt.Fprint(out, "\033[H\033[2J")
-				}
-				renderTop(out, topo.Name, base, t, time.Now())
 				if once {
 					return nil
 				}
@@ -159,8 +181,13 @@ func renderTop(w io.Writer, name, base string, t metrics.Table, now time.Time) {
 	a := t.Acker
 	fmt.Fprintf(w, "\nacker: %s, %d trees pending, %d completed, %d failed, %d expired, %d unmatched acks held, %d orphans dropped\n",
 		plural(a.Tasks, "task"), a.Pending, a.Completed, a.Failed, a.Expired, a.Unmatched, a.Orphans)
-	for k, v := range t.Misuse {
-		fmt.Fprintf(w, "misuse: %s %d\n", k, v)
+	kinds := make([]string, 0, len(t.Misuse))
+	for k := range t.Misuse {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(w, "misuse: %s %d\n", k, t.Misuse[k])
 	}
 	for _, s := range t.Spouts {
 		if s.LastError != "" {

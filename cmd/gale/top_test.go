@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -105,6 +106,19 @@ func TestTopOnce(t *testing.T) {
 	if out, err := runTop("--once", "--window", "all", "--token", "tok", served.URL); err != nil || fields(out, "src") == nil || !strings.Contains(out, served.URL+"/ui/") {
 		t.Errorf("top against a /ui/ mount: %v\n%s", err, out)
 	}
+	// A URL copied from the browser carries the token.
+	if out, err := runTop("--once", "http://"+srv.Addr()+"/?token=tok"); err != nil || fields(out, "src") == nil {
+		t.Errorf("top with ?token in the URL: %v\n%s", err, out)
+	}
+	// Something that answers JSON but is no gale UI.
+	junk := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("{}")) }))
+	defer junk.Close()
+	if _, err := runTop("--once", junk.URL); err == nil || !strings.Contains(err.Error(), "not a gale UI") {
+		t.Errorf("top against a non-gale server: %v", err)
+	}
+	if _, err := runTop("--once", "--interval", "1000h", srv.Addr()); err == nil {
+		t.Error("--interval 1000h accepted")
+	}
 	if _, err := runTop("--once", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("nothing listening: %v", err)
 	}
@@ -176,5 +190,18 @@ func TestWordcountFollowRootInLogs(t *testing.T) {
 				t.Errorf("root %s: logs %q lack %q", root, got, want)
 			}
 		}
+	}
+}
+
+// TestWordcountUIPortTaken: a taken --ui port fails before the job runs.
+func TestWordcountUIPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stdout, _, err := runGale(t, "--ui", ln.Addr().String(), "../../testdata/books/105.txt")
+	if err == nil || !strings.Contains(err.Error(), "--ui "+ln.Addr().String()) || stdout != "" {
+		t.Errorf("err %v, stdout %q: want a --ui error and no job summary", err, stdout)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -100,6 +101,15 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			if err != nil {
 				return err
 			}
+			if err := uif.listen(); err != nil {
+				return err
+			}
+			var uiSrv *ui.Server
+			defer func() {
+				if uiSrv == nil && uif.ln != nil {
+					uif.ln.Close() // the job ended before the UI started
+				}
+			}()
 			// Tuples are short-lived garbage; a larger GC target trades a little memory
 			// (tens of MB here) for throughput. GOGC in the environment still wins.
 			if os.Getenv("GOGC") == "" {
@@ -108,9 +118,11 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			live := isTerminal(cmd.ErrOrStderr())
-			opts := wordcount.Options{Files: files, FailRate: failRate, Seed: seed, Config: cfg,
-				RuntimeOptions: []runtime.Option{runtime.WithLineage(rec)}}
-			var uiSrv *ui.Server
+			opts := wordcount.Options{Files: files, FailRate: failRate, Seed: seed, Config: cfg}
+			// Lineage has readers only in the UI and in debug logs.
+			if uif.ln != nil || logger.Enabled(cmd.Context(), slog.LevelDebug) {
+				opts.RuntimeOptions = []runtime.Option{runtime.WithLineage(rec)}
+			}
 			var uiErr error
 			opts.Started = func(rt *runtime.Runtime) { uiSrv, uiErr = uif.start("wordcount", rt, stderr) }
 			if live {
