@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/internal/clock"
 	"github.com/gale-stream/gale/internal/tupleinternal"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -36,14 +37,17 @@ type boltExec struct {
 	batchStart int64
 	// held lists the tracked inputs not yet acked or failed (with lineage on); asked
 	// says a sweep left roots for this task to answer for itself.
-	held  *tupleinternal.State
+	held  []*tupleinternal.State
 	asked atomic.Bool
 }
 
-// procMark is an ack whose process latency is taken at the end of Execute number pos.
+// procMark is an ack, during a batch, of an input of that batch: its process latency
+// is resolved at the batch end, when the input's start is known. pos >= 0: acked
+// during its own Execute, number pos, and timed at that Execute's end; else at.
 type procMark struct {
-	start int64
-	pos   int32
+	st  *tupleinternal.State
+	pos int32
+	at  int64
 }
 
 // Emit implements topology.OutputCollector.
@@ -122,12 +126,11 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 			for _, m := range as.Extra() {
 				addEdge(st, m.Root, edge)
 			}
-			if lin && as.LineageID != 0 {
-				parents = append(parents, as.LineageID)
+			if lin && b.rt.anySampled(as) {
+				parents = append(parents, as.LineageID())
 			}
 		}
 		if parents != nil {
-			st.LineageID = nonzeroID()
 			b.lineageEmitLocked(st, stream, parents)
 		}
 		e.enqueue(b.rt.hard, task, t)
@@ -235,13 +238,20 @@ func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string
 	if st.Held != tupleinternal.NotHeld {
 		b.releaseLocked(st)
 	}
+	// (a held input is one still pending after its batch: most are acked during
+	// their own Execute and never held)
 	if e.stats.procLat != nil {
-		if pos := b.cur.Load(); b.executing && pos >= 0 && stateOf(b.batch[pos]) == st {
-			// Acked during its own Execute: timed at that Execute's end, one clock read
-			// for both latencies.
-			b.procQ = append(b.procQ, procMark{start: st.ExecStart, pos: pos})
-		} else {
+		// ExecStart is set (under e.mu) at the end of the input's batch; 0 means the
+		// input is of the batch being executed.
+		switch pos := b.cur.Load(); {
+		case st.ExecStart != 0:
 			e.stats.procLat.Record(b.rt.nanotime() - st.ExecStart)
+		case b.executing && pos >= 0 && stateOf(b.batch[pos]) == st:
+			// Acked during its own Execute: timed at that Execute's end, one clock
+			// read for both latencies.
+			b.procQ = append(b.procQ, procMark{st: st, pos: pos})
+		default:
+			b.procQ = append(b.procQ, procMark{st: st, pos: -1, at: b.rt.nanotime()})
 		}
 	}
 	if b.rt.lin != nil {
@@ -368,24 +378,33 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 	e.mu.Lock()
 	b.executing = true
 	b.batch, b.batchStart = batch, start
-	if b.rt.lin != nil && !ticks {
-		for _, t := range batch {
-			if st := stateOf(t); st.Root0 != 0 {
-				b.holdLocked(st)
-			}
-		}
-	}
 	e.mu.Unlock()
 	t0 := start
 	ends := b.ends[:0]
-	for i, t := range batch {
-		stateOf(t).ExecStart = t0
-		b.cur.Store(int32(i))
-		b.execute(t)
+	if e.stats.procLat != nil || b.rt.lin != nil {
+		// Per-input times, from the cycle counter anchored at the batch's start: a
+		// counter read and a position store per input. Nothing is written into the
+		// tuples here: a store to a line another core wrote, followed by the fence of
+		// the atomic store, stalled each input (5% of word count).
+		tk0 := clock.Ticks()
+		for i, t := range batch {
+			b.cur.Store(int32(i))
+			b.execute(t)
+			ends = append(ends, clock.Ticks())
+		}
+		b.cur.Store(-1)
+		for i, tk := range ends {
+			ends[i] = start + clock.Nanos(tk-tk0)
+		}
+		if n := len(ends); n > 0 {
+			t0 = ends[n-1]
+		}
+	} else {
+		for _, t := range batch {
+			b.execute(t)
+		}
 		t0 = b.rt.nanotime()
-		ends = append(ends, t0)
 	}
-	b.cur.Store(-1)
 	b.ends = ends
 	d := t0 - start
 	e.mu.Lock()
@@ -403,19 +422,27 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 			}
 		}
 	}
+	if len(ends) == len(batch) {
+		prev := start
+		for i, t := range batch {
+			stateOf(t).ExecStart = max(prev, 1) // 1: set, even at the epoch's first ns
+			prev = ends[i]
+		}
+	}
 	if h := e.stats.procLat; h != nil {
 		for _, m := range b.procQ {
-			h.Record(ends[m.pos] - m.start)
+			if m.pos >= 0 {
+				h.Record(ends[m.pos] - m.st.ExecStart)
+			} else {
+				h.Record(m.at - m.st.ExecStart)
+			}
 		}
+		clear(b.procQ)
 		b.procQ = b.procQ[:0]
 	}
 	if b.rt.lin != nil {
 		if !ticks {
-			for _, t := range batch {
-				if st := stateOf(t); st.Held == tupleinternal.HeldCurrent {
-					st.Held = tupleinternal.HeldOld // its ExecStart is final now
-				}
-			}
+			b.holdPendingLocked(batch)
 		}
 		b.answerAskedLocked()
 	}

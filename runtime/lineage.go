@@ -10,6 +10,7 @@ import (
 
 	"github.com/gale-stream/gale/internal/tupleinternal"
 	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/tuple"
 )
 
 var sourceOf = tupleinternal.SourceOf.(func(*tupleinternal.State) (string, string, int))
@@ -137,79 +138,132 @@ func (b *boltExec) answerAskedLocked() {
 	}
 }
 
-// reportHeldLocked reports the held inputs of the given ended trees, and lets go of an
-// input once every tree it belongs to has ended (e.mu held).
+// reportHeldLocked reports the inputs this task holds for the given ended trees: those
+// pending after their batch (the held list), and those of the batch being executed
+// (a stuck Execute among them). A listed input is let go once every tree it is in has
+// ended (e.mu held).
 func (b *boltExec) reportHeldLocked(roots []uint64) {
-	if b.held == nil {
-		return
-	}
 	rt := b.rt
 	want := make(map[uint64]bool, len(roots))
 	for _, r := range roots {
 		want[r] = true
 	}
-	q := &rt.held
 	now := rt.unixNano(rt.nanotime())
-	for st := b.held; st != nil; {
-		next := st.HeldNext
+	report := func(st *tupleinternal.State, since int64) {
+		comp, stream, srcTask := sourceOf(st)
+		st.Edges(func(root, _ uint64) {
+			if want[root] {
+				rt.lin.Hold(root, lineage.Holder{
+					Node: rt.nodeID(st), Component: b.e.comp.ID, Task: int(b.e.task),
+					Since: rt.unixNano(since), SourceComp: comp, SourceTask: srcTask,
+					Stream: stream, FoundAt: now,
+				})
+			}
+		})
+	}
+	wanted := func(st *tupleinternal.State) bool {
 		found := false
 		st.Edges(func(root, _ uint64) { found = found || want[root] })
-		if found {
-			// An input of the batch being executed has its start in flux on the task
-			// goroutine: use the batch's start for it.
-			since := b.batchStart
-			if st.Held == tupleinternal.HeldOld {
-				since = st.ExecStart
-			}
-			comp, stream, srcTask := sourceOf(st)
-			allEnded := true
-			q.mu.Lock()
-			st.Edges(func(root, _ uint64) {
-				if want[root] {
-					rt.lin.Hold(root, lineage.Holder{
-						Node: st.LineageID, Component: b.e.comp.ID, Task: int(b.e.task),
-						Since: rt.unixNano(since), SourceComp: comp, SourceTask: srcTask,
-						Stream: stream, FoundAt: now,
-					})
-				}
-				if _, ok := q.ended[root]; !ok {
-					allEnded = false
-				}
-			})
-			q.mu.Unlock()
-			if allEnded {
-				b.releaseLocked(st)
+		return found
+	}
+	for i := 0; i < len(b.held); {
+		st := b.held[i]
+		if wanted(st) {
+			report(st, st.ExecStart)
+			if rt.allEnded(st) {
+				b.releaseLocked(st) // moves the last one to i: look at i again
+				continue
 			}
 		}
-		st = next
+		i++
+	}
+	// The batch being executed: its inputs' ExecStart may be moving on the task
+	// goroutine, so they report the batch's start.
+	for _, t := range b.batch {
+		st := stateOf(t)
+		if st.Root0 != 0 && st.Status == tupleinternal.Pending && st.Held == tupleinternal.NotHeld && wanted(st) {
+			report(st, b.batchStart)
+			st.Held = tupleinternal.HeldReported
+		}
 	}
 }
 
-// holdLocked links a tracked input of the batch starting now (e.mu held).
-func (b *boltExec) holdLocked(st *tupleinternal.State) {
-	st.Held = tupleinternal.HeldCurrent
-	st.HeldPrev, st.HeldNext = nil, b.held
-	if b.held != nil {
-		b.held.HeldPrev = st
+// holdPendingLocked lists the inputs of a finished batch that are still pending
+// (e.mu held). One already reported whose trees have all ended is not listed: nobody
+// will ask for it again.
+func (b *boltExec) holdPendingLocked(batch []*tuple.Tuple) {
+	for _, t := range batch {
+		st := stateOf(t)
+		switch {
+		case st.Root0 == 0 || st.Status != tupleinternal.Pending:
+			st.Held = tupleinternal.NotHeld
+		case st.Held == tupleinternal.HeldReported && b.rt.allEnded(st):
+			st.Held = tupleinternal.NotHeld
+		default:
+			st.Held = tupleinternal.HeldListed
+			st.HeldIdx = int32(len(b.held))
+			b.held = append(b.held, st)
+		}
 	}
-	b.held = st
 }
 
-// releaseLocked unlinks an input from the held list (e.mu held).
+// allEnded reports whether every tree of the tuple has failed or timed out.
+func (r *Runtime) allEnded(st *tupleinternal.State) bool {
+	q := &r.held
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	all := true
+	st.Edges(func(root, _ uint64) {
+		if _, ok := q.ended[root]; !ok {
+			all = false
+		}
+	})
+	return all
+}
+
+// releaseLocked takes an input off the held list, moving the last one into its place
+// (e.mu held).
 func (b *boltExec) releaseLocked(st *tupleinternal.State) {
-	if st.Held == tupleinternal.NotHeld {
+	listed := st.Held == tupleinternal.HeldListed
+	st.Held = tupleinternal.NotHeld
+	if !listed {
 		return
 	}
-	st.Held = tupleinternal.NotHeld
-	if st.HeldPrev != nil {
-		st.HeldPrev.HeldNext = st.HeldNext
-	} else {
-		b.held = st.HeldNext
+	i, last := st.HeldIdx, len(b.held)-1
+	if int(i) != last {
+		b.held[i] = b.held[last]
+		b.held[i].HeldIdx = i
 	}
-	if st.HeldNext != nil {
-		st.HeldNext.HeldPrev = st.HeldPrev
+	b.held[last] = nil
+	b.held = b.held[:last]
+	if cap(b.held) > 1024 && len(b.held) < cap(b.held)/8 {
+		b.held = append([]*tupleinternal.State(nil), b.held...) // shrink after a burst
 	}
-	st.HeldPrev, st.HeldNext = nil, nil
+}
+
+// anySampled reports whether any tree of the tuple is sampled (no call for the common
+// one-root tuple: it runs for every anchor and every ack).
+func (r *Runtime) anySampled(st *tupleinternal.State) bool {
+	if st.Root0 != 0 && st.Root0 < r.sampleBelow {
+		return true
+	}
+	if st.More == nil {
+		return false
+	}
+	for _, e := range *st.More {
+		if e.Root < r.sampleBelow {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeID is the tuple's lineage id if one of its trees is sampled, else 0.
+func (r *Runtime) nodeID(st *tupleinternal.State) uint64 {
+	if r.anySampled(st) {
+		return st.LineageID()
+	}
+	return 0
 }
 
 // lineageEmitLocked records a bolt's emit of a tuple in sampled trees (e.mu held).
@@ -220,7 +274,7 @@ func (b *boltExec) lineageEmitLocked(st *tupleinternal.State, stream string, par
 		toComp = c.ID
 	}
 	n := lineage.Node{
-		ID: st.LineageID, Parents: parents, Component: b.e.comp.ID, Task: int(b.e.task),
+		ID: st.LineageID(), Parents: parents, Component: b.e.comp.ID, Task: int(b.e.task),
 		Stream: stream, ToComponent: toComp, ToTask: int(st.DstTask),
 		EmittedAt: rt.unixNano(rt.nanotime()),
 	}
@@ -240,25 +294,26 @@ func (b *boltExec) lineageEmitLocked(st *tupleinternal.State, stream string, par
 // and for every failed tree the fail point.
 func (b *boltExec) lineageFinishLocked(st *tupleinternal.State, failed bool, reason string) {
 	rt := b.rt
-	if st.LineageID == 0 && !failed {
+	node := rt.nodeID(st)
+	if node == 0 && !failed {
 		return
 	}
 	at := rt.unixNano(rt.nanotime())
 	task := int(b.e.task)
 	debug := b.e.log.Enabled(context.Background(), slog.LevelDebug)
 	st.Edges(func(root, _ uint64) {
-		if st.LineageID != 0 && rt.sampled(root) {
-			rt.lin.Done(at, root, st.LineageID, task, failed, reason)
+		if node != 0 && rt.sampled(root) {
+			rt.lin.Done(at, root, node, task, failed, reason)
 			if debug && !failed {
-				b.e.log.Debug("tuple acked", "root", rootAttr(root), "tuple", rootAttr(st.LineageID))
+				b.e.log.Debug("tuple acked", "root", rootAttr(root), "tuple", rootAttr(node))
 			}
 		}
 		if failed {
 			comp, stream, srcTask := sourceOf(st)
-			rt.lin.Fail(root, lineage.FailPoint{Node: st.LineageID, Component: b.e.comp.ID, Task: task,
+			rt.lin.Fail(root, lineage.FailPoint{Node: node, Component: b.e.comp.ID, Task: task,
 				SourceComp: comp, SourceTask: srcTask, Stream: stream, At: at, Reason: reason})
 			if debug {
-				b.e.log.Debug("tuple failed", "root", rootAttr(root), "tuple", rootAttr(st.LineageID),
+				b.e.log.Debug("tuple failed", "root", rootAttr(root), "tuple", rootAttr(node),
 					"from", comp, "from_task", srcTask, "reason", reason)
 			}
 		}

@@ -140,9 +140,7 @@ func heldLen(rt *Runtime, comp string) int {
 			continue
 		}
 		b.e.mu.Lock()
-		for st := b.held; st != nil; st = st.HeldNext {
-			n++
-		}
+		n += len(b.held)
 		b.e.mu.Unlock()
 	}
 	return n

@@ -415,12 +415,11 @@ func (s *spoutExec) lineageStart(root uint64, msgID any, stream string, targets 
 	nodes := make([]lineage.Node, len(outs))
 	for i, t := range outs {
 		st := stateOf(t)
-		st.LineageID = st.Edge0
 		to := ""
 		if c := rt.componentOf(targets[i]); c != nil {
 			to = c.ID
 		}
-		nodes[i] = lineage.Node{ID: st.LineageID, Component: s.e.comp.ID, Task: int(s.e.task), Stream: stream,
+		nodes[i] = lineage.Node{ID: st.LineageID(), Component: s.e.comp.ID, Task: int(s.e.task), Stream: stream,
 			ToComponent: to, ToTask: targets[i], EmittedAt: at}
 	}
 	msg := msgString(msgID)

@@ -49,6 +49,7 @@ func init() {
 	tupleinternal.StateOf = func(t *Tuple) *tupleinternal.State { return &t.state }
 	// The state is a field of its Tuple: step back to the Tuple (container_of).
 	off := unsafe.Offsetof(Tuple{}.state)
+	tupleinternal.StateOffset = off
 	tupleinternal.SourceOf = func(s *tupleinternal.State) (string, string, int) {
 		t := (*Tuple)(unsafe.Add(unsafe.Pointer(s), -int(off)))
 		return t.src.Component, t.src.Stream, int(t.srcTask)

@@ -12,9 +12,9 @@ const (
 
 // Held values.
 const (
-	NotHeld     uint8 = iota
-	HeldCurrent       // received in the batch being executed (ExecStart may be moving)
-	HeldOld           // received in an earlier batch
+	NotHeld      uint8 = iota
+	HeldListed         // pending after its batch: in the task's held list
+	HeldReported       // in the batch being executed, and reported as held already
 )
 
 // Edge is one (root id, edge id) pair of a tuple: the tuple belongs to the tree rooted
@@ -33,8 +33,8 @@ type State struct {
 	// AckVal is the XOR of the edge ids of every child anchored to this tuple.
 	AckVal uint64
 	Status uint8
-	// Held says whether the tuple is linked in the receiving bolt task's held list,
-	// and whether it came in the batch being executed now (next to Status: no padding).
+	// Held says whether the tuple is in the receiving bolt task's held list (next to
+	// Status: no padding).
 	Held uint8
 	// DstTask is the task the tuple was delivered to; acking it elsewhere is misuse.
 	DstTask int32
@@ -45,12 +45,13 @@ type State struct {
 	// ExecStart is when the receiving task began executing the tuple (runtime clock,
 	// ns): the start of its process latency, and "held since" for a stuck tree.
 	ExecStart int64
-	// LineageID names the tuple in the lineage of a sampled tree (0: not sampled).
-	LineageID uint64
-	// HeldPrev and HeldNext link the tracked inputs a bolt task holds (received, not
-	// yet acked or failed), so that a timed-out tree can name the task holding it.
-	HeldPrev, HeldNext *State
+	// HeldIdx is the tuple's index in its bolt task's held list (when Held is set).
+	HeldIdx int32
 }
+
+// LineageID names the tuple in the lineage of its sampled trees: its first edge id,
+// random and fixed once the tuple is made.
+func (s *State) LineageID() uint64 { return s.Edge0 }
 
 // Extra returns the edges of roots after the first (nil for most tuples).
 func (s *State) Extra() []Edge {
@@ -70,6 +71,10 @@ func (s *State) Edges(fn func(root, edge uint64)) {
 		fn(e.Root, e.Edge)
 	}
 }
+
+// StateOffset is the offset of the State inside a tuple.Tuple, set by package tuple:
+// the runtime finds a tuple's state with one add (inlined), not a call.
+var StateOffset uintptr
 
 // StateOf is set by package tuple to a func(*tuple.Tuple) *State. It is typed any to
 // avoid an import cycle; the runtime asserts it once at start.
