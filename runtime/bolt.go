@@ -204,6 +204,12 @@ func (b *boltExec) received(t *tuple.Tuple) (*tupleinternal.State, error) {
 }
 
 func (b *boltExec) finish(t *tuple.Tuple, to uint8, reason string) error {
+	return b.finishAt(t, to, reason, -1)
+}
+
+// finishAt is finish by the runtime itself at the end of Execute number own of the
+// batch (a BasicBolt's ack, or the fail after an error or panic), or -1.
+func (b *boltExec) finishAt(t *tuple.Tuple, to uint8, reason string, own int32) error {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -227,12 +233,13 @@ func (b *boltExec) finish(t *tuple.Tuple, to uint8, reason string) error {
 		st.Status = to // a tick is no input: acking it does nothing and is not counted
 		return nil
 	}
-	b.finishLocked(st, to, reason)
+	b.finishLocked(st, to, reason, own)
 	return nil
 }
 
-// finishLocked acks or fails a pending input this task received (e.mu held).
-func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string) {
+// finishLocked acks or fails a pending input this task received (e.mu held). own is
+// as for finishAt.
+func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string, own int32) {
 	e := b.e
 	st.Status = to
 	if st.Held != tupleinternal.NotHeld {
@@ -244,6 +251,8 @@ func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string
 		// ExecStart is set (under e.mu) at the end of the input's batch; 0 means the
 		// input is of the batch being executed.
 		switch pos := b.cur.Load(); {
+		case own >= 0:
+			b.procQ = append(b.procQ, procMark{st: st, pos: own})
 		case st.ExecStart != 0:
 			e.stats.procLat.Record(b.rt.nanotime() - st.ExecStart)
 		case b.executing && pos >= 0 && stateOf(b.batch[pos]) == st:
@@ -278,13 +287,13 @@ func (b *boltExec) finishLocked(st *tupleinternal.State, to uint8, reason string
 	b.wakeLocked()
 }
 
-// failPending fails t if it is still pending (after a panic in user code).
-func (b *boltExec) failPending(t *tuple.Tuple, reason string) {
+// failPending fails t if it is still pending (after a panic in Execute number own).
+func (b *boltExec) failPending(t *tuple.Tuple, reason string, own int32) {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if st := stateOf(t); !e.stopped && st.DstTask == e.task && st.Status == tupleinternal.Pending && !t.IsTick() {
-		b.finishLocked(st, tupleinternal.Failed, reason)
+		b.finishLocked(st, tupleinternal.Failed, reason, own)
 	}
 }
 
@@ -310,14 +319,14 @@ func (b *boltExec) ResetTimeout(t *tuple.Tuple) error {
 	return nil
 }
 
-// execute runs user code for one input. A panic is reported and fails the input if it
-// is still pending; the task goes on.
-func (b *boltExec) execute(t *tuple.Tuple) {
+// execute runs user code for one input, number pos of its batch (-1 when not timed).
+// A panic is reported and fails the input if it is still pending; the task goes on.
+func (b *boltExec) execute(t *tuple.Tuple, pos int32) {
 	defer func() {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("bolt %q task %d panicked on %v: %v", b.e.comp.ID, b.e.task, t, p)
 			b.e.reportError(err, "stack", string(debug.Stack()))
-			b.failPending(t, err.Error())
+			b.failPending(t, err.Error(), pos)
 		}
 	}()
 	if b.basic == nil {
@@ -330,10 +339,10 @@ func (b *boltExec) execute(t *tuple.Tuple) {
 		return b.basic.Execute(t, bc)
 	}()
 	if err != nil {
-		_ = b.FailWith(t, fmt.Errorf("bolt %q: %w", b.e.comp.ID, err))
+		_ = b.finishAt(t, tupleinternal.Failed, fmt.Errorf("bolt %q: %w", b.e.comp.ID, err).Error(), pos)
 		return
 	}
-	_ = b.Ack(t)
+	_ = b.finishAt(t, tupleinternal.Acked, "", pos)
 }
 
 func (b *boltExec) run() {
@@ -387,12 +396,17 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 		// tuples here: a store to a line another core wrote, followed by the fence of
 		// the atomic store, stalled each input (5% of word count).
 		tk0 := clock.Ticks()
+		rich := b.basic == nil // a BasicBolt's inputs are acked by execute itself
 		for i, t := range batch {
-			b.cur.Store(int32(i))
-			b.execute(t)
+			if rich {
+				b.cur.Store(int32(i))
+			}
+			b.execute(t, int32(i))
 			ends = append(ends, clock.Ticks())
 		}
-		b.cur.Store(-1)
+		if rich {
+			b.cur.Store(-1)
+		}
 		for i, tk := range ends {
 			ends[i] = start + clock.Nanos(tk-tk0)
 		}
@@ -401,7 +415,7 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 		}
 	} else {
 		for _, t := range batch {
-			b.execute(t)
+			b.execute(t, -1)
 		}
 		t0 = b.rt.nanotime()
 	}

@@ -28,7 +28,10 @@ func waitStat(t *testing.T, rt *Runtime, what string, cond func(Stats) bool) {
 
 // holdBolt sends every input to held and acks or fails nothing itself.
 func holdBolt(held chan<- *tuple.Tuple, outs chan<- topology.OutputCollector) func() topology.Bolt {
+	var mu sync.Mutex // several tasks: keep each tuple paired with its task's collector
 	return bolt(func(b *fnBolt, t *tuple.Tuple) {
+		mu.Lock()
+		defer mu.Unlock()
 		if outs != nil {
 			outs <- b.out
 		}

@@ -27,20 +27,28 @@ func Nanos(ticks int64) int64 {
 	return int64(float64(ticks) * NanosPerTick)
 }
 
-// calibrate measures the counter against the monotonic clock over about 200 µs, and
+// calibrate measures the counter against the monotonic clock over about 2 ms, and
 // falls back to the monotonic clock when the counter is implausible (stopped, going
-// backwards, or outside 0.1 to 10 GHz).
+// backwards, or outside 0.1 to 10 GHz). Each end is a monotonic reading bracketed by
+// two counter reads at most 4,000 ticks apart (2 µs at 2 GHz), so a preemption between the reads (as when
+// many goroutines start at once) cannot skew it: such a sample is taken again.
 func calibrate(read func() int64) (func() int64, float64) {
-	t0, m0 := read(), monotonic()
-	var t1, m1 int64
-	for {
-		t1, m1 = read(), monotonic()
-		if m1-m0 >= 200_000 {
-			break
+	sample := func() (tick, mono int64, ok bool) {
+		for range 100 {
+			a := read()
+			m := monotonic()
+			b := read()
+			if b >= a && b-a < 4000 { // about 2 µs at 2 GHz; a normal bracket is ~100
+				return a + (b-a)/2, m, true
+			}
 		}
+		return 0, 0, false
 	}
+	t0, m0, ok0 := sample()
+	time.Sleep(2 * time.Millisecond)
+	t1, m1, ok1 := sample()
 	ticks := t1 - t0
-	if ticks <= 0 {
+	if !ok0 || !ok1 || ticks <= 0 || m1 <= m0 {
 		return monotonic, 1
 	}
 	npt := float64(m1-m0) / float64(ticks)
