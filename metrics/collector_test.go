@@ -20,21 +20,10 @@ import (
 // run runs c to the end (every root acked or failed) and stops the topology.
 func run(t *testing.T, c *testtopo.Counted, cfg topology.Config, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
-	topo, err := c.Topology()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := runtime.Start(context.Background(), topo, cfg, opts...)
+	rt, err := c.Start(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Done.Load() < int64(c.Roots) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d roots ended", c.Done.Load(), c.Roots)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	if err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)

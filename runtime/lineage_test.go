@@ -16,10 +16,6 @@ import (
 
 func runCounted(t *testing.T, c *testtopo.Counted, sample float64) *lineage.Recorder {
 	t.Helper()
-	topo, err := c.Topology()
-	if err != nil {
-		t.Fatal(err)
-	}
 	lc := lineage.DefaultConfig()
 	lc.Sample = sample
 	rec, err := lineage.New(lc)
@@ -29,17 +25,11 @@ func runCounted(t *testing.T, c *testtopo.Counted, sample float64) *lineage.Reco
 	cfg := topology.DefaultConfig()
 	cfg.MessageTimeout = 200 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := runtime.Start(context.Background(), topo, cfg, runtime.WithLineage(rec))
+	rt, err := c.Start(cfg, runtime.WithLineage(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for c.Done.Load() < int64(c.Roots) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d roots ended", c.Done.Load(), c.Roots)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 	// The holders answer after the timeout, at their next wake-up.
 	for c.DropAck >= 0 && time.Now().Before(deadline) {
 		if tr, ok := rec.Lookup("7"); ok && reported(tr) >= c.Fanout {

@@ -21,6 +21,27 @@ func rowOf(t *testing.T, dom, table, id string) string {
 	return row[:strings.Index(row, "</tr>")]
 }
 
+// element returns the element of the page with the given id, up to its closing tag.
+func element(t *testing.T, dom, id, closing string) string {
+	t.Helper()
+	i := strings.Index(dom, `id="`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no #%s in the page: %.3000s", id, dom)
+	}
+	e := dom[i:]
+	return e[:strings.Index(e, closing)]
+}
+
+// page loads url and checks the page rendered with data and shows want.
+func page(t *testing.T, url, want string) string {
+	t.Helper()
+	dom := headlessDOM(t, url)
+	if !strings.Contains(dom, `data-ready="1"`) || !strings.Contains(dom, want) {
+		t.Fatalf("page %s not ready or without %q: %.3000s", url, want, dom)
+	}
+	return dom
+}
+
 func cell(t *testing.T, row, col string) string {
 	t.Helper()
 	m := regexp.MustCompile(`data-col="` + col + `"[^>]*>([^<]*)<`).FindStringSubmatch(row)
@@ -36,10 +57,7 @@ func cell(t *testing.T, row, col string) string {
 // timed-out trees.
 func TestBrowserTopologyPage(t *testing.T) {
 	srv, _ := startCounted(t, "")
-	dom := headlessDOM(t, srv.URL+"/?window=all")
-	if !strings.Contains(dom, `data-ready="1"`) {
-		t.Fatalf("page not ready: %.2000s", dom)
-	}
+	dom := page(t, srv.URL+"/?window=all", `id="dag"`)
 	for _, want := range []string{`data-id="src"`, `data-id="fan"`, `data-id="sink"`, `data-from="fan" data-to="sink"`} {
 		if !strings.Contains(dom[strings.Index(dom, `id="dag"`):], want) {
 			t.Errorf("the graph lacks %s", want)
@@ -60,13 +78,10 @@ func TestBrowserTopologyPage(t *testing.T) {
 	if got := cell(t, rowOf(t, dom, "bolts", "sink"), "acked"); got != "2847" {
 		t.Errorf("sink acked = %q, want 2847", got)
 	}
-	failed := dom[strings.Index(dom, `id="recent-failed"`):]
-	failed = failed[:strings.Index(failed, "</ul>")]
-	if n := strings.Count(failed, "<li"); n != 50 {
+	if n := strings.Count(element(t, dom, "recent-failed", "</ul>"), "<li"); n != 50 {
 		t.Errorf("%d recent failed trees listed, want 50", n)
 	}
-	timedOut := dom[strings.Index(dom, `id="recent-timed-out"`):]
-	if timedOut = timedOut[:strings.Index(timedOut, "</ul>")]; strings.Count(timedOut, "<li") != 1 || !strings.Contains(timedOut, "#/tree/") {
+	if timedOut := element(t, dom, "recent-timed-out", "</ul>"); strings.Count(timedOut, "<li") != 1 || !strings.Contains(timedOut, "#/tree/") {
 		t.Errorf("timed-out list: %s", timedOut)
 	}
 }
@@ -75,16 +90,7 @@ func TestBrowserTopologyPage(t *testing.T) {
 // names the bolt and the task holding each pending tuple.
 func TestBrowserStuckTree(t *testing.T) {
 	srv, _ := startCounted(t, "")
-	dom := headlessDOM(t, srv.URL+"/#/tree/7")
-	if !strings.Contains(dom, `data-ready="1"`) || !strings.Contains(dom, "outcome-timed_out") {
-		t.Fatalf("tree page: %.3000s", dom)
-	}
-	i := strings.Index(dom, `id="pending"`)
-	if i < 0 {
-		t.Fatalf("no #pending table: %.3000s", dom)
-	}
-	pending := dom[i:]
-	pending = pending[:strings.Index(pending, "</table>")]
+	pending := element(t, page(t, srv.URL+"/#/tree/7", "outcome-timed_out"), "pending", "</table>")
 	// Each of root 7's 3 tuples is held by sink, task 3 or 4 (shuffle picks).
 	if n := strings.Count(pending, `data-col="component">sink<`); n != 3 {
 		t.Errorf("%d pending rows name sink, want root 7's 3 tuples: %s", n, pending)
@@ -97,16 +103,7 @@ func TestBrowserStuckTree(t *testing.T) {
 // TestBrowserFailedTree: the page of an unsampled failed tree names its fail point.
 func TestBrowserFailedTree(t *testing.T) {
 	srv, _ := startCounted(t, "")
-	dom := headlessDOM(t, srv.URL+"/#/tree/20")
-	if !strings.Contains(dom, `data-ready="1"`) || !strings.Contains(dom, "outcome-failed") {
-		t.Fatalf("tree page: %.3000s", dom)
-	}
-	i := strings.Index(dom, `id="fails"`)
-	if i < 0 {
-		t.Fatalf("no #fails table: %.3000s", dom)
-	}
-	fails := dom[i:]
-	fails = fails[:strings.Index(fails, "</table>")]
+	fails := element(t, page(t, srv.URL+"/#/tree/20", "outcome-failed"), "fails", "</table>")
 	for _, want := range []string{`data-col="component">fan<`, `data-col="task" class="num">2<`, `data-col="from">src[1]<`, "root 20: injected failure"} {
 		if !strings.Contains(fails, want) {
 			t.Errorf("fail points lack %s: %s", want, fails)

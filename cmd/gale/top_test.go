@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gale-stream/gale/internal/testtopo"
 	"github.com/gale-stream/gale/lineage"
@@ -46,24 +45,14 @@ func fields(out, name string) []string {
 // TestTopOnce: gale top prints Storm's table of a running topology from its UI.
 func TestTopOnce(t *testing.T) {
 	c := &testtopo.Counted{Roots: 1000, Fanout: 3, FailEvery: 20, SinkTasks: 2, DropAck: -1}
-	topo, err := c.Topology()
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec, _ := lineage.New(lineage.DefaultConfig())
 	cfg := topology.DefaultConfig()
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	rt, err := runtime.Start(context.Background(), topo, cfg, runtime.WithLineage(rec))
+	rt, err := c.Start(cfg, runtime.WithLineage(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Stop(context.Background())
-	for deadline := time.Now().Add(20 * time.Second); c.Done.Load() < 1000; {
-		if time.Now().After(deadline) {
-			t.Fatal("roots did not end")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 	u, err := ui.New(ui.Options{Name: "counted", Runtime: rt, Token: "tok"})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
+	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -105,3 +107,24 @@ func (b *sinkBolt) Execute(in *tuple.Tuple) {
 }
 
 func (b *sinkBolt) Cleanup() error { return nil }
+
+// Start runs the topology and waits (up to 30 s) until every root has ended, that is
+// until the spout got Ack or Fail for each; the topology keeps running.
+func (c *Counted) Start(cfg topology.Config, opts ...runtime.Option) (*runtime.Runtime, error) {
+	topo, err := c.Topology()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := runtime.Start(context.Background(), topo, cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(30 * time.Second); c.Done.Load() < int64(c.Roots); {
+		if time.Now().After(deadline) {
+			_ = rt.Stop(context.Background())
+			return nil, fmt.Errorf("only %d of %d roots ended in 30 s", c.Done.Load(), c.Roots)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return rt, nil
+}
