@@ -81,6 +81,18 @@ func TestBrowserTopologyPage(t *testing.T) {
 	if n := strings.Count(element(t, dom, "recent-failed", "</ul>"), "<li"); n != 50 {
 		t.Errorf("%d recent failed trees listed, want 50", n)
 	}
+	for chart, series := range map[string][]string{
+		"chart-throughput": {"emitted", "acked", "failed"},
+		"chart-latency":    {"p50", "p99"},
+		"chart-capacity":   {"fan", "sink"},
+	} {
+		c := element(t, dom, chart, "</svg>")
+		for _, name := range series {
+			if !strings.Contains(c, `data-series="`+name+`"`) {
+				t.Errorf("#%s has no %s line: %.500s", chart, name, c)
+			}
+		}
+	}
 	if timedOut := element(t, dom, "recent-timed-out", "</ul>"); strings.Count(timedOut, "<li") != 1 || !strings.Contains(timedOut, "#/tree/") {
 		t.Errorf("timed-out list: %s", timedOut)
 	}

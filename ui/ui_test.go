@@ -42,8 +42,12 @@ func startCounted(t *testing.T, token string) (*httptest.Server, *testtopo.Count
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Three observations 2 s apart make two chart points (the run itself took less).
 	h := metrics.NewHistory(metrics.HistoryConfig{})
-	h.Observe(time.Now(), rt.Stats())
+	now := time.Now()
+	for i := 2; i >= 0; i-- {
+		h.Observe(now.Add(-time.Duration(2*i)*time.Second), rt.Stats())
+	}
 	u, err := ui.New(ui.Options{Name: "counted", Runtime: rt, History: h, Token: token})
 	if err != nil {
 		t.Fatal(err)
