@@ -115,8 +115,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, id := range s.Order {
 		comp := s.Components[id]
-		for kind, n := range comp.Misuse {
-			counter(c.d.misuse, float64(n), id, kind)
+		for _, kind := range runtime.MisuseKinds { // every kind, 0 included
+			counter(c.d.misuse, float64(comp.Misuse[kind]), id, kind)
 		}
 		for _, t := range comp.ByTask {
 			l := []string{id, strconv.Itoa(t.Task)}

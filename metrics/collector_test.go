@@ -111,8 +111,9 @@ func TestCollectorExactCounts(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := got["gale_misuse_total"]; ok {
-		t.Errorf("misuse reported: %v", got["gale_misuse_total"])
+	// Every kind is exported, at 0 here.
+	if m := got["gale_misuse_total"]; len(m) != 3*len(runtime.MisuseKinds) || m["fan/double-ack"] != 0 {
+		t.Errorf("misuse series %v, want each kind at 0 for each of 3 components", m)
 	}
 	// Per task: the sink's two tasks split its inputs (shuffle) and sum to 2850.
 	reg := prometheus.NewPedanticRegistry()

@@ -313,8 +313,11 @@ func (b *boltExec) lineageFinishLocked(st *tupleinternal.State, failed bool, rea
 			rt.lin.Fail(root, lineage.FailPoint{Node: node, Component: b.e.comp.ID, Task: task,
 				SourceComp: comp, SourceTask: srcTask, Stream: stream, At: at, Reason: reason})
 			if debug {
-				b.e.log.Debug("tuple failed", "root", rootAttr(root), "tuple", rootAttr(node),
-					"from", comp, "from_task", srcTask, "reason", reason)
+				attrs := []any{"root", rootAttr(root), "from", comp, "from_task", srcTask, "reason", reason}
+				if node != 0 {
+					attrs = append(attrs, "tuple", rootAttr(node))
+				}
+				b.e.log.Debug("tuple failed", attrs...)
 			}
 		}
 	})

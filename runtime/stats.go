@@ -19,6 +19,11 @@ const (
 	MisuseNilTuple       = "nil-tuple"         // a nil input to Ack, Fail or ResetTimeout, or a nil anchor
 )
 
+// MisuseKinds lists every misuse kind, so that a count of 0 can be shown.
+var MisuseKinds = []string{MisuseDoubleAck, MisuseDoubleFail, MisuseAckAfterFail, MisuseFailAfterAck,
+	MisuseAnchorAfterAck, MisuseForeignTask, MisuseResetAfterDone, MisuseEmitAfterStop,
+	MisuseBasicOutside, MisuseNilTuple}
+
 // ComponentStats are the counters of one component, summed over its tasks. Counts are
 // exact (no sampling) and follow Storm's UI definitions.
 type ComponentStats struct {

@@ -115,7 +115,11 @@ func TestBrowserStuckTree(t *testing.T) {
 // TestBrowserFailedTree: the page of an unsampled failed tree names its fail point.
 func TestBrowserFailedTree(t *testing.T) {
 	srv, _ := startCounted(t, "")
-	fails := element(t, page(t, srv.URL+"/#/tree/20", "outcome-failed"), "fails", "</table>")
+	dom := page(t, srv.URL+"/#/tree/20", "outcome-failed")
+	if strings.Contains(element(t, dom, "tree", "<script"), "null") {
+		t.Errorf("the tree page shows the text null: %.3000s", element(t, dom, "tree", "<script"))
+	}
+	fails := element(t, dom, "fails", "</table>")
 	for _, want := range []string{`data-col="component">fan<`, `data-col="task" class="num">2<`, `data-col="from">src[1]<`, "root 20: injected failure"} {
 		if !strings.Contains(fails, want) {
 			t.Errorf("fail points lack %s: %s", want, fails)

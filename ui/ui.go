@@ -211,7 +211,7 @@ func (u *UI) topology(w http.ResponseWriter, r *http.Request) {
 		if c.IsSpout() {
 			kind = "spout"
 		}
-		cv := ComponentView{ID: c.ID, Kind: kind, Parallelism: c.Parallelism, Tasks: rt.Tasks(c.ID)}
+		cv := ComponentView{ID: c.ID, Kind: kind, Parallelism: c.Parallelism, Tasks: rt.Tasks(c.ID), Streams: []StreamView{}}
 		ids := make([]string, 0, len(c.Streams))
 		for id := range c.Streams {
 			ids = append(ids, id)

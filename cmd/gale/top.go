@@ -145,7 +145,7 @@ func fetch(ctx context.Context, c *http.Client, url, token string, into any) err
 	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("%s: token required or wrong: pass --token", url)
 	case resp.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%s: %w (gale serve has its UI at /ui/)", url, errNotFound)
+		return fmt.Errorf("%s: %w (is this a gale UI? gale serve has it at /ui/)", url, errNotFound)
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("%s: %s: %.200s", url, resp.Status, body)
 	}

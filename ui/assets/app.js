@@ -521,14 +521,15 @@
     const attempts = t.attempts || [];
     const alist = el('ol', { id: 'attempts' }, attempts.map((r) => el('li', {},
       r === t.root ? el('code', {}, `${r} (this one)`) : el('a', { href: '#/tree/' + r }, el('code', {}, r)))));
-    $('tree').replaceChildren(head,
+    // (replaceChildren writes a null as the text "null": leave the absent parts out)
+    $('tree').replaceChildren(...[head,
       el('h3', {}, 'Tuples'), tupleSection,
       fails.length ? el('h3', { title: 'Explicit fails: the task that failed a tuple of this tree, the input and the reason' }, 'Fail points') : null,
       fails.length ? el('div', { class: 'scroll' }, ftable) : null,
       el('h3', { title: 'Edges whose tuple has not been acked or failed yet: the task named holds it' }, 'Pending (stuck) edges'),
       el('div', { class: 'scroll' }, ptable),
-      attempts.length > 1 ? el('h3', { title: 'Every tree recorded for this message id: each replay roots a new tree' }, `Attempts of message ${t.msg_id}`) : null,
-      attempts.length > 1 ? alist : null);
+      attempts.length > 1 ? el('h3', { title: 'Every tree recorded for this message id (sampled, failed or timed out): each replay roots a new tree' }, `Recorded attempts of message ${t.msg_id}`) : null,
+      attempts.length > 1 ? alist : null].filter(Boolean));
   }
 
   function nodeLine(n, rel, pend) {
