@@ -97,7 +97,7 @@ type Node struct {
 // Holder is a tuple of a tree that a task received and had neither acked nor failed
 // when the tree ended: where a stuck tree is stuck.
 type Holder struct {
-	Node        uint64 // 0 when the tree was not sampled
+	Node        uint64 // the tuple's id (its node in a sampled tree); one entry per tuple
 	Component   string // the task holding it
 	Task        int
 	Since       int64 // when that task began executing it
@@ -320,8 +320,11 @@ func (r *Recorder) Hold(root uint64, h Holder) {
 		return
 	}
 	for i, o := range t.Holders {
+		if h.Node != 0 && o.Node == h.Node && !o.FromLineage {
+			return // the same tuple reported again: the first report stands
+		}
 		if o == h {
-			return // the same tuple reported again
+			return
 		}
 		if h.Node != 0 && o.Node == h.Node {
 			// The task's own report is better than the guess from the lineage: it

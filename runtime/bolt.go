@@ -407,11 +407,14 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 		if rich {
 			b.cur.Store(-1)
 		}
+		// The batch's span comes from the monotonic clock; counter times are kept
+		// within it, so a counter that is off (unsynchronised CPUs, a bad calibration)
+		// can skew latencies inside a batch but never capacity or absolute times.
+		t0 = b.rt.nanotime()
+		prev := start
 		for i, tk := range ends {
-			ends[i] = start + clock.Nanos(tk-tk0)
-		}
-		if n := len(ends); n > 0 {
-			t0 = ends[n-1]
+			ends[i] = min(max(start+clock.Nanos(tk-tk0), prev), t0)
+			prev = ends[i]
 		}
 	} else {
 		for _, t := range batch {

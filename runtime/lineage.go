@@ -41,14 +41,19 @@ func (r *Runtime) unixNano(t int64) int64 { return r.epochUnix + t }
 type heldQuery struct {
 	mu    sync.Mutex
 	fresh []uint64           // ended since the last sweep
-	ended map[uint64]int64   // recently ended roots -> when (runtime clock)
-	order []uint64           // ended, oldest first (for pruning)
+	ended map[uint64]int64   // ended roots -> when (runtime clock), the newest maxEnded
+	order []uint64           // ended, oldest first (for the bound)
 	asked map[*boltExec]bool // tasks that must answer for themselves (busy at a sweep)
 	roots map[*boltExec][]uint64
 }
 
 // sweepEvery is how often ended trees are looked for in the tasks' held lists.
 const sweepEvery = 50 * time.Millisecond
+
+// maxEnded bounds the ended roots remembered (about 5 MB). An input in several trees is
+// let go once all of them are known to have ended; one stuck while this many other
+// trees ended stays listed (and reported) until it is acked or failed.
+const maxEnded = 1 << 17
 
 // treesEnded queues roots whose trees failed or timed out (spout goroutine).
 func (r *Runtime) treesEnded(now int64, roots []uint64) {
@@ -65,6 +70,12 @@ func (r *Runtime) treesEnded(now int64, roots []uint64) {
 			q.fresh = append(q.fresh, root)
 		}
 	}
+	if n := len(q.order) - maxEnded; n > 0 {
+		for _, root := range q.order[:n] {
+			delete(q.ended, root)
+		}
+		q.order = append([]uint64(nil), q.order[n:]...)
+	}
 }
 
 // sweep reports the held tuples of trees ended since the last sweep. A task whose
@@ -76,14 +87,6 @@ func (r *Runtime) sweep() {
 	q.mu.Lock()
 	fresh := q.fresh
 	q.fresh = nil
-	// Roots ended two message timeouts ago: every holder has been asked by now.
-	now := r.nanotime()
-	i := 0
-	for i < len(q.order) && now-q.ended[q.order[i]] > 2*int64(r.cfg.MessageTimeout) {
-		delete(q.ended, q.order[i])
-		i++
-	}
-	q.order = q.order[i:]
 	q.mu.Unlock()
 	if len(fresh) == 0 {
 		return
@@ -141,83 +144,89 @@ func (b *boltExec) answerAskedLocked() {
 // reportHeldLocked reports the inputs this task holds for the given ended trees: those
 // pending after their batch (the held list), and those of the batch being executed
 // (a stuck Execute among them). A listed input is let go once every tree it is in has
-// ended (e.mu held).
+// ended (e.mu held). A report names the tuple by its lineage id, so the recorder keeps
+// one entry however often the same tuple is reported for a tree.
 func (b *boltExec) reportHeldLocked(roots []uint64) {
-	rt := b.rt
 	want := make(map[uint64]bool, len(roots))
 	for _, r := range roots {
 		want[r] = true
 	}
-	now := rt.unixNano(rt.nanotime())
-	report := func(st *tupleinternal.State, since int64) {
-		comp, stream, srcTask := sourceOf(st)
-		st.Edges(func(root, _ uint64) {
-			if want[root] {
-				rt.lin.Hold(root, lineage.Holder{
-					Node: rt.nodeID(st), Component: b.e.comp.ID, Task: int(b.e.task),
-					Since: rt.unixNano(since), SourceComp: comp, SourceTask: srcTask,
-					Stream: stream, FoundAt: now,
-				})
-			}
-		})
-	}
-	wanted := func(st *tupleinternal.State) bool {
-		found := false
-		st.Edges(func(root, _ uint64) { found = found || want[root] })
-		return found
-	}
+	in := func(root uint64) bool { return want[root] }
 	for i := 0; i < len(b.held); {
 		st := b.held[i]
-		if wanted(st) {
-			report(st, st.ExecStart)
-			if rt.allEnded(st) {
-				b.releaseLocked(st) // moves the last one to i: look at i again
-				continue
-			}
+		if b.reportLocked(st, st.ExecStart, in) && b.rt.allEnded(st) {
+			b.releaseLocked(st) // moves the last one to i: look at i again
+			continue
 		}
 		i++
 	}
-	// The batch being executed: its inputs' ExecStart may be moving on the task
-	// goroutine, so they report the batch's start.
+	// The batch being executed: its inputs' ExecStart is set at its end, so they
+	// report the batch's start.
 	for _, t := range b.batch {
-		st := stateOf(t)
-		if st.Root0 != 0 && st.Status == tupleinternal.Pending && st.Held == tupleinternal.NotHeld && wanted(st) {
-			report(st, b.batchStart)
-			st.Held = tupleinternal.HeldReported
+		if st := stateOf(t); st.Root0 != 0 && st.Status == tupleinternal.Pending && st.Held == tupleinternal.NotHeld {
+			b.reportLocked(st, b.batchStart, in)
 		}
 	}
 }
 
+// reportLocked reports st as held by this task for each of its trees that match, and
+// says whether any did (e.mu held).
+func (b *boltExec) reportLocked(st *tupleinternal.State, since int64, match func(uint64) bool) bool {
+	rt := b.rt
+	any := false
+	var comp, stream string
+	var srcTask int
+	st.Edges(func(root, _ uint64) {
+		if !match(root) {
+			return
+		}
+		if !any {
+			any = true
+			comp, stream, srcTask = sourceOf(st)
+		}
+		rt.lin.Hold(root, lineage.Holder{
+			Node: st.LineageID(), Component: b.e.comp.ID, Task: int(b.e.task),
+			Since: rt.unixNano(since), SourceComp: comp, SourceTask: srcTask,
+			Stream: stream, FoundAt: rt.unixNano(rt.nanotime()),
+		})
+	})
+	return any
+}
+
 // holdPendingLocked lists the inputs of a finished batch that are still pending
-// (e.mu held). One already reported whose trees have all ended is not listed: nobody
-// will ask for it again.
+// (e.mu held). Trees that ended while the input waited in the queue or ran get it
+// reported now; an input whose trees have all ended is not listed: nobody will ask
+// for it again.
 func (b *boltExec) holdPendingLocked(batch []*tuple.Tuple) {
+	ended := b.rt.isEnded
 	for _, t := range batch {
 		st := stateOf(t)
-		switch {
-		case st.Root0 == 0 || st.Status != tupleinternal.Pending:
-			st.Held = tupleinternal.NotHeld
-		case st.Held == tupleinternal.HeldReported && b.rt.allEnded(st):
-			st.Held = tupleinternal.NotHeld
-		default:
-			st.Held = tupleinternal.HeldListed
-			st.HeldIdx = int32(len(b.held))
-			b.held = append(b.held, st)
+		if st.Root0 == 0 || st.Status != tupleinternal.Pending {
+			continue
 		}
+		b.reportLocked(st, st.ExecStart, ended)
+		if b.rt.allEnded(st) {
+			continue
+		}
+		st.Held = tupleinternal.HeldListed
+		st.HeldIdx = int32(len(b.held))
+		b.held = append(b.held, st)
 	}
+}
+
+// isEnded reports whether root's tree failed or timed out (among the newest maxEnded).
+func (r *Runtime) isEnded(root uint64) bool {
+	q := &r.held
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, ok := q.ended[root]
+	return ok
 }
 
 // allEnded reports whether every tree of the tuple has failed or timed out.
 func (r *Runtime) allEnded(st *tupleinternal.State) bool {
-	q := &r.held
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	all := true
-	st.Edges(func(root, _ uint64) {
-		if _, ok := q.ended[root]; !ok {
-			all = false
-		}
-	})
+	st.Edges(func(root, _ uint64) { all = all && r.isEnded(root) })
 	return all
 }
 

@@ -222,3 +222,98 @@ func TestAsyncAckProcessLatency(t *testing.T) {
 		t.Errorf("process latency count %d p50 %v max %v, want one near 20 ms and one near 300 ms", h.Count(), h.Quantile(0.5), h.Max())
 	}
 }
+
+// TestHeldListAfterStalls: inputs whose trees ended while they waited in the queue or
+// ran for longer than two timeouts are reported and never listed (found by review:
+// they stayed listed for good).
+func TestHeldListAfterStalls(t *testing.T) {
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 20} }, 1).Output("id")
+	b.SetBolt("slow", bolt(func(_ *fnBolt, in *tuple.Tuple) {
+		if in.Value(0).(int) == 0 {
+			time.Sleep(700 * time.Millisecond) // then returns without acking
+		}
+	}), 1).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.BatchSize, cfg.MessageTimeout = 1, 100*time.Millisecond
+	lin := recorder0(t)
+	rt := startWith(t, b, cfg, WithLineage(lin))
+	rec.waitFor(t, "20 timeouts", func(_, f int) bool { return f == 20 })
+	waitUntil(t, "every input executed", func() bool { return rt.Stats().Components["slow"].Executed == 20 })
+	for _, msg := range []string{"0", "19"} {
+		waitUntil(t, "the holder of "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
+	}
+	time.Sleep(3 * sweepEvery)
+	if n := heldLen(rt, "slow"); n != 0 {
+		t.Errorf("held list has %d inputs, all of whose trees ended", n)
+	}
+}
+
+// TestMultiRootStuckNamedForBoth: an input of two trees stuck inside Execute is named
+// for each tree as it times out (found by review: only for the first).
+func TestMultiRootStuckNamedForBoth(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout {
+		s := &listSpout{rec: rec, n: 2}
+		start := time.Now()
+		s.onNext = func(topology.SpoutCollector) {
+			if s.next == 1 && time.Since(start) < 150*time.Millisecond {
+				s.n = 1
+			} else {
+				s.n = 2
+			}
+		}
+		return s
+	}, 1).Output("id")
+	var held *tuple.Tuple
+	b.SetBolt("join", bolt(func(b *fnBolt, in *tuple.Tuple) {
+		if held == nil {
+			held = in
+			return
+		}
+		_ = b.out.Emit(tuple.Values{1}, held, in)
+		_ = b.out.Ack(held)
+		_ = b.out.Ack(in)
+	}), 1).Output("n").GlobalGrouping("s")
+	b.SetBolt("stuck", bolt(func(*fnBolt, *tuple.Tuple) { <-release }), 1).ShuffleGrouping("join")
+	cfg := quietConfig()
+	cfg.MessageTimeout = 200 * time.Millisecond
+	lin := recorder0(t)
+	startWith(t, b, cfg, WithLineage(lin))
+	for _, msg := range []string{"0", "1"} {
+		waitUntil(t, "the stuck holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
+		if h := taskHolders(lin, msg)[0]; h.Component != "stuck" {
+			t.Errorf("tree %s: holder %+v", msg, h)
+		}
+	}
+}
+
+// TestStallTimesNeverShrink: two Stats calls never see backpressure or skipped time go
+// down (found by review: a stall's end was dated before a Stats call in between).
+func TestStallTimesNeverShrink(t *testing.T) {
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout {
+		s := &listSpout{rec: rec, n: 1 << 30}
+		return s
+	}, 1).Output("id")
+	b.SetBolt("slow", bolt(func(b *fnBolt, in *tuple.Tuple) { time.Sleep(200 * time.Microsecond); _ = b.out.Ack(in) }), 1).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.BatchSize, cfg.ReceiveQueue, cfg.MaxSpoutPending = 1, 2, 3
+	rt := startWith(t, b, cfg)
+	var lastSkip, lastBP time.Duration
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		c := rt.Stats().Components["s"]
+		if c.SkippedMaxSpout < lastSkip || c.Backpressure < lastBP {
+			t.Fatalf("went back: skipped %v -> %v, backpressure %v -> %v", lastSkip, c.SkippedMaxSpout, lastBP, c.Backpressure)
+		}
+		lastSkip, lastBP = c.SkippedMaxSpout, c.Backpressure
+	}
+	if lastSkip == 0 {
+		t.Error("no time at max spout pending was seen")
+	}
+}

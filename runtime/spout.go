@@ -323,10 +323,7 @@ func (s *spoutExec) run() {
 		stopping := rt.stopping.Load()
 		emitted := false
 		if s.skip.since != 0 && !s.full() { // (only this goroutine writes since)
-			s.skip.mu.Lock()
-			s.skip.total += s.now - s.skip.since
-			s.skip.since = 0
-			s.skip.mu.Unlock()
+			s.endSkip()
 		}
 		if !stopping {
 			for range cfg.BatchSize {
@@ -392,6 +389,7 @@ func (s *spoutExec) run() {
 		}
 		timer.Stop()
 	}
+	s.endSkip()
 	s.e.mu.Lock()
 	s.e.flush(rt.hard)
 	s.e.stopped = true
@@ -402,6 +400,17 @@ func (s *spoutExec) run() {
 			s.e.reportError(fmt.Errorf("spout Close: %w", err))
 		}
 	})
+}
+
+// endSkip closes a stall at max spout pending. The clock is read under the mutex, as
+// Stats reads it, so that the time Stats shows never shrinks.
+func (s *spoutExec) endSkip() {
+	s.skip.mu.Lock()
+	defer s.skip.mu.Unlock()
+	if s.skip.since != 0 {
+		s.skip.total += max(s.rt.nanotime()-s.skip.since, 0)
+		s.skip.since = 0
+	}
 }
 
 // rotationsPerTimeout: the pending map rotates every MessageTimeout/4 and has 5

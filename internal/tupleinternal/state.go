@@ -12,9 +12,8 @@ const (
 
 // Held values.
 const (
-	NotHeld      uint8 = iota
-	HeldListed         // pending after its batch: in the task's held list
-	HeldReported       // in the batch being executed, and reported as held already
+	NotHeld    uint8 = iota
+	HeldListed       // pending after its batch: in the task's held list
 )
 
 // Edge is one (root id, edge id) pair of a tuple: the tuple belongs to the tree rooted
