@@ -86,14 +86,15 @@ func TestStuckExecuteNamesHolder(t *testing.T) {
 	}
 }
 
-// TestMultiRootTupleNamedForBothTrees: a tuple anchored to two trees that time out
-// 150 ms apart is named as held for each (found by review: only the first).
-func TestMultiRootTupleNamedForBothTrees(t *testing.T) {
+// twoTreeJoin builds s -> join -> last: s emits messages 0 and 1, the second 150 ms
+// after the first; join emits one tuple anchored to both, so that it is in two trees
+// that time out 150 ms apart, and last (the bolt given) gets it.
+func twoTreeJoin(last func() topology.Bolt) *topology.Builder {
 	rec := newRecorder()
-	var first time.Time
 	b := topology.NewBuilder()
 	b.SetSpout("s", func() topology.Spout {
 		s := &listSpout{rec: rec, n: 2}
+		var first time.Time
 		s.onNext = func(topology.SpoutCollector) {
 			if s.next == 1 && time.Since(first) < 150*time.Millisecond {
 				s.n = 1 // hold message 1 back for 150 ms
@@ -119,14 +120,21 @@ func TestMultiRootTupleNamedForBothTrees(t *testing.T) {
 		_ = b.out.Ack(held)
 		_ = b.out.Ack(in)
 	}), 1).Output("n").GlobalGrouping("s")
-	b.SetBolt("sink", bolt(func(*fnBolt, *tuple.Tuple) {}), 1).ShuffleGrouping("join") // never acks
+	b.SetBolt("last", last, 1).ShuffleGrouping("join")
+	return b
+}
+
+// TestMultiRootTupleNamedForBothTrees: a tuple anchored to two trees that time out
+// 150 ms apart is named as held for each (found by review: only the first).
+func TestMultiRootTupleNamedForBothTrees(t *testing.T) {
+	b := twoTreeJoin(bolt(func(*fnBolt, *tuple.Tuple) {})) // never acks
 	cfg := quietConfig()
 	cfg.MessageTimeout = 200 * time.Millisecond
 	lin := recorder0(t)
 	startWith(t, b, cfg, WithLineage(lin))
 	for _, msg := range []string{"0", "1"} {
 		waitUntil(t, "a holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
-		if h := taskHolders(lin, msg)[0]; h.Component != "sink" || h.SourceComp != "join" {
+		if h := taskHolders(lin, msg)[0]; h.Component != "last" || h.SourceComp != "join" {
 			t.Errorf("tree %s: holder %+v", msg, h)
 		}
 	}
@@ -255,38 +263,14 @@ func TestHeldListAfterStalls(t *testing.T) {
 func TestMultiRootStuckNamedForBoth(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	rec := newRecorder()
-	b := topology.NewBuilder()
-	b.SetSpout("s", func() topology.Spout {
-		s := &listSpout{rec: rec, n: 2}
-		start := time.Now()
-		s.onNext = func(topology.SpoutCollector) {
-			if s.next == 1 && time.Since(start) < 150*time.Millisecond {
-				s.n = 1
-			} else {
-				s.n = 2
-			}
-		}
-		return s
-	}, 1).Output("id")
-	var held *tuple.Tuple
-	b.SetBolt("join", bolt(func(b *fnBolt, in *tuple.Tuple) {
-		if held == nil {
-			held = in
-			return
-		}
-		_ = b.out.Emit(tuple.Values{1}, held, in)
-		_ = b.out.Ack(held)
-		_ = b.out.Ack(in)
-	}), 1).Output("n").GlobalGrouping("s")
-	b.SetBolt("stuck", bolt(func(*fnBolt, *tuple.Tuple) { <-release }), 1).ShuffleGrouping("join")
+	b := twoTreeJoin(bolt(func(*fnBolt, *tuple.Tuple) { <-release }))
 	cfg := quietConfig()
 	cfg.MessageTimeout = 200 * time.Millisecond
 	lin := recorder0(t)
 	startWith(t, b, cfg, WithLineage(lin))
 	for _, msg := range []string{"0", "1"} {
 		waitUntil(t, "the stuck holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
-		if h := taskHolders(lin, msg)[0]; h.Component != "stuck" {
+		if h := taskHolders(lin, msg)[0]; h.Component != "last" || h.Since == 0 {
 			t.Errorf("tree %s: holder %+v", msg, h)
 		}
 	}
