@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,12 @@ type boltExec struct {
 	// says a sweep left roots for this task to answer for itself.
 	held  []*tupleinternal.State
 	asked atomic.Bool
+	// blocked holds a copy of the held inputs while a send blocks with e.mu held.
+	blocked struct {
+		mu   sync.Mutex
+		on   bool
+		held []heldCopy
+	}
 }
 
 // procMark is an ack, during a batch, of an input of that batch: its process latency

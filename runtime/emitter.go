@@ -55,6 +55,10 @@ type emitter struct {
 	pubMu     sync.Mutex
 	pub       taskStats
 	wantHists atomic.Bool // Stats asks for fresh histogram copies
+	// beforeBlock, if set, is called (mu held) with true before a send blocks and with
+	// false after it: a bolt task with lineage on leaves a copy of its held inputs
+	// readable without mu meanwhile.
+	beforeBlock func(blocking bool)
 	// bp is the backpressure time: total blocked, and when a send still blocked began
 	// (0: none). Its own mutex: e.mu is held during the blocked send.
 	bp struct {
@@ -173,6 +177,10 @@ func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
 	}
 	// The queue is full: the time blocked here is backpressure (Stats adds the time
 	// of a send still blocked).
+	if e.beforeBlock != nil {
+		e.beforeBlock(true) // mu stays held while blocked: leave what it guards readable
+		defer e.beforeBlock(false)
+	}
 	start := e.rt.nanotime()
 	e.bp.mu.Lock()
 	e.bp.since = start

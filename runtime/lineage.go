@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	goruntime "runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -92,11 +93,14 @@ func (r *Runtime) sweep() {
 		return
 	}
 	for _, b := range r.bolts {
-		if b.e.mu.TryLock() {
+		if tryLock(&b.e.mu) {
 			b.reportHeldLocked(fresh)
 			b.e.mu.Unlock()
 			continue
 		}
+		// Busy: blocked in a send (it left a copy of its held inputs), or its mutex
+		// taken by another goroutine now and then. It also answers for itself later.
+		b.reportBlocked(fresh)
 		q.mu.Lock()
 		if q.roots == nil {
 			q.roots = map[*boltExec][]uint64{}
@@ -107,6 +111,75 @@ func (r *Runtime) sweep() {
 		select {
 		case b.wake <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// tryLock takes mu if it is free now or within a few yields (a collector used from
+// other goroutines holds it briefly and often).
+func tryLock(mu *sync.Mutex) bool {
+	for range 10 {
+		if mu.TryLock() {
+			return true
+		}
+		goruntime.Gosched()
+	}
+	return false
+}
+
+// heldCopy is a held input as copied before a send blocks (the task's mutex stays held).
+type heldCopy struct {
+	roots  []uint64
+	node   uint64
+	comp   string
+	stream string
+	src    int
+	since  int64
+}
+
+// copyHeld is the emitter's beforeBlock for a bolt task with lineage (e.mu held).
+func (b *boltExec) copyHeld(blocking bool) {
+	var cp []heldCopy
+	if blocking {
+		add := func(st *tupleinternal.State, since int64) {
+			c := heldCopy{node: st.LineageID(), since: since}
+			st.Edges(func(root, _ uint64) { c.roots = append(c.roots, root) })
+			c.comp, c.stream, c.src = sourceOf(st)
+			cp = append(cp, c)
+		}
+		for _, st := range b.held {
+			add(st, st.ExecStart)
+		}
+		for _, t := range b.batch {
+			if st := stateOf(t); st.Root0 != 0 && st.Status == tupleinternal.Pending && st.Held == tupleinternal.NotHeld {
+				add(st, b.batchStart)
+			}
+		}
+	}
+	b.blocked.mu.Lock()
+	b.blocked.held, b.blocked.on = cp, blocking
+	b.blocked.mu.Unlock()
+}
+
+// reportBlocked reports, for a task blocked in a send, the held inputs it copied.
+func (b *boltExec) reportBlocked(roots []uint64) {
+	b.blocked.mu.Lock()
+	defer b.blocked.mu.Unlock()
+	if !b.blocked.on {
+		return
+	}
+	want := make(map[uint64]bool, len(roots))
+	for _, r := range roots {
+		want[r] = true
+	}
+	rt := b.rt
+	now := rt.unixNano(rt.nanotime())
+	for _, c := range b.blocked.held {
+		for _, root := range c.roots {
+			if want[root] {
+				rt.lin.Hold(root, lineage.Holder{Node: c.node, Component: b.e.comp.ID, Task: int(b.e.task),
+					Since: rt.unixNano(c.since), SourceComp: c.comp, SourceTask: c.src, Stream: c.stream, FoundAt: now})
+			}
 		}
 	}
 }

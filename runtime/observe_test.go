@@ -301,3 +301,32 @@ func TestStallTimesNeverShrink(t *testing.T) {
 		t.Error("no time at max spout pending was seen")
 	}
 }
+
+// TestBlockedInSendNamedAsHolder: a bolt whose Execute is blocked emitting into a full
+// queue holds its mutex; the timed-out tree still names it, from the copy it left
+// before blocking (found by review: it was never named), and the stuck bolt below.
+func TestBlockedInSendNamedAsHolder(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
+	b.SetBolt("up", bolt(func(b *fnBolt, in *tuple.Tuple) {
+		for i := range 100 {
+			_ = b.out.Emit(tuple.Values{i}, in) // blocks once down's queue is full
+		}
+		_ = b.out.Ack(in)
+	}), 1).Output("n").ShuffleGrouping("s")
+	b.SetBolt("down", bolt(func(*fnBolt, *tuple.Tuple) { <-release }), 1).ShuffleGrouping("up")
+	cfg := quietConfig()
+	cfg.BatchSize, cfg.ReceiveQueue, cfg.MessageTimeout = 1, 2, 200*time.Millisecond
+	lin := recorder0(t)
+	startWith(t, b, cfg, WithLineage(lin))
+	waitUntil(t, "up and down named", func() bool {
+		names := map[string]bool{}
+		for _, h := range taskHolders(lin, "0") {
+			names[h.Component] = true
+		}
+		return names["up"] && names["down"]
+	})
+}

@@ -225,6 +225,9 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 			}
 			b := &boltExec{e: e, rt: r, wake: make(chan struct{}, 1), tuples: inbox.Tuples()}
 			b.cur.Store(-1)
+			if r.lin != nil {
+				e.beforeBlock = b.copyHeld
+			}
 			if r.cfg.LatencyMetrics {
 				e.stats.execLat, e.stats.procLat = &Histogram{}, &Histogram{}
 			}
