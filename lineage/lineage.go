@@ -139,9 +139,8 @@ type Tree struct {
 
 type tree struct {
 	Tree
-	index     map[uint64]int // node id -> position in Nodes
-	inFails   bool           // counted in the failures FIFO
-	inSampled bool           // counted in the sampled FIFO
+	inFails   bool // counted in the failures FIFO
+	inSampled bool // counted in the sampled FIFO
 }
 
 // Stats count what the recorder kept and dropped.
@@ -226,7 +225,7 @@ func (r *Recorder) Done(at int64, root, node uint64, task int, failed bool, reas
 	if t == nil {
 		return
 	}
-	if i, ok := t.index[node]; ok {
+	if i := t.find(node); i >= 0 {
 		n := &t.Nodes[i]
 		n.State, n.DoneByTask, n.DoneAt, n.Reason = NodeAcked, task, at, reason
 		if failed {
@@ -342,7 +341,7 @@ func (r *Recorder) Hold(root uint64, h Holder) {
 func (r *Recorder) getLocked(root uint64, sampled, failure bool) *tree {
 	t := r.trees[root]
 	if t == nil {
-		t = &tree{Tree: Tree{Root: root, Outcome: Pending}, index: map[uint64]int{}}
+		t = &tree{Tree: Tree{Root: root, Outcome: Pending}}
 		r.trees[root] = t
 		if sampled {
 			t.inSampled = true
@@ -418,8 +417,20 @@ func (r *Recorder) setMsgLocked(t *tree, msgID string) {
 	r.byMsg[t.MsgID] = append(r.byMsg[t.MsgID], t.Root)
 }
 
+// find returns the position of node id in t.Nodes, or -1. A linear search from the
+// newest (at most MaxNodes): cheaper than a map per sampled tree, and a tuple is
+// usually acked soon after it is emitted.
+func (t *tree) find(id uint64) int {
+	for i := len(t.Nodes) - 1; i >= 0; i-- {
+		if t.Nodes[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
 func (r *Recorder) addNodeLocked(t *tree, n Node) {
-	if _, dup := t.index[n.ID]; dup {
+	if t.find(n.ID) >= 0 {
 		return
 	}
 	if len(t.Nodes) >= r.cfg.MaxNodes {
@@ -431,7 +442,6 @@ func (r *Recorder) addNodeLocked(t *tree, n Node) {
 		n.State = NodePending
 	}
 	n.Parents = slices.Clone(n.Parents)
-	t.index[n.ID] = len(t.Nodes)
 	t.Nodes = append(t.Nodes, n)
 }
 
