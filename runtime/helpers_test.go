@@ -181,9 +181,9 @@ func mustBuild(t *testing.T, b *topology.Builder) *topology.Topology {
 	return topo
 }
 
-func start(t *testing.T, topo *topology.Topology, cfg topology.Config) *Runtime {
+func start(t *testing.T, topo *topology.Topology, cfg topology.Config, opts ...Option) *Runtime {
 	t.Helper()
-	rt, err := Start(context.Background(), topo, cfg)
+	rt, err := Start(context.Background(), topo, cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

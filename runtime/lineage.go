@@ -41,10 +41,9 @@ func (r *Runtime) unixNano(t int64) int64 { return r.epochUnix + t }
 // that the tuples tasks still hold for them are reported and let go.
 type heldQuery struct {
 	mu    sync.Mutex
-	fresh []uint64           // ended since the last sweep
-	ended map[uint64]int64   // ended roots -> when (runtime clock), the newest maxEnded
-	order []uint64           // ended, oldest first (for the bound)
-	asked map[*boltExec]bool // tasks that must answer for themselves (busy at a sweep)
+	fresh []uint64         // ended since the last sweep
+	ended map[uint64]int64 // ended roots -> when (runtime clock), the newest maxEnded
+	order []uint64         // ended, oldest first (for the bound)
 	roots map[*boltExec][]uint64
 }
 

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -10,21 +9,6 @@ import (
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
-
-func startWith(t *testing.T, b *topology.Builder, cfg topology.Config, opts ...Option) *Runtime {
-	t.Helper()
-	rt, err := Start(context.Background(), mustBuild(t, b), cfg, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = rt.Stop(ctx)
-		<-rt.Done()
-	})
-	return rt
-}
 
 func recorder0(t *testing.T) *lineage.Recorder {
 	t.Helper()
@@ -74,7 +58,7 @@ func TestStuckExecuteNamesHolder(t *testing.T) {
 	cfg := quietConfig()
 	cfg.MessageTimeout = 100 * time.Millisecond
 	lin := recorder0(t)
-	startWith(t, b, cfg, WithLineage(lin))
+	start(t, mustBuild(t, b), cfg, WithLineage(lin))
 	waitUntil(t, "the stuck task to be named", func() bool { return len(taskHolders(lin, "0")) == 1 })
 	h := taskHolders(lin, "0")[0]
 	if h.Component != "stuck" || h.Task != 2 || h.SourceComp != "s" || h.Since == 0 {
@@ -131,7 +115,7 @@ func TestMultiRootTupleNamedForBothTrees(t *testing.T) {
 	cfg := quietConfig()
 	cfg.MessageTimeout = 200 * time.Millisecond
 	lin := recorder0(t)
-	startWith(t, b, cfg, WithLineage(lin))
+	start(t, mustBuild(t, b), cfg, WithLineage(lin))
 	for _, msg := range []string{"0", "1"} {
 		waitUntil(t, "a holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
 		if h := taskHolders(lin, msg)[0]; h.Component != "last" || h.SourceComp != "join" {
@@ -163,7 +147,7 @@ func TestHeldListLetsGoOfFailedTrees(t *testing.T) {
 	b.SetBolt("failer", bolt(func(b *fnBolt, in *tuple.Tuple) { _ = b.out.Fail(in) }), 1).ShuffleGrouping("s")
 	b.SetBolt("dropper", bolt(func(*fnBolt, *tuple.Tuple) {}), 1).ShuffleGrouping("s")
 	lin := recorder0(t)
-	rt := startWith(t, b, quietConfig(), WithLineage(lin))
+	rt := start(t, mustBuild(t, b), quietConfig(), WithLineage(lin))
 	rec.waitFor(t, "200 fails", func(_, f int) bool { return f == 200 })
 	waitUntil(t, "dropper's held list to empty", func() bool { return heldLen(rt, "dropper") == 0 })
 	if hs := taskHolders(lin, "199"); len(hs) != 1 || hs[0].Component != "dropper" {
@@ -182,7 +166,7 @@ func TestStallTimesAreLive(t *testing.T) {
 	cfg := quietConfig()
 	cfg.MaxSpoutPending = 1
 	cfg.MessageTimeout = time.Minute
-	rt := startWith(t, b, cfg)
+	rt := start(t, mustBuild(t, b), cfg)
 	time.Sleep(300 * time.Millisecond)
 	if d := rt.Stats().Components["s"].SkippedMaxSpout; d < 200*time.Millisecond {
 		t.Errorf("after 300 ms at max spout pending, SkippedMaxSpout = %v", d)
@@ -196,7 +180,7 @@ func TestStallTimesAreLive(t *testing.T) {
 	b2.SetBolt("blocked", bolt(func(*fnBolt, *tuple.Tuple) { <-block }), 1).ShuffleGrouping("s")
 	cfg2 := quietConfig()
 	cfg2.BatchSize, cfg2.ReceiveQueue = 1, 2
-	rt2 := startWith(t, b2, cfg2)
+	rt2 := start(t, mustBuild(t, b2), cfg2)
 	time.Sleep(300 * time.Millisecond)
 	if d := rt2.Stats().Components["s"].Backpressure; d < 200*time.Millisecond {
 		t.Errorf("after 300 ms blocked on a full queue, Backpressure = %v", d)
@@ -222,7 +206,7 @@ func TestAsyncAckProcessLatency(t *testing.T) {
 	}), 1).ShuffleGrouping("s")
 	cfg := quietConfig()
 	cfg.BatchSize = 2
-	rt := startWith(t, b, cfg)
+	rt := start(t, mustBuild(t, b), cfg)
 	rec.waitFor(t, "2 acks", func(a, _ int) bool { return a == 2 })
 	stop(t, rt)
 	h := rt.Stats().Components["async"].ProcessLatency
@@ -246,7 +230,7 @@ func TestHeldListAfterStalls(t *testing.T) {
 	cfg := quietConfig()
 	cfg.BatchSize, cfg.MessageTimeout = 1, 100*time.Millisecond
 	lin := recorder0(t)
-	rt := startWith(t, b, cfg, WithLineage(lin))
+	rt := start(t, mustBuild(t, b), cfg, WithLineage(lin))
 	rec.waitFor(t, "20 timeouts", func(_, f int) bool { return f == 20 })
 	waitUntil(t, "every input executed", func() bool { return rt.Stats().Components["slow"].Executed == 20 })
 	for _, msg := range []string{"0", "19"} {
@@ -267,7 +251,7 @@ func TestMultiRootStuckNamedForBoth(t *testing.T) {
 	cfg := quietConfig()
 	cfg.MessageTimeout = 200 * time.Millisecond
 	lin := recorder0(t)
-	startWith(t, b, cfg, WithLineage(lin))
+	start(t, mustBuild(t, b), cfg, WithLineage(lin))
 	for _, msg := range []string{"0", "1"} {
 		waitUntil(t, "the stuck holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
 		if h := taskHolders(lin, msg)[0]; h.Component != "last" || h.Since == 0 {
@@ -288,7 +272,7 @@ func TestStallTimesNeverShrink(t *testing.T) {
 	b.SetBolt("slow", bolt(func(b *fnBolt, in *tuple.Tuple) { time.Sleep(200 * time.Microsecond); _ = b.out.Ack(in) }), 1).ShuffleGrouping("s")
 	cfg := quietConfig()
 	cfg.BatchSize, cfg.ReceiveQueue, cfg.MaxSpoutPending = 1, 2, 3
-	rt := startWith(t, b, cfg)
+	rt := start(t, mustBuild(t, b), cfg)
 	var lastSkip, lastBP time.Duration
 	for end := time.Now().Add(time.Second); time.Now().Before(end); {
 		c := rt.Stats().Components["s"]
@@ -321,7 +305,7 @@ func TestBlockedInSendNamedAsHolder(t *testing.T) {
 	cfg := quietConfig()
 	cfg.BatchSize, cfg.ReceiveQueue, cfg.MessageTimeout = 1, 2, 200*time.Millisecond
 	lin := recorder0(t)
-	startWith(t, b, cfg, WithLineage(lin))
+	start(t, mustBuild(t, b), cfg, WithLineage(lin))
 	waitUntil(t, "up and down named", func() bool {
 		names := map[string]bool{}
 		for _, h := range taskHolders(lin, "0") {

@@ -194,9 +194,6 @@ func (h *Histogram) Record(ns int64) {
 	h.max = max(h.max, ns)
 }
 
-// Reset empties h.
-func (h *Histogram) Reset() { *h = Histogram{} }
-
 // Buckets calls fn for every non-empty bucket in increasing order, with its bounds in
 // nanoseconds [lower, upper) and its count.
 func (h *Histogram) Buckets(fn func(lower, upper int64, count uint64)) {
