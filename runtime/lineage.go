@@ -7,6 +7,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gale-stream/gale/internal/tupleinternal"
@@ -45,6 +46,9 @@ type heldQuery struct {
 	ended map[uint64]int64 // ended roots -> when (runtime clock), the newest maxEnded
 	order []uint64         // ended, oldest first (for the bound)
 	roots map[*boltExec][]uint64
+	// any is set once a tree has ended: until then a batch's pending inputs are listed
+	// without taking mu (a batching sink leaves every input pending at batch end).
+	any atomic.Bool
 }
 
 // sweepEvery is how often ended trees are looked for in the tasks' held lists.
@@ -63,6 +67,7 @@ func (r *Runtime) treesEnded(now int64, roots []uint64) {
 	if q.ended == nil {
 		q.ended = map[uint64]int64{}
 	}
+	q.any.Store(true)
 	for _, root := range roots {
 		if _, dup := q.ended[root]; !dup {
 			q.ended[root] = now
@@ -276,9 +281,11 @@ func (b *boltExec) holdPendingLocked(batch []*tuple.Tuple) {
 		if st.Root0 == 0 || st.Status != tupleinternal.Pending {
 			continue
 		}
-		b.reportLocked(st, st.ExecStart, ended)
-		if b.rt.allEnded(st) {
-			continue
+		if b.rt.held.any.Load() {
+			b.reportLocked(st, st.ExecStart, ended)
+			if b.rt.allEnded(st) {
+				continue
+			}
 		}
 		st.Held = tupleinternal.HeldListed
 		st.HeldIdx = int32(len(b.held))
