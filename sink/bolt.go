@@ -7,11 +7,17 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -22,6 +28,8 @@ const (
 	DefaultBatchRows    = 256
 	DefaultBatchDelay   = 20 * time.Millisecond
 	DefaultFlushTimeout = 10 * time.Second
+	DefaultRetryMin     = 100 * time.Millisecond
+	DefaultRetryMax     = 5 * time.Second
 )
 
 // Row is one row for one of the sink's tables: Values in that Table's Columns order.
@@ -55,9 +63,21 @@ type Options struct {
 	// Without ticks a batch is written only when it is full. Default 20 ms.
 	BatchDelay time.Duration
 	// FlushTimeout bounds one batch's transaction, from BEGIN to COMMIT; past it the
-	// transaction is rolled back and the batch failed. Keep it well under the
-	// topology's MessageTimeout. Default 10 s.
+	// transaction is rolled back and, as the database is too slow, the batch is held
+	// and retried like any sink-wide error. Keep it well under the topology's
+	// MessageTimeout. Default 10 s.
 	FlushTimeout time.Duration
+	// RetryMin and RetryMax set the backoff of a batch held because the database
+	// failed as a whole (see NewBolt): the first retry comes RetryMin after the
+	// failure (checked on ticks), each later one twice as long after the one before,
+	// up to RetryMax. Keep RetryMax under the topology's MessageTimeout: each retry
+	// restarts the held inputs' message timeouts. Defaults 100 ms and 5 s.
+	RetryMin, RetryMax time.Duration
+	// Health, if set, is told when the database stops and starts taking this bolt's
+	// writes (share it with whoever must know, e.g. the ingest service's
+	// Config.Sink, and with every sink bolt writing to the same database). Default:
+	// one of the bolt's own (Bolt.Health).
+	Health *Health
 	// After, if set, runs inside each batch's transaction after every row was
 	// written and before COMMIT (e.g. to recompute a summary from the rows it names).
 	// rows are the batch's rows in input order. An error rolls the batch back and fails
@@ -91,11 +111,19 @@ type Counters struct {
 	// Dropped is the number of inputs still buffered when Cleanup ran: not written,
 	// not acked, not failed (see the bolt's Cleanup).
 	Dropped atomic.Uint64
+	// Outages is the number of times a task found the database failing as a whole
+	// (full, read-only, damaged, unreachable...) after its last write that worked:
+	// from then on it holds its inputs and retries.
+	Outages atomic.Uint64
+	// Retries is the number of transactions that wrote held inputs again after such
+	// a failure (each also counted in Failures when rolled back, in Batches when
+	// committed).
+	Retries atomic.Uint64
 }
 
 // CountersSnapshot is a plain copy of Counters.
 type CountersSnapshot struct {
-	Batches, Rows, Duplicates, Stale, Failures, Rejected, Dropped uint64
+	Batches, Rows, Duplicates, Stale, Failures, Rejected, Dropped, Outages, Retries uint64
 }
 
 // Snapshot reads every counter (each atomically, not all at one instant).
@@ -103,7 +131,7 @@ func (c *Counters) Snapshot() CountersSnapshot {
 	return CountersSnapshot{
 		Batches: c.Batches.Load(), Rows: c.Rows.Load(), Duplicates: c.Duplicates.Load(),
 		Stale: c.Stale.Load(), Failures: c.Failures.Load(), Rejected: c.Rejected.Load(),
-		Dropped: c.Dropped.Load(),
+		Dropped: c.Dropped.Load(), Outages: c.Outages.Load(), Retries: c.Retries.Load(),
 	}
 }
 
@@ -134,16 +162,34 @@ type config struct {
 // Only after COMMIT returns nil are the batch's inputs acked, so a completed tuple
 // tree means its rows are committed (durably, for SQLite with the settings Open
 // applies). If anything fails (BEGIN, a row, the hook, COMMIT, or FlushTimeout) the
-// transaction is rolled back, the error is reported with ReportError and
-// Counters.Failures grows. Then, unless the error is the database's own (connection
-// lost, deadline, closed), each input is written again in a transaction of its own:
-// those that commit are acked, those that fail are failed (the spout replays them;
-// the error is the fail reason given to OutputCollector.FailWith), and after three
-// failures in a row with no success the rest are failed untried. So a row the
-// database refuses (a CHECK or encoding error) fails only its own input. A COMMIT
-// that returns an error may still have committed (a connection lost after the server
-// committed); the replay then writes nothing new, which is why the sink's writes are
-// idempotent.
+// transaction is rolled back and Counters.Failures grows. What follows depends on
+// whose fault the error is:
+//
+//   - The database's as a whole (a sink outage): disk full, read-only, a damaged
+//     database file, I/O errors, locks held too long, connections refused or lost,
+//     PostgreSQL shutting down or starting, too many connections, FlushTimeout
+//     passed (SQLite result codes FULL, IOERR, READONLY, CORRUPT, NOTADB, BUSY...;
+//     SQLSTATE classes 08, 53, 57, 58, XX...; network errors). No input is failed:
+//     the task holds them all, with the inputs that arrive meanwhile, restarts their
+//     message timeouts (OutputCollector.ResetTimeout) and writes them again on a
+//     tick after a backoff (RetryMin doubling up to RetryMax), in transactions of
+//     up to BatchRows rows, until one commits. Options.Health is told at the first
+//     failure and at the first commit after it; the error is reported once
+//     (ReportError), not once per retry.
+//   - One input's (a CHECK or NOT NULL constraint, a value the database refuses):
+//     each input is written again in a transaction of its own: those that commit
+//     are acked, those that fail are failed (the spout replays them; the error is
+//     the fail reason given to OutputCollector.FailWith), so only the input that
+//     carries the bad row counts toward its dead letter. An error the bolt cannot
+//     place is treated so (that is how an input proves it is not the cause).
+//
+// A COMMIT that returns an error may still have committed (a connection lost after
+// the server committed); the retry then writes nothing new, which is why the sink's
+// writes are idempotent.
+//
+// A stop is nobody's fault either: when the context given to Prepare is done, the
+// held inputs are neither written, acked nor failed (a write it interrupts counts as
+// no error); Cleanup drops them and the spout replays them.
 //
 // Writing is synchronous, on the task's goroutine: while a batch is written the task
 // takes no input, which is the topology's backpressure. Cleanup writes nothing: see
@@ -188,6 +234,19 @@ func compile(opts Options) (*config, error) {
 		return bad("BatchDelay %v is negative", opts.BatchDelay)
 	case opts.FlushTimeout < 0:
 		return bad("FlushTimeout %v is negative", opts.FlushTimeout)
+	case opts.RetryMin < 0 || opts.RetryMax < 0:
+		return bad("RetryMin %v or RetryMax %v is negative", opts.RetryMin, opts.RetryMax)
+	case opts.RetryMax > 0 && opts.RetryMin > opts.RetryMax:
+		return bad("RetryMin %v is above RetryMax %v", opts.RetryMin, opts.RetryMax)
+	}
+	if opts.RetryMin == 0 {
+		opts.RetryMin = min(DefaultRetryMin, cmp.Or(opts.RetryMax, DefaultRetryMin))
+	}
+	if opts.RetryMax == 0 {
+		opts.RetryMax = max(DefaultRetryMax, opts.RetryMin)
+	}
+	if opts.Health == nil {
+		opts.Health = NewHealth(nil)
 	}
 	if opts.BatchRows == 0 {
 		opts.BatchRows = DefaultBatchRows
@@ -228,18 +287,32 @@ type Bolt struct {
 	ctx context.Context
 	out topology.OutputCollector
 
+	task int // TaskContext.TaskID, this task's key in the Health
+
 	inputs []*tuple.Tuple // buffered inputs, in arrival order
 	rows   []Row          // their rows, in the same order
 	ends   []int          // ends[i]: rows[ends[i-1]:ends[i]] are inputs[i]'s
 	oldest time.Time      // when inputs[0] was buffered
+
+	// outage is the sink-wide error of the last write while the buffer is held
+	// because of it (nil otherwise); retryAt is when to write it again and backoff
+	// the wait before that.
+	outage  error
+	retryAt time.Time
+	backoff time.Duration
 }
 
 // Prepare implements topology.Bolt. ctx (the runtime's Start context) bounds every
-// transaction along with FlushTimeout.
-func (b *Bolt) Prepare(ctx context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
-	b.ctx, b.out = ctx, out
+// transaction along with FlushTimeout; once it is done the bolt writes nothing (a
+// stop).
+func (b *Bolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	b.ctx, b.out, b.task = ctx, out, tc.TaskID
 	return nil
 }
+
+// Health is what the bolt reports its database's availability to (Options.Health,
+// or the bolt's own).
+func (b *Bolt) Health() *Health { return b.cfg.Health }
 
 // Execute implements topology.Bolt: it buffers an input's rows and writes the batch
 // when it is full; on a tick it writes the batch if its oldest input is BatchDelay
@@ -254,7 +327,12 @@ func (b *Bolt) Execute(t *tuple.Tuple) {
 				now = tt
 			}
 		}
-		if len(b.inputs) > 0 && now.Sub(b.oldest) >= b.cfg.BatchDelay {
+		switch {
+		case b.outage != nil:
+			if !now.Before(b.retryAt) {
+				b.flush()
+			}
+		case len(b.inputs) > 0 && now.Sub(b.oldest) >= b.cfg.BatchDelay:
 			b.flush()
 		}
 		return
@@ -276,7 +354,7 @@ func (b *Bolt) Execute(t *tuple.Tuple) {
 	b.inputs = append(b.inputs, t)
 	b.rows = append(b.rows, rows...)
 	b.ends = append(b.ends, len(b.rows))
-	if len(b.rows) >= b.cfg.BatchRows {
+	if len(b.rows) >= b.cfg.BatchRows && b.outage == nil { // in an outage, ticks retry
 		b.flush()
 	}
 }
@@ -301,98 +379,187 @@ func (b *Bolt) check(rows []Row) error {
 // Pending returns the number of inputs and rows buffered, not yet written.
 func (b *Bolt) Pending() (inputs, rows int) { return len(b.inputs), len(b.rows) }
 
-// flush writes the buffered batch in one transaction, then acks its inputs, or fails
-// them all if anything went wrong.
+// flush writes the held inputs, in transactions of up to BatchRows rows (one batch,
+// unless an outage let them pile up), acking each transaction's inputs after its
+// COMMIT. It stops at a sink-wide error, holding what is left for a retry, and
+// writes nothing once the bolt's context is done (a stop).
 func (b *Bolt) flush() {
-	inputs, rows, ends := b.inputs, b.rows, b.ends
-	b.inputs, b.rows, b.ends = nil, nil, nil
-	if len(inputs) == 0 {
-		return
-	}
-	c := b.cfg.Counters
-	res, err := b.write(rows)
-	if err != nil && len(inputs) > 1 && !systemic(err) {
-		// One input's rows may be refused by the database (a poison row): write each
-		// input in its own transaction, so only the inputs that fail are failed, not
-		// every event that shared their batch. Costs nothing unless a batch fails.
-		b.isolate(inputs, rows, ends, err)
-		return
-	}
-	if err != nil {
-		c.Failures.Add(1)
-		err = fmt.Errorf("sink: batch of %d inputs (%d rows) to %s rolled back, inputs failed: %w", len(inputs), len(rows), b.cfg.DB, err)
-		var outErr error
-		for _, t := range inputs {
-			if e := b.fail(t, err); e != nil && outErr == nil {
-				outErr = e
-			}
+	for len(b.inputs) > 0 && b.ctx.Err() == nil {
+		// Inputs in the next transaction: whole inputs, up to the one whose rows reach
+		// BatchRows (as a batch is made in Execute).
+		n := 1
+		for n < len(b.inputs) && b.ends[n-1] < b.cfg.BatchRows {
+			n++
 		}
-		b.out.ReportError(err)
-		if outErr != nil {
-			b.out.ReportError(fmt.Errorf("sink: failing the batch's inputs: %w", outErr))
+		if !b.writeInputs(n, false) {
+			return
 		}
-		return
-	}
-	c.Batches.Add(1)
-	c.Rows.Add(res.written)
-	c.Duplicates.Add(res.duplicates)
-	c.Stale.Add(res.stale)
-	var outErr error
-	for _, t := range inputs {
-		if e := b.out.Ack(t); e != nil && outErr == nil {
-			outErr = e
-		}
-	}
-	if outErr != nil {
-		b.out.ReportError(fmt.Errorf("sink: acking a committed batch's inputs: %w", outErr))
 	}
 }
 
-// isolate writes each input of a failed batch in a transaction of its own, acking
-// those that commit and failing those that do not. An error of the database itself
-// (systemic) stops it: the inputs not tried yet are failed without trying.
-func (b *Bolt) isolate(inputs []*tuple.Tuple, rows []Row, ends []int, batchErr error) {
+// writeInputs writes the first n held inputs in one transaction and lets go of
+// them: acked after COMMIT, or, when the database refused a row, written one by one
+// (alone: failed with the error). It returns false, holding them, when the error is
+// the database's as a whole or a stop interrupted the write.
+func (b *Bolt) writeInputs(n int, alone bool) bool {
 	c := b.cfg.Counters
-	c.Failures.Add(1)
-	b.out.ReportError(fmt.Errorf("sink: batch of %d inputs to %s rolled back (%w); writing them one by one", len(inputs), b.cfg.DB, batchErr))
-	start := 0
-	var stop error
-	for i, t := range inputs {
-		one := rows[start:ends[i]]
-		start = ends[i]
-		var err error
-		var res result
-		if stop == nil {
-			res, err = b.write(one)
-			if err != nil && systemic(err) {
-				stop = err
-			}
-		} else {
-			err = fmt.Errorf("not tried: the database failed (%w)", stop)
-		}
-		if err != nil {
-			c.Failures.Add(1)
-			_ = b.fail(t, fmt.Errorf("sink: input written alone to %s rolled back: %w", b.cfg.DB, err))
-			continue
-		}
+	rows := b.rows[:b.ends[n-1]]
+	if b.outage != nil {
+		c.Retries.Add(1)
+	}
+	res, err := b.write(rows)
+	switch {
+	case err == nil:
+		b.available()
 		c.Batches.Add(1)
 		c.Rows.Add(res.written)
 		c.Duplicates.Add(res.duplicates)
 		c.Stale.Add(res.stale)
-		if e := b.out.Ack(t); e != nil {
-			b.out.ReportError(fmt.Errorf("sink: acking a committed input: %w", e))
+		var outErr error
+		for _, t := range b.inputs[:n] {
+			if e := b.out.Ack(t); e != nil && outErr == nil {
+				outErr = e
+			}
 		}
+		if outErr != nil {
+			b.out.ReportError(fmt.Errorf("sink: acking a committed batch's inputs: %w", outErr))
+		}
+		b.release(n)
+		return true
+	case b.ctx.Err() != nil:
+		// A stop, not a failure of the batch: the inputs stay held, neither acked nor
+		// failed (Cleanup drops them; the spout replays them).
+		return false
+	case sinkWide(err):
+		c.Failures.Add(1)
+		b.unavailable(err, len(rows))
+		return false
+	}
+	// The database answered, and refused something the inputs carry.
+	b.available()
+	c.Failures.Add(1)
+	if alone {
+		if e := b.fail(b.inputs[0], fmt.Errorf("sink: input written alone to %s rolled back: %w", b.cfg.DB, err)); e != nil {
+			b.out.ReportError(fmt.Errorf("sink: failing an input: %w", e))
+		}
+		b.release(1)
+		return true
+	}
+	if n == 1 {
+		err = fmt.Errorf("sink: batch of 1 input (%d rows) to %s rolled back, input failed: %w", len(rows), b.cfg.DB, err)
+		b.out.ReportError(err)
+		if e := b.fail(b.inputs[0], err); e != nil {
+			b.out.ReportError(fmt.Errorf("sink: failing an input: %w", e))
+		}
+		b.release(1)
+		return true
+	}
+	// One input's rows may be refused by the database (a poison row): write each
+	// input in its own transaction, so only the inputs that fail are failed, not
+	// every event that shared their batch. Costs nothing unless a batch fails.
+	b.out.ReportError(fmt.Errorf("sink: batch of %d inputs to %s rolled back (%w); writing them one by one", n, b.cfg.DB, err))
+	for range n {
+		if !b.writeInputs(1, true) {
+			return false
+		}
+	}
+	return true
+}
+
+// release lets go of the first n held inputs (acked or failed).
+func (b *Bolt) release(n int) {
+	cut := b.ends[n-1]
+	b.inputs = slices.Delete(b.inputs, 0, n)
+	b.rows = slices.Delete(b.rows, 0, cut)
+	b.ends = slices.Delete(b.ends, 0, n)
+	for i := range b.ends {
+		b.ends[i] -= cut
+	}
+	if len(b.inputs) == 0 {
+		b.inputs, b.rows, b.ends = nil, nil, nil
 	}
 }
 
-// systemic reports errors that no input causes alone (the database is gone or slow),
-// for which writing inputs one by one would only multiply the wait.
-func systemic(err error) bool {
+// unavailable holds the buffer after a sink-wide error: it schedules the next
+// retry, restarts the held trees' message timeouts and, at the first failure of an
+// outage, reports it (once) and tells the Health.
+func (b *Bolt) unavailable(err error, rows int) {
+	if b.outage == nil {
+		b.cfg.Counters.Outages.Add(1)
+		b.backoff = b.cfg.RetryMin
+		b.out.ReportError(fmt.Errorf("sink: %s fails as a whole, not because of the inputs: holding %d inputs and retrying every %v to %v (a transaction of %d rows rolled back: %w)",
+			b.cfg.DB, len(b.inputs), b.cfg.RetryMin, b.cfg.RetryMax, rows, err))
+	} else {
+		b.backoff = min(2*b.backoff, b.cfg.RetryMax)
+	}
+	b.outage = err
+	b.retryAt = time.Now().Add(b.backoff)
+	b.cfg.Health.report(b.task, err, b.cfg.DB)
+	// The wait is the database's, not the trees': keep them from timing out (a
+	// tree that does time out is replayed later, and written once).
+	for _, t := range b.inputs {
+		_ = b.out.ResetTimeout(t) // fails only for a tree already over: nothing to keep
+	}
+}
+
+// available ends an outage at the first write the database answered.
+func (b *Bolt) available() {
+	if b.outage == nil {
+		return
+	}
+	b.outage, b.backoff = nil, 0
+	b.cfg.Health.report(b.task, nil, b.cfg.DB)
+}
+
+// sinkWide reports errors that belong to the database as a whole, not to the rows
+// of any input: the sink is out (full, read-only, damaged, unreachable, shutting
+// down, overloaded) or too slow. Writing inputs one by one would only multiply the
+// wait, and failing them would charge events for what they did not do.
+func sinkWide(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff { // the primary result code
+		case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_TOOBIG,
+			sqlite3.SQLITE_RANGE, sqlite3.SQLITE_FORMAT:
+			return false // the row's values
+		case sqlite3.SQLITE_ERROR:
+			// Mostly SQL the database refuses; the schema gone is not a row's fault.
+			msg := se.Error()
+			return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column")
+		}
+		// FULL, IOERR, READONLY, CORRUPT, NOTADB, BUSY, LOCKED, CANTOPEN, NOMEM,
+		// PERM, INTERRUPT (FlushTimeout), PROTOCOL, SCHEMA...: the database's.
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if len(pe.Code) < 2 {
+			return false
+		}
+		switch pe.Code[:2] {
+		case "08", // connection exception
+			"25", // invalid transaction state (25006: read-only transaction, a standby)
+			"28", // invalid authorization
+			"3D", // invalid catalog name (the database is gone)
+			"40", // transaction rollback (serialization failure, deadlock): try again
+			"42", // syntax or access rule (a table gone, a privilege revoked)
+			"53", // insufficient resources (disk full, out of memory, too many connections)
+			"55", // object not in prerequisite state (lock not available)
+			"57", // operator intervention (shutdown, starting up, statement timeout)
+			"58", // system error (I/O)
+			"XX": // internal error (data or index corrupted)
+			return true
+		}
+		return false // 22 data exception, 23 integrity constraint, 54 too big...
+	}
 	var ne net.Error
+	var ce *pgconn.ConnectError
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.As(err, &ne) ||
-		strings.Contains(err.Error(), "database is closed") ||
-		strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY")
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &ne) || errors.As(err, &ce) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
+		strings.Contains(err.Error(), "database is closed") // database/sql's, unexported
 }
 
 // fail fails t with its reason, which reaches a topology.ReasonedSpout (e.g. to keep
@@ -513,7 +680,7 @@ func keyText(sb *strings.Builder, v any) {
 func (b *Bolt) Cleanup() error {
 	n := len(b.inputs)
 	rows := len(b.rows)
-	b.inputs, b.rows = nil, nil
+	b.inputs, b.rows, b.ends = nil, nil, nil
 	if n == 0 {
 		return nil
 	}

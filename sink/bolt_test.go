@@ -413,34 +413,6 @@ func TestRuntimeRollbackLeavesNothingBehind(t *testing.T) {
 	})
 }
 
-// With its database closed, a batch fails every input and reports why.
-func TestClosedDBFailsTheBatch(t *testing.T) {
-	backends(t, func(t *testing.T, e *env) {
-		e.createTables()
-		c := &Counters{}
-		opts := e.options(c)
-		opts.DB = e.open()
-		opts.BatchRows = 2
-		b, out := newTestBolt(t, opts)
-		opts.DB.Close()
-		b.Execute(ingestTuple(record("x", "", -1, `{}`)))
-		b.Execute(ingestTuple(record("y", "", -1, `{}`)))
-		acked, failed, errs := out.state()
-		eqList(t, "acked", acked, nil)
-		eqList(t, "failed", failed, []string{"x", "y"})
-		if len(errs) != 1 || !strings.Contains(errs[0].Error(), "database is closed") {
-			t.Errorf("reported %v, want one error saying the database is closed", errs)
-		}
-		for i, r := range out.failReasons() {
-			if r == nil || !strings.Contains(r.Error(), "rolled back") || !strings.Contains(r.Error(), "database is closed") {
-				t.Errorf("fail reason %d = %v, want the batch's error", i, r)
-			}
-		}
-		eq(t, "events", e.count(e.db, "events", ""), 0)
-		eq(t, "counters", c.Snapshot(), CountersSnapshot{Failures: 1})
-	})
-}
-
 // A Rows error, or a row the bolt cannot write, fails that input alone; the batch
 // around it is written.
 func TestRowsErrorFailsOnlyThatInput(t *testing.T) {

@@ -215,9 +215,12 @@ type collector struct {
 	errs     []error
 	finished map[*tuple.Tuple]string
 	onAck    func(id string) // called before an ack is recorded
+	resets   map[string]int  // ResetTimeout calls per event id
 }
 
-func newCollector() *collector { return &collector{finished: map[*tuple.Tuple]string{}} }
+func newCollector() *collector {
+	return &collector{finished: map[*tuple.Tuple]string{}, resets: map[string]int{}}
+}
 
 func (c *collector) Emit(tuple.Values, ...*tuple.Tuple) error {
 	return errors.New("sink emits nothing")
@@ -228,7 +231,12 @@ func (c *collector) EmitTo(string, tuple.Values, ...*tuple.Tuple) error {
 func (c *collector) EmitDirect(int, string, tuple.Values, ...*tuple.Tuple) error {
 	return errors.New("sink emits nothing")
 }
-func (c *collector) ResetTimeout(*tuple.Tuple) error { return nil }
+func (c *collector) ResetTimeout(t *tuple.Tuple) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.resets[t.StringByField("event_id")]++
+	return nil
+}
 func (c *collector) ReportError(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
