@@ -42,10 +42,24 @@ type Config struct {
 	// finished events older than it are trimmed from the log every TrimEvery
 	// (default 10 minutes). A later event with a trimmed id is a new event.
 	DedupeWindow, TrimEvery time.Duration
+	// Sink, if set, tells whether the sink the spout feeds takes writes
+	// (sink.Health implements it). While it does not, the log spout emits nothing,
+	// a tree that timed out during or across an outage is replayed without charging
+	// the event an attempt, and Ready reports the sink unavailable.
+	Sink SinkHealth
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests set it.
 	Now func() time.Time
+}
+
+// SinkHealth is what the service needs to know of the sink downstream of its spout.
+type SinkHealth interface {
+	// Err is nil while the sink takes writes, else why not.
+	Err() error
+	// Outages is how many outages have begun so far (a tree whose life saw it
+	// change lived through one).
+	Outages() uint64
 }
 
 // Service is the ingest front door's core: it takes events in, answers at the
@@ -582,7 +596,8 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 	return st, nil
 }
 
-// Ready reports whether the service takes events in: not closing and the log healthy.
+// Ready reports whether the service takes events in and processes them: not
+// closing, the log healthy, and the sink (Config.Sink) available.
 func (s *Service) Ready() error {
 	s.mu.Lock()
 	closing := s.closing
@@ -590,7 +605,18 @@ func (s *Service) Ready() error {
 	if closing {
 		return ErrShuttingDown
 	}
-	return s.log.Err()
+	if err := s.log.Err(); err != nil {
+		return err
+	}
+	return s.sinkErr()
+}
+
+// sinkErr is why the sink does not take writes now, nil if it does (or is not known).
+func (s *Service) sinkErr() error {
+	if s.cfg.Sink == nil {
+		return nil
+	}
+	return s.cfg.Sink.Err()
 }
 
 // Stats are the service's gauges.

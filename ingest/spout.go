@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gale-stream/gale/event"
@@ -23,6 +24,11 @@ var SpoutFields = []string{"event_id", "record"}
 // PROCESSED; a failed or timed-out one is replayed after an exponential backoff
 // without holding back later records, up to max attempts, then FAILED_FINAL.
 //
+// A sink outage (Config.Sink) is not the events' fault: while the sink is
+// unavailable the spout emits nothing (no new records, no replays), and a tree that
+// times out while it is, or whose life overlapped an outage, is replayed once the
+// sink is back without being charged an attempt (StepInterrupted).
+//
 // Declare it with parallelism 1 (the log is one sequence): other tasks fail Open.
 func (s *Service) Spout() func() topology.Spout {
 	return func() topology.Spout { return &logSpout{svc: s} }
@@ -33,8 +39,14 @@ type logSpout struct {
 	out      topology.SpoutCollector
 	pos      uint64 // next seq to read
 	buf      []event.Record
-	inflight map[uint64]*event.Record
+	inflight map[uint64]inflight
 	retries  retryHeap
+}
+
+// inflight is an emitted record and the sink's outage count at its emit.
+type inflight struct {
+	rec     *event.Record
+	outages uint64
 }
 
 func (sp *logSpout) Open(_ context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
@@ -43,11 +55,14 @@ func (sp *logSpout) Open(_ context.Context, tc topology.TaskContext, out topolog
 	}
 	sp.out = out
 	sp.pos = sp.svc.log.Committed()
-	sp.inflight = map[uint64]*event.Record{}
+	sp.inflight = map[uint64]inflight{}
 	return nil
 }
 
 func (sp *logSpout) NextTuple() {
+	if sp.svc.sinkErr() != nil {
+		return // the sink's outage: whatever is emitted would only wait, or time out
+	}
 	now := sp.svc.now()
 	if len(sp.retries) > 0 && sp.retries[0].due <= now {
 		r := heap.Pop(&sp.retries).(retryItem)
@@ -118,7 +133,7 @@ const recoveredChunk = 32
 
 // send emits rec as a tracked root whose attempt was started.
 func (sp *logSpout) send(rec *event.Record) {
-	sp.inflight[rec.Seq] = rec
+	sp.inflight[rec.Seq] = inflight{rec: rec, outages: sp.svc.sinkOutages()}
 	if err := sp.out.Emit(tuple.Values{rec.Event.ID, rec}, rec.Seq); err != nil {
 		sp.svc.cfg.Logger.Error("log spout: emit failed", "event_id", rec.Event.ID, "err", err)
 	}
@@ -126,12 +141,12 @@ func (sp *logSpout) send(rec *event.Record) {
 
 func (sp *logSpout) Ack(msgID any) {
 	seq := msgID.(uint64)
-	rec, ok := sp.inflight[seq]
+	in, ok := sp.inflight[seq]
 	if !ok {
 		return
 	}
 	delete(sp.inflight, seq)
-	sp.svc.processed(rec)
+	sp.svc.processed(in.rec)
 }
 
 func (sp *logSpout) Fail(msgID any) { sp.FailReason(msgID, "") }
@@ -140,14 +155,57 @@ func (sp *logSpout) Fail(msgID any) { sp.FailReason(msgID, "") }
 // last error.
 func (sp *logSpout) FailReason(msgID any, reason string) {
 	seq := msgID.(uint64)
-	rec, ok := sp.inflight[seq]
+	in, ok := sp.inflight[seq]
 	if !ok {
 		return
 	}
 	delete(sp.inflight, seq)
-	if retryAt, final := sp.svc.failed(rec, reason); !final {
-		heap.Push(&sp.retries, retryItem{due: retryAt, rec: rec})
+	if strings.HasPrefix(reason, timeoutReason) {
+		// A tree that waited on a sink outage timed out because of it: replay it
+		// when the sink is back (NextTuple waits for that), without charging.
+		if err := sp.svc.sinkErr(); err != nil || sp.svc.sinkOutages() != in.outages {
+			cause := "the sink was unavailable during the attempt"
+			if err != nil {
+				cause = err.Error()
+			}
+			if sp.svc.interrupted(in.rec, reason+"; "+cause+" (attempt not charged)") {
+				heap.Push(&sp.retries, retryItem{due: sp.svc.now(), rec: in.rec})
+				return
+			}
+		}
 	}
+	if retryAt, final := sp.svc.failed(in.rec, reason); !final {
+		heap.Push(&sp.retries, retryItem{due: retryAt, rec: in.rec})
+	}
+}
+
+// timeoutReason starts the reason the runtime gives a tree whose message timeout
+// passed (topology.ReasonedSpout).
+const timeoutReason = "message timeout"
+
+// sinkOutages is the sink's count of outages begun, 0 if it is not known.
+func (s *Service) sinkOutages() uint64 {
+	if s.cfg.Sink == nil {
+		return 0
+	}
+	return s.cfg.Sink.Outages()
+}
+
+// interrupted gives back the attempt of rec's event, whose tree timed out during a
+// sink outage; false if the event is not in progress (then it is failed as usual).
+func (s *Service) interrupted(rec *event.Record, reason string) bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.tr.Interrupted(now, rec.Event.ID, reason)
+	if err != nil {
+		s.cfg.Logger.Error("interruption of an event not in progress", "event_id", rec.Event.ID, "err", err)
+		return false
+	}
+	s.docs[rec.Event.ID] = st // the attempt given back survives a restart
+	s.cfg.Logger.Debug("event attempt interrupted by a sink outage; not charged", "event_id", rec.Event.ID, "reason", reason)
+	s.wakeLocked(rec.Event.ID)
+	return true
 }
 
 func (sp *logSpout) Close() error { return nil }

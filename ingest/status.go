@@ -94,10 +94,14 @@ type Step string
 
 // Steps.
 const (
-	StepReceived    Step = "received"    // → ACCEPTED
-	StepPersisted   Step = "persisted"   // → PERSISTED
-	StepStarted     Step = "started"     // an attempt was emitted into the topology
-	StepFailed      Step = "failed"      // an attempt failed or timed out; a retry is due
+	StepReceived  Step = "received"  // → ACCEPTED
+	StepPersisted Step = "persisted" // → PERSISTED
+	StepStarted   Step = "started"   // an attempt was emitted into the topology
+	StepFailed    Step = "failed"    // an attempt failed or timed out; a retry is due
+	// StepInterrupted: an attempt timed out while the sink was unavailable (or
+	// overlapping an outage): not the event's fault, so it is not charged, and it is
+	// retried once the sink is back.
+	StepInterrupted Step = "interrupted"
 	StepCompleted   Step = "completed"   // → PROCESSED
 	StepDeadLetter  Step = "dead_letter" // → FAILED_FINAL after max attempts
 	StepResubmitted Step = "resubmitted" // a dead letter was sent again (:retry)

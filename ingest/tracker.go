@@ -173,6 +173,9 @@ func (t *Tracker) Load(rec *event.Record, doc *EventStatus) EventStatus {
 			if tr.Step == StepStarted {
 				e.genAttempts++
 			}
+			if tr.Step == StepInterrupted {
+				e.genAttempts-- // not charged
+			}
 			if tr.Step == StepResubmitted {
 				e.genAttempts = 0
 			}
@@ -223,6 +226,21 @@ func (t *Tracker) Failed(now int64, id, reason string) (final bool, retryAt int6
 	retryAt = now + int64(t.cfg.Backoff(e.genAttempts))
 	e.step(Transition{Step: StepFailed, At: now, Attempt: e.st.Attempts, Error: reason, RetryAt: retryAt})
 	return false, retryAt, e.snapshot(), nil
+}
+
+// Interrupted records that an attempt ended through no fault of the event (its tree
+// timed out while the sink was unavailable): the attempt is given back, so it counts
+// toward neither Attempts nor max attempts, and the event stays PERSISTED for a
+// retry whenever the caller emits it again.
+func (t *Tracker) Interrupted(now int64, id, reason string) (EventStatus, error) {
+	e, ok := t.m[id]
+	if !ok || e.st.Status != Persisted || e.genAttempts == 0 {
+		return EventStatus{}, fmt.Errorf("ingest: interruption of %q, which is not in progress", id)
+	}
+	e.step(Transition{Step: StepInterrupted, At: now, Attempt: e.st.Attempts, Error: reason})
+	e.st.Attempts--
+	e.genAttempts--
+	return e.snapshot(), nil
 }
 
 // GiveUp makes an event FAILED_FINAL without a failed attempt, with reason: for an

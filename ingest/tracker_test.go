@@ -192,3 +192,38 @@ func TestBatchAnswerEncodingMatchesEncodingJSON(t *testing.T) {
 		t.Fatalf("hand-written:\n%s\nencoding/json:\n%s", got, want)
 	}
 }
+
+// An interrupted attempt (a tree that timed out during a sink outage) is given back:
+// it counts toward neither Attempts nor max attempts, also after a restart loads the
+// status document.
+func TestTrackerInterruptedIsNotCharged(t *testing.T) {
+	tr := NewTracker(TrackerConfig{MaxAttempts: 1})
+	rec := &event.Record{Seq: 4, Hash: h(`{}`), Event: event.Event{ID: "e"}}
+	tr.Load(rec, nil)
+	for i := range 3 {
+		if n, err := tr.Started(int64(10*i), "e"); err != nil || n != 1 {
+			t.Fatalf("Started = %d %v, want attempt 1 each time", n, err)
+		}
+		st, err := tr.Interrupted(int64(10*i+1), "e", "message timeout; sink unavailable")
+		if err != nil || st.Attempts != 0 || st.Status != Persisted || tr.Exhausted("e") {
+			t.Fatalf("Interrupted = %+v %v (exhausted %v)", st, err, tr.Exhausted("e"))
+		}
+	}
+	doc, _ := tr.Get("e")
+	b, _ := json.Marshal(doc)
+	var stored EventStatus
+	if err := json.Unmarshal(b, &stored); err != nil {
+		t.Fatal(err)
+	}
+	after := NewTracker(TrackerConfig{MaxAttempts: 1})
+	after.Load(rec, &stored)
+	if after.Exhausted("e") {
+		t.Fatal("interrupted attempts counted toward max attempts after a restart")
+	}
+	if n, err := after.Started(100, "e"); err != nil || n != 1 {
+		t.Fatalf("Started after a restart = %d %v, want 1", n, err)
+	}
+	if _, err := after.Interrupted(101, "x", ""); err == nil {
+		t.Fatal("interruption of an unknown event accepted")
+	}
+}
