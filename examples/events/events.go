@@ -70,15 +70,16 @@ func Rows(t *tuple.Tuple) ([]sink.Row, error) {
 	return rows, nil
 }
 
-// Build returns the pipeline reading from spout (the ingest log spout).
-func Build(spout func() topology.Spout, db *sink.DB, counters *sink.Counters) (*topology.Topology, error) {
+// Build returns the pipeline reading from spout (the ingest log spout). counters and
+// health (the sink's, see sink.Options) may be nil.
+func Build(spout func() topology.Spout, db *sink.DB, counters *sink.Counters, health *sink.Health) (*topology.Topology, error) {
 	if spout == nil || db == nil {
 		return nil, errors.New("events: spout and db are required")
 	}
 	b := topology.NewBuilder()
 	b.SetSpout("events", spout, 1).Output("event_id", "record")
 	d, err := sink.SetBolt(b, "sink", 1, sink.Options{DB: db, Tables: []sink.Table{EventsTable, EntitiesTable},
-		Rows: Rows, Counters: counters})
+		Rows: Rows, Counters: counters, Health: health})
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}

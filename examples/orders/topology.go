@@ -106,6 +106,9 @@ type Options struct {
 	// Counters and SinkCounters, if set, receive the pipeline's and the sink's counts.
 	Counters     *Counters
 	SinkCounters *sink.Counters
+	// SinkHealth, if set, is told when the sink's database stops and starts taking
+	// writes (sink.Options.Health).
+	SinkHealth *sink.Health
 
 	// Tests only: inject(component, eventID) true makes risk fail the input before
 	// emitting, stock fail it after applying its verdict; wrapSink wraps sink tasks.
@@ -183,6 +186,7 @@ func Build(spout func() topology.Spout, opts Options) (*topology.Topology, error
 	sinkOpts := sink.Options{
 		DB: opts.DB, Tables: []sink.Table{OrderLinesTable}, Rows: Rows, After: Summarize,
 		BatchRows: opts.BatchRows, BatchDelay: opts.BatchDelay, Counters: opts.SinkCounters,
+		Health: opts.SinkHealth,
 	}
 	sinkBolt, err := sink.NewBolt(sinkOpts)
 	if err != nil {

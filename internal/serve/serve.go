@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/examples/events"
 	"github.com/gale-stream/gale/examples/orders"
@@ -57,11 +59,14 @@ type Options struct {
 
 // Server is a running gale serve.
 type Server struct {
-	Log            *eventlog.Log
-	Service        *ingest.Service
-	Runtime        *runtime.Runtime
-	DB             *sink.DB
-	SinkCounters   *sink.Counters
+	Log          *eventlog.Log
+	Service      *ingest.Service
+	Runtime      *runtime.Runtime
+	DB           *sink.DB
+	SinkCounters *sink.Counters
+	// SinkHealth says whether the sink's database takes writes; the ingest service
+	// (its spout and /readyz) and /metrics read it.
+	SinkHealth     *sink.Health
 	OrdersCounters *orders.Counters
 	Options        Options
 
@@ -98,7 +103,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("serve: data directory: %w", err)
 	}
 	// s stays valid for the cleanups below even when Start returns nil.
-	s := &Server{Options: o, SinkCounters: &sink.Counters{}, done: make(chan error, 1)}
+	s := &Server{Options: o, SinkCounters: &sink.Counters{}, SinkHealth: sink.NewHealth(o.Logger), done: make(chan error, 1)}
 	var closers []func()
 	defer func() {
 		if err != nil {
@@ -134,6 +139,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if ic.Logger == nil {
 		ic.Logger = o.Logger
 	}
+	if ic.Sink == nil {
+		ic.Sink = s.SinkHealth
+	}
 	s.Service, err = ingest.New(ic)
 	if err != nil {
 		return nil, err
@@ -155,14 +163,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		// A join half waits longer than its tree can live (orders.Options.HoldFor).
 		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
-		oo.DB, oo.SinkCounters = s.DB, s.SinkCounters
+		oo.DB, oo.SinkCounters, oo.SinkHealth = s.DB, s.SinkCounters, s.SinkHealth
 		if oo.Counters == nil {
 			oo.Counters = &orders.Counters{}
 		}
 		s.OrdersCounters = oo.Counters
 		topo, err = orders.Build(s.Service.Spout(), oo)
 	} else {
-		topo, err = events.Build(s.Service.Spout(), s.DB, s.SinkCounters)
+		topo, err = events.Build(s.Service.Spout(), s.DB, s.SinkCounters, s.SinkHealth)
 	}
 	if err != nil {
 		return nil, err
@@ -185,7 +193,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if name == "" {
 		name = "events"
 	}
-	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Token: o.UIToken}); err != nil {
+	reg := prometheus.NewRegistry()
+	if err := registerSinkMetrics(reg, s.SinkHealth, s.SinkCounters); err != nil {
+		return nil, err
+	}
+	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Token: o.UIToken, Registry: reg}); err != nil {
 		return nil, err
 	}
 
@@ -241,4 +253,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lerr := s.Log.Close()
 	derr := s.DB.Close()
 	return errors.Join(herr, rerr, serr, lerr, derr)
+}
+
+// registerSinkMetrics adds the sink's availability and outage counts to reg.
+func registerSinkMetrics(reg *prometheus.Registry, h *sink.Health, c *sink.Counters) error {
+	available := func() float64 {
+		if h.State().Available {
+			return 1
+		}
+		return 0
+	}
+	for _, m := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gale_sink_available",
+			Help: "1 while the sink's database takes writes, 0 during a sink outage (events wait, uncharged)."}, available),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gale_sink_outages_total",
+			Help: "Sink outages begun: the database failed as a whole (full, read-only, damaged, unreachable)."},
+			func() float64 { return float64(h.Outages()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gale_sink_retries_total",
+			Help: "Transactions that wrote inputs held by a sink outage again."},
+			func() float64 { return float64(c.Retries.Load()) }),
+	} {
+		if err := reg.Register(m); err != nil {
+			return fmt.Errorf("serve: registering the sink's metrics: %w", err)
+		}
+	}
+	return nil
 }

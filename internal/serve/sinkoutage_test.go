@@ -1,0 +1,273 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/pgtest"
+)
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// lines returns the log lines that contain every one of words.
+func (b *syncBuffer) lines(words ...string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(b.b.String(), "\n") {
+		all := l != ""
+		for _, w := range words {
+			all = all && strings.Contains(l, w)
+		}
+		if all {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// getJSON GETs path from s and decodes its JSON body into v; it returns the status.
+func getJSON(t *testing.T, s *Server, path string, v any) int {
+	t.Helper()
+	resp, err := http.Get(s.URL() + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+type readiness struct {
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+}
+
+func deadLetters(t *testing.T, s *Server) int {
+	t.Helper()
+	var dl struct {
+		DeadLetters []ingest.DeadLetter `json:"dead_letters"`
+	}
+	if code := getJSON(t, s, "/v1/dead-letters?limit=10000", &dl); code != 200 {
+		t.Fatalf("GET /v1/dead-letters: HTTP %d", code)
+	}
+	return len(dl.DeadLetters)
+}
+
+// waitOutage waits until /readyz reports the sink unavailable, or (the fault) some
+// event is dead-lettered first, and checks it is the former.
+func waitOutage(t *testing.T, s *Server, reasonWord string) readiness {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var r readiness
+		code := getJSON(t, s, "/readyz", &r)
+		dead := deadLetters(t, s)
+		if dead > 0 {
+			t.Fatalf("%d events dead-lettered during the sink outage (readyz %d %+v)", dead, code, r)
+		}
+		if code == http.StatusServiceUnavailable {
+			if !strings.Contains(r.Reason, "sink") || !strings.Contains(r.Reason, reasonWord) {
+				t.Fatalf("readyz reason %q does not name the sink and %q", r.Reason, reasonWord)
+			}
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sink outage was never reported: readyz %d %+v", code, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitProcessed waits until every id is PROCESSED (bounded), then checks that
+// none was charged an attempt beyond its first and that /readyz is 200 again.
+func waitProcessed(t *testing.T, s *Server, ids []string) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for _, id := range ids {
+		for {
+			st, err := s.Service.Status(id)
+			if err != nil {
+				t.Fatalf("status of %s: %v", id, err)
+			}
+			if st.Status == ingest.FailedFinal {
+				t.Fatalf("%s is FAILED_FINAL after %d attempts: %s", id, st.Attempts, st.LastError)
+			}
+			if st.Status == ingest.Processed {
+				if st.Attempts != 1 {
+					t.Errorf("%s PROCESSED with %d attempts charged, want 1 (the outage is not its fault); last error %q", id, st.Attempts, st.LastError)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				var r readiness
+				code := getJSON(t, s, "/readyz", &r)
+				t.Fatalf("%s still %s after the sink came back (readyz %d %+v)", id, st.Status, code, r)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if dead := deadLetters(t, s); dead != 0 {
+		t.Errorf("%d dead letters, want 0", dead)
+	}
+	var r readiness
+	if code := getJSON(t, s, "/readyz", &r); code != 200 {
+		t.Errorf("readyz after the sink came back: %d %+v", code, r)
+	}
+}
+
+func post(t *testing.T, c *ingest.Client, prefix string, n, payload int, level ingest.Level) []string {
+	t.Helper()
+	var ids []string
+	pad := strings.Repeat("x", payload)
+	for i := 0; i < n; i += 100 {
+		var evs []event.Event
+		for j := i; j < min(i+100, n); j++ {
+			id := fmt.Sprintf("%s-%05d", prefix, j)
+			evs = append(evs, event.Event{ID: id, Source: "t", Type: "t", Payload: []byte(`{"pad":"` + pad + `"}`)})
+			ids = append(ids, id)
+		}
+		answers, _, err := c.Send(context.Background(), evs, level, 0)
+		if err != nil {
+			t.Fatalf("post: %v", err)
+		}
+		for _, a := range answers {
+			if a.Status != ingest.Persisted && a.Status != ingest.Processed {
+				t.Fatalf("answer %+v", a)
+			}
+		}
+	}
+	return ids
+}
+
+// metric returns the value of a sample line of /metrics ("name{labels} value").
+func metric(t *testing.T, s *Server, name string) string {
+	t.Helper()
+	resp, err := http.Get(s.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && (f[0] == name || strings.HasPrefix(f[0], name+"{")) {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// The issue's reproduction: the log on a healthy disk, the SQLite sink on a 1 MiB
+// tmpfs that fills up, 3,000 events. The full disk is a sink outage: /readyz turns
+// 503 naming it, no event is dead-lettered or charged an attempt, a metric and one
+// log line say so; when the filesystem has room again every event ends PROCESSED
+// with no operator action, and the outage's end is logged and counted once.
+func TestSQLiteSinkOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for the sink (.ci/run runs as root)")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s): this test needs a root that may mount", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	logs := &syncBuffer{}
+	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
+		SinkURL: filepath.Join(mnt, "sink.db"), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	c := &ingest.Client{URL: s.URL()}
+	ids := post(t, c, "full", 3000, 500, ingest.LevelPersisted) // ~1.5 MB of payload
+	r := waitOutage(t, s, "full")
+	t.Logf("readyz during the outage: %+v", r)
+	if got := metric(t, s, "gale_sink_available"); got != "0" {
+		t.Errorf("gale_sink_available = %q during the outage, want 0", got)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	waitProcessed(t, s, ids)
+	var n int
+	if err := s.DB.SQL.QueryRow(`SELECT count(*) FROM events`).Scan(&n); err != nil || n != 3000 {
+		t.Errorf("events rows = %d (%v), want 3000", n, err)
+	}
+	if got := metric(t, s, "gale_sink_available"); got != "1" {
+		t.Errorf("gale_sink_available = %q after the outage, want 1", got)
+	}
+	if got := metric(t, s, "gale_sink_outages_total"); got != "1" {
+		t.Errorf("gale_sink_outages_total = %q, want 1", got)
+	}
+	down, up := logs.lines("sink unavailable"), logs.lines("sink available again")
+	if len(down) != 1 || len(up) != 1 {
+		t.Errorf("log lines: %d 'sink unavailable' %q and %d 'sink available again' %q, want one each", len(down), down, len(up), up)
+	}
+}
+
+// PostgreSQL stopped in the middle of a run (a server the test starts itself), then
+// started again: events posted before, during and after the outage all end
+// PROCESSED, once each in the sink, none charged an attempt for the outage.
+func TestPostgresSinkDownThenBack(t *testing.T) {
+	pg := pgtest.Start(t)
+	logs := &syncBuffer{}
+	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
+		SinkURL: pg.URL(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	c := &ingest.Client{URL: s.URL()}
+	before := post(t, c, "before", 500, 100, ingest.LevelProcessed)
+	// Events in flight as the server stops: posted at persisted, not waited for.
+	during := post(t, c, "during", 1000, 100, ingest.LevelPersisted)
+	pg.StopServer("fast")
+	during = append(during, post(t, c, "down", 1000, 100, ingest.LevelPersisted)...)
+	r := waitOutage(t, s, "")
+	t.Logf("readyz during the outage: %+v", r)
+	pg.StartServer()
+	waitProcessed(t, s, append(before, during...))
+	var n, distinct int
+	if err := s.DB.SQL.QueryRow(`SELECT count(*), count(DISTINCT event_id) FROM events`).Scan(&n, &distinct); err != nil || n != 2500 || distinct != 2500 {
+		t.Errorf("events rows = %d, distinct ids %d (%v), want 2500", n, distinct, err)
+	}
+	if got := metric(t, s, "gale_sink_available"); got != "1" {
+		t.Errorf("gale_sink_available = %q after the outage, want 1", got)
+	}
+	if down := logs.lines("sink unavailable"); len(down) == 0 {
+		t.Errorf("no 'sink unavailable' log line")
+	}
+}
