@@ -676,7 +676,9 @@ func keyText(sb *strings.Builder, v any) {
 // runtime (or time out), and a spout with a durable log replays them on its next run.
 // It counts them in Counters.Dropped and returns an error naming how many (the runtime
 // reports it). With TickEvery declared, a graceful runtime.Stop leaves nothing to
-// drop: ticks go on while Stop waits for pending trees, and write the last batch.
+// drop unless the database is unavailable: ticks go on while Stop waits for pending
+// trees, and write the last batch; inputs held by an outage that outlasts Stop's
+// deadline are dropped (and replayed at the next run).
 func (b *Bolt) Cleanup() error {
 	n := len(b.inputs)
 	rows := len(b.rows)

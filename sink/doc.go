@@ -4,11 +4,14 @@
 // A sink bolt turns each input into rows (Options.Rows), buffers them, and writes a
 // batch in one transaction when it is full (Options.BatchRows) or old enough
 // (Options.BatchDelay, on tick tuples). It acks a batch's inputs only after COMMIT
-// returned nil. If the batch is rolled back, its inputs are written again one
-// transaction each, so a row the database refuses fails only its own input (the
-// others commit and are acked); when the cause is the database itself (gone, slow)
-// they are all failed at once. A tuple tree that completes means its rows are
-// committed, and a failed one is replayed by the spout.
+// returned nil. If the batch is rolled back because of a row, its inputs are written
+// again one transaction each, so a row the database refuses fails only its own input
+// (the others commit and are acked). When the cause is the database as a whole (full,
+// read-only, damaged, locked, unreachable, shutting down: a sink outage) no input is
+// failed: the bolt holds them, retries with backoff until the database takes the
+// writes, and tells a Health, which the ingest spout and readiness read. A tuple tree
+// that completes means its rows are committed, and a failed one is replayed by the
+// spout.
 // Replays are why every write is idempotent (seed 004):
 //
 //   - InsertOnce tables keep the first row per key (INSERT ... ON CONFLICT DO
