@@ -327,13 +327,8 @@ func (b *Bolt) Execute(t *tuple.Tuple) {
 				now = tt
 			}
 		}
-		switch {
-		case b.outage != nil:
-			if !now.Before(b.retryAt) {
-				b.flush()
-			}
-		case len(b.inputs) > 0 && now.Sub(b.oldest) >= b.cfg.BatchDelay:
-			b.flush()
+		if b.outage != nil || (len(b.inputs) > 0 && now.Sub(b.oldest) >= b.cfg.BatchDelay) {
+			b.flushAt(now)
 		}
 		return
 	}
@@ -354,7 +349,7 @@ func (b *Bolt) Execute(t *tuple.Tuple) {
 	b.inputs = append(b.inputs, t)
 	b.rows = append(b.rows, rows...)
 	b.ends = append(b.ends, len(b.rows))
-	if len(b.rows) >= b.cfg.BatchRows && b.outage == nil { // in an outage, ticks retry
+	if len(b.rows) >= b.cfg.BatchRows {
 		b.flush()
 	}
 }
@@ -381,9 +376,16 @@ func (b *Bolt) Pending() (inputs, rows int) { return len(b.inputs), len(b.rows) 
 
 // flush writes the held inputs, in transactions of up to BatchRows rows (one batch,
 // unless an outage let them pile up), acking each transaction's inputs after its
-// COMMIT. It stops at a sink-wide error, holding what is left for a retry, and
-// writes nothing once the bolt's context is done (a stop).
-func (b *Bolt) flush() {
+// COMMIT. It stops at a sink-wide error, holding what is left for a retry; during
+// an outage it writes only once the retry is due (so callers may call it as often
+// as they like); and it writes nothing once the bolt's context is done (a stop).
+func (b *Bolt) flush() { b.flushAt(time.Now()) }
+
+// flushAt is flush at time now (a tick's).
+func (b *Bolt) flushAt(now time.Time) {
+	if b.outage != nil && now.Before(b.retryAt) {
+		return
+	}
 	for len(b.inputs) > 0 && b.ctx.Err() == nil {
 		// Inputs in the next transaction: whole inputs, up to the one whose rows reach
 		// BatchRows (as a batch is made in Execute).

@@ -41,8 +41,9 @@ func bigRecord(id string) *event.Record {
 	return record(id, "", -1, `{"pad": "`+strings.Repeat("x", 5000)+`"}`)
 }
 
-// future is a tick time past any backoff: the next tick retries.
-func future() *tuple.Tuple { return tickAt(time.Now().Add(time.Hour)) }
+// future is a tick time past any backoff of the tests (RetryMax at most an hour):
+// the tick retries.
+func future() *tuple.Tuple { return tickAt(time.Now().Add(24 * time.Hour)) }
 
 // A SQLite database that fails as a whole (full, read-only, damaged, locked for
 // longer than its busy timeout) is a sink outage, not the inputs' fault: no input is
@@ -144,6 +145,9 @@ func TestSQLiteOutagesHoldTheBatch(t *testing.T) {
 			opts := e.options(c)
 			opts.DB = db
 			opts.BatchRows = 2
+			// Retries only when the test sends a tick from the future, however slow
+			// the machine.
+			opts.RetryMin, opts.RetryMax = time.Hour, time.Hour
 			b, out := newTestBoltCtx(t, context.Background(), opts)
 			changed := b.Health().Changed()
 			b.Execute(ingestTuple(bigRecord("a")))
@@ -170,6 +174,8 @@ func TestSQLiteOutagesHoldTheBatch(t *testing.T) {
 				t.Errorf("reported %v, want one error naming the outage", errs)
 			}
 			eq(t, "a's timeout restarts", out.resets["a"], 1)
+			b.flush() // as a stop's Drain: the retry is not due, so nothing is tried
+			eq(t, "retries before one is due", c.Retries.Load(), 0)
 			b.Execute(future()) // a retry; still failing
 			_, failed, errs = out.state()
 			eqList(t, "failed after a retry", failed, nil)
@@ -217,6 +223,7 @@ func TestLockTimeoutAndClosedDBAreOutages(t *testing.T) {
 				c := &Counters{}
 				opts := e.options(c)
 				opts.DB, opts.BatchRows = db, 1
+				opts.RetryMin, opts.RetryMax = time.Hour, time.Hour
 				b, out := newTestBolt(t, opts)
 				b.Execute(ingestTuple(record("l1", "", -1, `{}`)))
 				_, failed, _ := out.state()
