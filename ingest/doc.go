@@ -39,4 +39,8 @@
 //     exactly-once effects.
 //   - A failed fsync fails the log for good (PostgreSQL's fsyncgate): every waiter
 //     gets FAILED_RETRYABLE, /readyz turns 503, and a restart recovers.
+//   - A sink outage is not the events' fault (Config.Sink): while the sink does not
+//     take writes the spout emits nothing, /readyz is 503 naming why, and a tree that
+//     timed out during or across the outage is replayed afterwards with no attempt
+//     charged; only failures of the events themselves lead to FAILED_FINAL.
 package ingest
