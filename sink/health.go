@@ -121,7 +121,7 @@ func (h *Health) report(task int, err error, db *DB) {
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
 	if !available {
-		h.logger.Warn("sink unavailable: its database refuses writes for a reason of its own; batches are held and retried with backoff, events are not charged attempts",
+		h.logger.Warn("sink unavailable: its database fails as a whole, not because of any event; batches are held and retried with backoff, and no event is charged an attempt",
 			"db", db.String(), "err", err)
 	} else {
 		h.logger.Info("sink available again", "db", db.String(), "outage", now.Sub(began).Round(time.Millisecond))

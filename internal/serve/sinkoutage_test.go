@@ -239,7 +239,9 @@ func TestSQLiteSinkOnAFullDisk(t *testing.T) {
 }
 
 // PostgreSQL stopped in the middle of a run (a server the test starts itself), then
-// started again: events posted before, during and after the outage all end
+// started again, twice: a fast shutdown (sessions end with SQLSTATE 57P01, then
+// connections are refused) and an immediate one (as a crash: connections drop mid
+// transaction). Events posted before, during and after each outage all end
 // PROCESSED, once each in the sink, none charged an attempt for the outage.
 func TestPostgresSinkDownThenBack(t *testing.T) {
 	pg := pgtest.Start(t)
@@ -251,23 +253,32 @@ func TestPostgresSinkDownThenBack(t *testing.T) {
 	}
 	defer s.Shutdown(context.Background())
 	c := &ingest.Client{URL: s.URL()}
-	before := post(t, c, "before", 500, 100, ingest.LevelProcessed)
-	// Events in flight as the server stops: posted at persisted, not waited for.
-	during := post(t, c, "during", 1000, 100, ingest.LevelPersisted)
-	pg.StopServer("fast")
-	during = append(during, post(t, c, "down", 1000, 100, ingest.LevelPersisted)...)
-	r := waitOutage(t, s, "")
-	t.Logf("readyz during the outage: %+v", r)
-	pg.StartServer()
-	waitProcessed(t, s, append(before, during...))
+	var all []string
+	for i, mode := range []string{"fast", "immediate"} {
+		before := post(t, c, fmt.Sprintf("before%d", i), 500, 100, ingest.LevelProcessed)
+		// Events in flight as the server stops: posted at persisted, not waited for.
+		during := post(t, c, fmt.Sprintf("during%d", i), 1000, 100, ingest.LevelPersisted)
+		pg.StopServer(mode)
+		during = append(during, post(t, c, fmt.Sprintf("down%d", i), 1000, 100, ingest.LevelPersisted)...)
+		r := waitOutage(t, s, "")
+		t.Logf("readyz during the %s outage: %+v", mode, r)
+		pg.StartServer()
+		all = append(all, before...)
+		all = append(all, during...)
+		waitProcessed(t, s, all)
+	}
 	var n, distinct int
-	if err := s.DB.SQL.QueryRow(`SELECT count(*), count(DISTINCT event_id) FROM events`).Scan(&n, &distinct); err != nil || n != 2500 || distinct != 2500 {
-		t.Errorf("events rows = %d, distinct ids %d (%v), want 2500", n, distinct, err)
+	if err := s.DB.SQL.QueryRow(`SELECT count(*), count(DISTINCT event_id) FROM events`).Scan(&n, &distinct); err != nil || n != len(all) || distinct != len(all) {
+		t.Errorf("events rows = %d, distinct ids %d (%v), want %d", n, distinct, err, len(all))
 	}
 	if got := metric(t, s, "gale_sink_available"); got != "1" {
-		t.Errorf("gale_sink_available = %q after the outage, want 1", got)
+		t.Errorf("gale_sink_available = %q after the outages, want 1", got)
 	}
-	if down := logs.lines("sink unavailable"); len(down) == 0 {
-		t.Errorf("no 'sink unavailable' log line")
+	down := logs.lines("sink unavailable")
+	if len(down) < 2 {
+		t.Errorf("%d 'sink unavailable' log lines, want one per outage at least: %q", len(down), down)
+	}
+	for _, l := range down {
+		t.Log(l)
 	}
 }
