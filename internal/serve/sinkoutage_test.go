@@ -282,3 +282,54 @@ func TestPostgresSinkDownThenBack(t *testing.T) {
 		t.Log(l)
 	}
 }
+
+// Issue 9 §2's second half: a damaged SQLite sink database found at a restart is a
+// sink outage, never the events' fault. The server starts, takes events in as
+// PERSISTED, reports /readyz 503 naming the damage, and dead-letters nothing (on the
+// code before, every event was charged until dead-lettered). The way out is the
+// operator's: a fresh sink database, rebuilt from the log.
+func TestDamagedSQLiteSinkIsAnOutage(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &ingest.Client{URL: s.URL()}
+	post(t, c, "first", 300, 2000, ingest.LevelProcessed)
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Garbage over every page but the first (the header and the schema): the
+	// tables' b-trees are what a failing disk damaged.
+	path := filepath.Join(dir, "sink.db")
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if fi.Size() < 3*4096 {
+		t.Fatalf("sink.db is only %d bytes", fi.Size())
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, int(fi.Size())-4096), 4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s, err = Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		// Refusing to start, naming the damage, is a clear reason too.
+		if !strings.Contains(err.Error(), "malformed") {
+			t.Fatalf("restart on a damaged sink: %v", err)
+		}
+		return
+	}
+	defer func() {
+		// The held trees cannot complete: do not wait the drain's 30 s out.
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	}()
+	c = &ingest.Client{URL: s.URL()}
+	post(t, c, "after", 300, 100, ingest.LevelPersisted)
+	r := waitOutage(t, s, "malformed")
+	t.Logf("readyz on a damaged sink: %+v", r)
+}
