@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,10 +26,13 @@ var ErrUnavailable = errors.New("sink unavailable")
 type Health struct {
 	logger *slog.Logger
 
+	// The spout asks on every NextTuple: the two answers it needs are atomics.
+	unavailable atomic.Bool
+	outages     atomic.Uint64
+
 	mu      sync.Mutex
 	down    map[int]error // task id -> why it cannot write
 	since   time.Time     // when the current state began
-	outages uint64
 	changed chan struct{}
 }
 
@@ -59,12 +63,15 @@ func NewHealth(logger *slog.Logger) *Health {
 func (h *Health) State() HealthState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return HealthState{Available: len(h.down) == 0, Reason: h.reasonLocked(), Since: h.since, Outages: h.outages}
+	return HealthState{Available: len(h.down) == 0, Reason: h.reasonLocked(), Since: h.since, Outages: h.outages.Load()}
 }
 
 // Err is nil while the sink is available, else an error wrapping ErrUnavailable and
 // the database's error, saying since when.
 func (h *Health) Err() error {
+	if !h.unavailable.Load() {
+		return nil
+	}
 	st := h.State()
 	if st.Available {
 		return nil
@@ -74,11 +81,7 @@ func (h *Health) Err() error {
 
 // Outages is how many outages have begun so far: a tree whose life saw this number
 // change lived through an outage.
-func (h *Health) Outages() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.outages
-}
+func (h *Health) Outages() uint64 { return h.outages.Load() }
 
 // Changed returns a channel closed at the next change of availability.
 func (h *Health) Changed() <-chan struct{} {
@@ -115,8 +118,9 @@ func (h *Health) report(task int, err error, db *DB) {
 	began := h.since
 	h.since = now
 	if !available {
-		h.outages++
+		h.outages.Add(1)
 	}
+	h.unavailable.Store(!available)
 	close(h.changed)
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
