@@ -80,8 +80,8 @@ type Options struct {
 	Health *Health
 	// After, if set, runs inside each batch's transaction after every row was
 	// written and before COMMIT (e.g. to recompute a summary from the rows it names).
-	// rows are the batch's rows in input order. An error rolls the batch back and fails
-	// it like a write error. tx must not be committed or rolled back by the hook.
+	// rows are the batch's rows in input order. An error rolls the batch back and is
+	// handled like a write error (held and retried if sink-wide, see NewBolt). tx must not be committed or rolled back by the hook.
 	After func(ctx context.Context, tx *sql.Tx, d Dialect, rows []Row) error
 	// Counters, if set, receives the bolt's counts (shared by every task of the bolt,
 	// and by several bolts if given to each).
@@ -500,7 +500,9 @@ func (b *Bolt) unavailable(err error, rows int) {
 	// The wait is the database's, not the trees': keep them from timing out (a
 	// tree that does time out is replayed later, and written once).
 	for _, t := range b.inputs {
-		_ = b.out.ResetTimeout(t) // fails only for a tree already over: nothing to keep
+		// Held inputs are pending, so this fails only in a stopped task, which is
+		// past keeping anything alive.
+		_ = b.out.ResetTimeout(t)
 	}
 }
 
