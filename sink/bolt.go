@@ -81,7 +81,8 @@ type Options struct {
 	// After, if set, runs inside each batch's transaction after every row was
 	// written and before COMMIT (e.g. to recompute a summary from the rows it names).
 	// rows are the batch's rows in input order. An error rolls the batch back and is
-	// handled like a write error (held and retried if sink-wide, see NewBolt). tx must not be committed or rolled back by the hook.
+	// handled like a write error (held and retried if sink-wide, see NewBolt). tx
+	// must not be committed or rolled back by the hook.
 	After func(ctx context.Context, tx *sql.Tx, d Dialect, rows []Row) error
 	// Counters, if set, receives the bolt's counts (shared by every task of the bolt,
 	// and by several bolts if given to each).
