@@ -39,19 +39,25 @@ import (
 // unit tmpfs allocates, so every request is stored whole or fails whole, and the
 // kernel reports every failure.
 
-// needRoot skips unless the test can make loop devices and file systems.
+// needRoot skips unless the test can make loop devices and file systems (as root,
+// with util-linux and e2fsprogs); GALE_TEST_LOOP=1 (.ci/run sets it) makes that
+// a failure instead.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (mount, losetup): run as root, as .ci/run does")
+	skip := t.Skipf
+	if os.Getenv("GALE_TEST_LOOP") == "1" {
+		skip = t.Fatalf
 	}
-	for _, tool := range []string{"losetup", "mkfs.ext4", "fsck.ext4", "mount", "umount"} {
+	if os.Geteuid() != 0 {
+		skip("needs root (mount, losetup): run as root, as .ci/run does")
+	}
+	for _, tool := range []string{"losetup", "mkfs.ext4", "fsck.ext4", "mount", "umount", "truncate"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s in PATH (util-linux, e2fsprogs): %v", tool, err)
+			skip("needs %s in PATH (util-linux, e2fsprogs): %v", tool, err)
 		}
 	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("needs loop devices (/dev/loop-control): %v", err)
+	if out, err := exec.Command("losetup", "--find").CombinedOutput(); err != nil {
+		skip("needs a free loop device (losetup --find: %v %s)", err, out)
 	}
 }
 
@@ -73,15 +79,20 @@ type failingDisk struct {
 // newFailingDisk makes a tmpfs of tmpfsMiB holding a sparse backing file of
 // backMiB, attaches it to a loop device and, if honest, caps its requests at one
 // page. Everything it makes is undone at the test's end, also on failure.
+//
+// tmpfsMiB 0 puts the backing file in the test's temporary directory instead: a
+// device that never fails, for a file system that fills up by itself.
 func newFailingDisk(t *testing.T, tmpfsMiB, backMiB int, honest bool) *failingDisk {
 	t.Helper()
 	d := &failingDisk{tmpfs: t.TempDir()}
-	sh(t, "mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", tmpfsMiB), "gale-test", d.tmpfs)
-	t.Cleanup(func() {
-		if err := exec.Command("umount", d.tmpfs).Run(); err != nil {
-			_ = exec.Command("umount", "-l", d.tmpfs).Run()
-		}
-	})
+	if tmpfsMiB > 0 {
+		sh(t, "mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", tmpfsMiB), "gale-test", d.tmpfs)
+		t.Cleanup(func() {
+			if err := exec.Command("umount", d.tmpfs).Run(); err != nil {
+				_ = exec.Command("umount", "-l", d.tmpfs).Run()
+			}
+		})
+	}
 	d.back = filepath.Join(d.tmpfs, "backing")
 	sh(t, "truncate", "-s", fmt.Sprintf("%dM", backMiB), d.back)
 	d.dev = sh(t, "losetup", "--find", "--show", d.back)
@@ -132,38 +143,33 @@ func (d *failingDisk) umount(t *testing.T) {
 	sh(t, "umount", d.mnt)
 }
 
-// fill takes every free byte of the tmpfs but leave (the loop device's writes to
-// blocks it has not stored then fail) and returns the function that frees them.
-// A few pages left over make the next multi-page write request straddle the
-// moment the tmpfs fills, as a filling disk does under load.
-func (d *failingDisk) fill(t *testing.T, leave int64) (free func()) {
+// fill takes every free byte of the file system at dir (for the tmpfs: the loop
+// device's writes to blocks it has not stored then fail) and returns the function
+// that frees them.
+func fill(t *testing.T, dir string) (free func()) {
 	t.Helper()
-	name := filepath.Join(d.tmpfs, "fill")
+	name := filepath.Join(dir, "gale-test-fill")
 	f, err := os.Create(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(d.tmpfs, &st); err != nil {
-		t.Fatal(err)
-	}
-	want := int64(st.Bavail)*st.Bsize - leave
+	// Until ENOSPC, in smaller writes at the end, so not a page is left.
 	buf := make([]byte, 1<<20)
-	for n := int64(0); n < want; {
-		b := buf[:min(int64(len(buf)), want-n)]
-		w, err := f.Write(b)
-		n += int64(w)
-		if err != nil {
+	for len(buf) >= 4096 {
+		if _, err := f.Write(buf); err != nil {
 			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the tmpfs: %v", err)
+				t.Fatalf("filling %s: %v", dir, err)
 			}
-			break
+			buf = buf[:len(buf)/2]
 		}
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("filling %s: %v", dir, err)
 	}
 	_ = f.Close()
 	return func() {
 		if err := os.Remove(name); err != nil {
-			t.Errorf("freeing the tmpfs: %v", err)
+			t.Errorf("freeing %s: %v", dir, err)
 		}
 	}
 }
@@ -274,14 +280,17 @@ func (d *failingDisk) restartAfterFsck(t *testing.T, logDir string) map[string][
 	return readWALs(t, logDir)
 }
 
-// diskRun is one cycle of the issue's reproduction: gale serve with its log on the
-// failing disk, 16 clients posting ack=persisted, the tmpfs filled once 2,000
-// events were answered and freed once /readyz says 503, SIGTERM, unmount, fsck,
-// remount, restart; then every event answered PERSISTED is looked up. It returns
-// the ids answered PERSISTED and those missing after the restart.
-func diskRun(t *testing.T, honest bool) (persisted, missing []string) {
-	d := newFailingDisk(t, 400, 1024, honest)
+// diskRun is one cycle of the issue's reproduction: gale serve with its log on
+// d, 16 clients posting ack=persisted, the file system at full filled once 2,000
+// events were answered and freed once the failure shows (/readyz 503, or the
+// process gone), SIGTERM, unmount, fsck, remount, restart; then every event
+// answered PERSISTED is looked up. It returns the ids answered PERSISTED, those
+// missing after the restart, and how the failure showed.
+func diskRun(t *testing.T, d *failingDisk, full string) (persisted, missing []string, how string) {
 	d.mkfs(t)
+	if full == "" {
+		full = d.mnt
+	}
 	data := filepath.Join(d.mnt, "data")
 	args := serveOn(t, data)
 	c := startChild(t, args...)
@@ -342,19 +351,24 @@ func diskRun(t *testing.T, honest bool) (persisted, missing []string) {
 	if n < 2000 {
 		t.Fatalf("a client stopped after %d answers\n%s", n, c.stderr.String())
 	}
-	free := d.fill(t, 0)
-	// The failure is seen (sticky, /readyz 503); bounded, for a device that never fails.
-	for i := 0; ; i++ {
+	free := fill(t, full)
+	// The failure shows (sticky, /readyz 503; or the process ended); bounded, for
+	// a disk that never fails.
+	for i := 0; how == ""; i++ {
 		resp, err := http.Get(c.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusServiceUnavailable {
-				break
-			}
+		switch {
+		case err != nil:
+			how = "the process ended: " + lastLine(c.stderr.String())
+		case resp.StatusCode == http.StatusServiceUnavailable:
+			b, _ := io.ReadAll(resp.Body)
+			how = "/readyz 503: " + strings.TrimSpace(string(b))
 		}
-		if i == 3000 {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if i == 6000 {
 			free()
-			t.Fatalf("the log never failed with the tmpfs full\n%s", c.stderr.String())
+			t.Fatalf("the log never failed with %s full\n%s", full, c.stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -362,6 +376,13 @@ func diskRun(t *testing.T, honest bool) (persisted, missing []string) {
 	failedSeen = true
 	mu.Unlock()
 	free()
+	// Sticky: space back or not, the log stays failed until a restart.
+	if resp, err := http.Get(c.url + "/readyz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("/readyz %d once space was freed, want 503 until a restart", resp.StatusCode)
+		}
+	}
 	close(stop)
 	wg.Wait()
 	if afterFail != 0 {
@@ -384,7 +405,21 @@ func diskRun(t *testing.T, honest bool) (persisted, missing []string) {
 			missing = append(missing, id)
 		}
 	}
-	return persisted, missing
+	// Recovered: the restarted server takes new events again.
+	answers, _, err := client.Send(context.Background(), []event.Event{{ID: "after-restart", Source: "disk", Type: "t",
+		Payload: []byte(`{}`)}}, ingest.LevelPersisted, 0)
+	if err != nil || len(answers) != 1 || answers[0].Status != ingest.Persisted {
+		t.Errorf("a new event after the restart: %+v %v", answers, err)
+	}
+	return persisted, missing, how
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 // Issue 9 §2 on a device that reports every failed write (requests of one page):
@@ -393,7 +428,9 @@ func diskRun(t *testing.T, honest bool) (persisted, missing []string) {
 // after the restart.
 func TestLogDiskErrorKeepsPersisted(t *testing.T) {
 	needRoot(t)
-	persisted, missing := diskRun(t, true)
+	d := newFailingDisk(t, 400, 1024, true)
+	persisted, missing, how := diskRun(t, d, d.tmpfs)
+	t.Logf("the failure showed as %s", how)
 	if len(missing) > 0 {
 		t.Fatalf("%d of %d events answered PERSISTED are missing after the restart: %v", len(missing), len(persisted), missing)
 	}
@@ -409,7 +446,8 @@ func TestLogDiskErrorLyingLoop(t *testing.T) {
 	if os.Getenv("GALE_TEST_LYING_LOOP") == "" {
 		t.Skip("set GALE_TEST_LYING_LOOP=1 to run the issue's cycle on a loop device that may report a part-stored write as written")
 	}
-	persisted, missing := diskRun(t, false)
+	d := newFailingDisk(t, 400, 1024, false)
+	persisted, missing, _ := diskRun(t, d, d.tmpfs)
 	t.Logf("%d answered PERSISTED, %d missing after restart: %v", len(persisted), len(missing), missing)
 }
 
@@ -492,7 +530,7 @@ func TestLogDiskLieIsNotSilent(t *testing.T) {
 					t.Fatalf("warm-up %s: %s %s", a.EventID, a.Status, a.Error)
 				}
 			}
-			free := d.fill(t, 0)
+			free := fill(t, d.tmpfs)
 			// One event whose record (8 KiB) starts in the WAL's last, stored page
 			// and runs into pages the device has not stored.
 			ev := event.Event{ID: "lie", Source: "disk", Type: "t",
@@ -593,4 +631,21 @@ func walDiff(t *testing.T, cached, disk map[string][]byte, missing []string) {
 		t.Logf("WAL %s: %d bytes written, %d on the device; bytes %d..%d differ (device holds zeros there: %v; 4 KiB pages %d..%d); they held %d of the %d missing ids",
 			name, len(c), len(d), first, last, zero, first/4096, last/4096, len(held), len(missing))
 	}
+}
+
+// A full log disk (ext4 out of space, on a device that never fails) is what it
+// was before issue 9: the log fails sticky at the first write Pebble cannot
+// make, /readyz turns 503 and stays so (or, when Pebble's own background work
+// hits ENOSPC on a file it must write, the process ends), nothing is answered
+// PERSISTED after that, and a restart once space is freed recovers every event
+// answered PERSISTED and takes new ones.
+func TestLogDiskFull(t *testing.T) {
+	needRoot(t)
+	d := newFailingDisk(t, 0, 256, false)
+	persisted, missing, how := diskRun(t, d, "")
+	t.Logf("the full disk showed as %s", how)
+	if len(missing) > 0 {
+		t.Fatalf("%d of %d events answered PERSISTED are missing after the restart: %v", len(missing), len(persisted), missing)
+	}
+	t.Logf("%d events answered PERSISTED before the disk filled; all found after freeing space and a restart", len(persisted))
 }
