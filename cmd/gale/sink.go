@@ -45,7 +45,9 @@ lost or damaged (e.g. "database disk image is malformed"): gale serve never repl
 records below the committed offset by itself. Stop gale serve first (the log is
 locked while it runs). Writes are idempotent (insert-once by event id, newest version
 per key), so the command may run again, or over rows already there. It does not
-change the log: statuses and the committed offset stay as they are. The exit status
+change the log: statuses and the committed offset stay as they are. With --pipeline
+orders, stock levels are running state recomputed in log order, so those columns may
+differ from the ones first written. The exit status
 is 1 if any record could not be written (each is listed), 2 if it could not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -260,13 +262,15 @@ func (sp *replaySpout) NextTuple() {
 			return
 		}
 		recs, err := sp.log.Read(sp.pos, int(min(256, sp.end-sp.pos+1)))
-		if err != nil {
-			// A damaged record: report it and go on with the next one.
+		if err != nil && len(recs) == 0 {
+			// The record at pos is damaged: report it and go on with the next one.
 			sp.giveUp(&event.Record{Seq: sp.pos}, fmt.Sprintf("reading the log: %v", err))
 			sp.pos++
 			sp.finishIfDone()
 			return
 		}
+		// With an error, recs are the good records before the damaged one; the
+		// next Read starts at it.
 		if len(recs) == 0 {
 			sp.pos = sp.end + 1 // the rest was trimmed
 			sp.finishIfDone()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/serve"
@@ -19,36 +21,7 @@ import (
 // sinkRows reads the events and entities tables of a SQLite sink as sorted text.
 func sinkRows(t *testing.T, path string) (evs, ents []string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	read := func(q string) []string {
-		rows, err := db.Query(q)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		defer rows.Close()
-		cols, _ := rows.Columns()
-		var out []string
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, fmt.Sprint(vals...))
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	return read("SELECT * FROM events ORDER BY event_id"), read("SELECT * FROM entities ORDER BY key")
+	return queryText(t, path, "SELECT * FROM events ORDER BY event_id"), queryText(t, path, "SELECT * FROM entities ORDER BY key")
 }
 
 // gale sink rebuild replays the log into a fresh database with exactly the rows
@@ -150,4 +123,76 @@ func TestSinkRebuildRefusesALiveLog(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "log")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The orders pipeline rebuilt from its log gives the same order lines and invoice
+// summaries as gale orders wrote. Stock levels (and a verdict that depends on
+// them) are running state, recomputed in the order the lines reach the stock
+// bolt, which is not fixed even between two runs of gale orders: those columns
+// are left out.
+func TestSinkRebuildOrders(t *testing.T) {
+	var f serveFlags
+	f.register(&cobra.Command{}, "127.0.0.1:0")
+	o, err := f.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DataDir, o.Logger = t.TempDir(), nil
+	res, err := runOrders(context.Background(), o, retailFiles(t), defaultIngestOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OrderLines != 7419 {
+		t.Fatalf("gale orders wrote %d order lines", res.OrderLines)
+	}
+	fresh := filepath.Join(t.TempDir(), "orders.db")
+	rb, err := rebuildSink(context.Background(), rebuildOptions{dataDir: o.DataDir, sinkURL: fresh, from: 1, pipeline: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Records != 7419 || len(rb.Failed) != 0 {
+		t.Fatalf("rebuild: %d records, failed %v", rb.Records, rb.Failed)
+	}
+	for _, q := range []string{
+		`SELECT event_id, invoice_no, stock_code, description, quantity, unit_price, amount_milli, customer_id,
+			country, invoice_date, cancellation, negative_quantity, unknown_customer, large_amount FROM order_lines ORDER BY event_id`,
+		`SELECT invoice_no, lines, total_milli FROM invoice_summary ORDER BY invoice_no`,
+	} {
+		want := queryText(t, filepath.Join(o.DataDir, "sink.db"), q)
+		got := queryText(t, fresh, q)
+		if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%s\nrebuilt %d rows, gale orders wrote %d; first rebuilt %q, written %q", q, len(got), len(want), got[:min(1, len(got))], want[:min(1, len(want))])
+		}
+	}
+}
+
+func queryText(t *testing.T, path, q string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprint(vals...))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
