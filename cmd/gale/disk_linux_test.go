@@ -19,6 +19,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cockroachdb/pebble/v2/record"
+
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
 )
@@ -30,14 +32,16 @@ import (
 //
 // One thing about that device must be known to read these tests: the loop driver
 // (drivers/block/loop.c, lo_complete_rq) ends a WRITE request whose write to the
-// backing file came back short with success. A request that straddles the moment
-// the tmpfs fills is stored only in part yet reported written, so the fsync that
-// waited for it returns 0 for data that is not on the device. No fsync-based store
-// can keep such a write: that is what lost the group commit answered just before
-// the first failing one in issue 9 §2 (see TestLoopDriverShortWriteIsSilent).
-// loopDevice with honest=true caps the device's requests at one 4 KiB page, the
-// unit tmpfs allocates, so every request is stored whole or fails whole, and the
-// kernel reports every failure.
+// backing file came back short with success. Once the tmpfs is full, a request
+// that starts in a block the tmpfs already holds and runs into new ones is stored
+// only in its first part yet reported written, so the fsync that waited for it
+// returns 0 for data that is not on the device, with no kernel message. No
+// fsync-based store can keep such a write: that is what lost the group commit
+// answered just before the first failing one in issue 9 §2
+// (TestLoopDriverShortWriteIsSilent, TestLogDiskLieIsNotSilent).
+// newFailingDisk with honest=true caps the device's requests at one 4 KiB page,
+// the unit tmpfs allocates, so every request is stored whole or fails whole, and
+// the kernel reports every failure.
 
 // needRoot skips unless the test can make loop devices and file systems (as root,
 // with util-linux and e2fsprogs); GALE_TEST_LOOP=1 (.ci/run sets it) makes that
@@ -630,7 +634,37 @@ func walDiff(t *testing.T, cached, disk map[string][]byte, missing []string) {
 		}
 		t.Logf("WAL %s: %d bytes written, %d on the device; bytes %d..%d differ (device holds zeros there: %v; 4 KiB pages %d..%d); they held %d of the %d missing ids",
 			name, len(c), len(d), first, last, zero, first/4096, last/4096, len(held), len(missing))
+		t.Logf("WAL %s as written: %s; as on the device: %s", name, readRecords(name, c), readRecords(name, d))
 	}
+}
+
+// readRecords says how far Pebble's WAL record reader gets in b: Pebble's
+// recovery takes an invalid record (IsInvalidRecord) for the end of the log.
+func readRecords(name string, b []byte) string {
+	var num uint64
+	if _, err := fmt.Sscanf(name, "%d.log", &num); err != nil {
+		return err.Error()
+	}
+	r := newRecordReader(record.NewReader, bytes.NewReader(b), num)
+	n := 0
+	for {
+		off := r.Offset()
+		rr, err := r.Next()
+		if err == nil {
+			_, err = io.Copy(io.Discard, rr)
+		}
+		if err != nil {
+			return fmt.Sprintf("%d records, then %v at offset %d (taken for the end of the log: %v)", n, err, off,
+				err == io.EOF || record.IsInvalidRecord(err))
+		}
+		n++
+	}
+}
+
+// newRecordReader calls record.NewReader, whose log number type is internal to
+// Pebble (inferred here from the function).
+func newRecordReader[N ~uint64](mk func(io.Reader, N) *record.Reader, r io.Reader, num uint64) *record.Reader {
+	return mk(r, N(num))
 }
 
 // A full log disk (ext4 out of space, on a device that never fails) is what it
