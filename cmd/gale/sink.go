@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/examples/events"
+	"github.com/gale-stream/gale/examples/orders"
+	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+func sinkCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "sink",
+		Short: "operator commands for gale serve's sink database",
+	}
+	c.AddCommand(sinkRebuildCmd())
+	return c
+}
+
+func sinkRebuildCmd() *cobra.Command {
+	var o rebuildOptions
+	c := &cobra.Command{
+		Use:   "rebuild",
+		Short: "replay the log's kept records from a sequence number into a sink database",
+		Long: `gale sink rebuild writes the rows of every record the log in --data still keeps,
+from sequence number --from on, into the database --sink, through the same pipeline
+(tables, rows, idempotent writes) as gale serve --pipeline. Use it when the sink was
+lost or damaged (e.g. "database disk image is malformed"): gale serve never replays
+records below the committed offset by itself. Stop gale serve first (the log is
+locked while it runs). Writes are idempotent (insert-once by event id, newest version
+per key), so the command may run again, or over rows already there. It does not
+change the log: statuses and the committed offset stay as they are. With --pipeline
+orders, stock levels are running state recomputed in log order, so those columns may
+differ from the ones first written. The exit status
+is 1 if any record could not be written (each is listed), 2 if it could not run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.sinkURL == "" {
+				return errors.New("--sink is required: the database to rebuild into (a SQLite file or a postgres:// URL)")
+			}
+			res, err := rebuildSink(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			res.print(w)
+			if len(res.Failed) > 0 {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&o.dataDir, "data", "gale-data", "data directory of gale serve (the log is DATA/log)")
+	fl.StringVar(&o.sinkURL, "sink", "", "database to write: a SQLite file or a postgres:// URL (required)")
+	fl.Uint64Var(&o.from, "from", 1, "first sequence number to replay (records trimmed from the log are gone)")
+	fl.StringVar(&o.pipeline, "pipeline", "events", "the pipeline gale serve runs: events or orders")
+	fl.IntVar(&o.maxAttempts, "max-attempts", 3, "attempts per record before it is reported as not written")
+	fl.DurationVar(&o.timeout, "timeout", 30*time.Second, "message timeout of a tuple tree")
+	return c
+}
+
+type rebuildOptions struct {
+	dataDir, sinkURL, pipeline string
+	from                       uint64
+	maxAttempts                int
+	timeout                    time.Duration
+	logger                     *slog.Logger
+}
+
+// rebuildResult is what a rebuild did.
+type rebuildResult struct {
+	Sink        string
+	First, Last uint64 // seqs of the first and last record replayed (0, 0: none)
+	Records     int    // records whose rows are committed
+	Counts      sink.CountersSnapshot
+	Failed      []rebuildFailure
+}
+
+type rebuildFailure struct {
+	Seq    uint64
+	ID     string
+	Reason string
+}
+
+func (r *rebuildResult) print(w io.Writer) {
+	if r.Records == 0 && len(r.Failed) == 0 {
+		fmt.Fprintf(w, "gale sink rebuild: no records to replay into %s\n", r.Sink)
+		return
+	}
+	fmt.Fprintf(w, "gale sink rebuild: replayed seq %d..%d into %s: %d records written; %d rows inserted or updated, %d duplicates, %d stale\n",
+		r.First, r.Last, r.Sink, r.Records, r.Counts.Rows, r.Counts.Duplicates, r.Counts.Stale)
+	for _, f := range r.Failed {
+		fmt.Fprintf(w, "  not written: seq %d event %q: %s\n", f.Seq, f.ID, f.Reason)
+	}
+	if len(r.Failed) > 0 {
+		fmt.Fprintf(w, "gale sink rebuild: %d records not written\n", len(r.Failed))
+	}
+}
+
+// rebuildSink replays the log's records from o.from through the pipeline's sink into
+// o.sinkURL and returns when every record is written or given up.
+func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) {
+	if o.pipeline == "" {
+		o.pipeline = "events"
+	}
+	if o.pipeline != "events" && o.pipeline != "orders" {
+		return nil, fmt.Errorf("--pipeline %q: want events or orders", o.pipeline)
+	}
+	if o.from == 0 {
+		return nil, errors.New("--from 0: sequence numbers start at 1")
+	}
+	if o.maxAttempts <= 0 {
+		o.maxAttempts = 3
+	}
+	if o.timeout <= 0 {
+		o.timeout = 30 * time.Second
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	dir := filepath.Join(o.dataDir, "log")
+	lg, err := eventlog.Open(eventlog.Options{Dir: dir, Logger: o.logger})
+	if errors.Is(err, syscall.EAGAIN) || (err != nil && strings.Contains(err.Error(), "lock held")) {
+		return nil, fmt.Errorf("the log in %s is locked: stop gale serve before rebuilding its sink (%w)", dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the log in %s: %w", dir, err)
+	}
+	defer lg.Close()
+	end := lg.Durable()
+	if o.from > end+1 {
+		return nil, fmt.Errorf("--from %d: the log in %s ends at seq %d", o.from, dir, end)
+	}
+
+	db, err := sink.Open(ctx, o.sinkURL)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ddl := events.Schema()
+	if o.pipeline == "orders" {
+		ddl = orders.Schema(db.Dialect)
+	}
+	for _, q := range ddl {
+		if _, err := db.SQL.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("creating the %s tables in %s: %w", o.pipeline, db, err)
+		}
+	}
+
+	st := &replayState{done: make(chan struct{}), attempts: map[uint64]int{}}
+	spout := func() topology.Spout {
+		return &replaySpout{log: lg, pos: o.from, end: end, maxAttempts: o.maxAttempts, st: st,
+			inflight: map[uint64]*event.Record{}}
+	}
+	tc := topology.DefaultConfig()
+	tc.MessageTimeout, tc.Logger = o.timeout, o.logger
+	counters := &sink.Counters{}
+	var topo *topology.Topology
+	if o.pipeline == "orders" {
+		// As internal/serve builds it: a join half waits longer than its tree lives.
+		oo := orders.DefaultOptions()
+		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
+		oo.DB, oo.SinkCounters, oo.Counters = db, counters, &orders.Counters{}
+		topo, err = orders.Build(spout, oo)
+	} else {
+		topo, err = events.Build(spout, db, counters, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rt, err := runtime.Start(ctx, topo, tc)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-st.done:
+	case <-rt.Done():
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), tc.MessageTimeout)
+	defer cancel()
+	stopErr := rt.Stop(sctx)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	res := &rebuildResult{Sink: db.String(), First: st.first, Last: st.last, Records: st.written,
+		Counts: counters.Snapshot(), Failed: st.failed}
+	select {
+	case <-st.done:
+	default:
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("rebuild interrupted at seq %d: %w", st.last, err)
+		}
+		return res, fmt.Errorf("rebuild: the topology stopped before every record was written: %w", errors.Join(stopErr, errors.New("see the log lines above")))
+	}
+	if stopErr != nil {
+		return res, fmt.Errorf("rebuild: stopping the topology: %w", stopErr)
+	}
+	return res, nil
+}
+
+// replayState is shared by the replay spout and rebuildSink.
+type replayState struct {
+	mu          sync.Mutex
+	first, last uint64
+	written     int
+	failed      []rebuildFailure
+	attempts    map[uint64]int
+	done        chan struct{} // closed when every record is written or given up
+}
+
+// replaySpout emits the log's records from pos to end, each the root of a tracked
+// tree (message id: its seq), replays a failed one up to maxAttempts, and closes
+// st.done when nothing is left. Unlike the ingest spout it records nothing in the
+// log: a rebuild changes only the sink.
+type replaySpout struct {
+	log         *eventlog.Log
+	out         topology.SpoutCollector
+	pos, end    uint64
+	buf         []event.Record
+	inflight    map[uint64]*event.Record
+	retry       []*event.Record
+	maxAttempts int
+	st          *replayState
+	closed      bool
+}
+
+func (sp *replaySpout) Open(_ context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
+	if tc.Parallelism != 1 {
+		return fmt.Errorf("sink rebuild: the replay spout reads one sequence: parallelism 1, not %d", tc.Parallelism)
+	}
+	sp.out = out
+	sp.finishIfDone()
+	return nil
+}
+
+func (sp *replaySpout) NextTuple() {
+	if len(sp.retry) > 0 {
+		r := sp.retry[0]
+		sp.retry = sp.retry[1:]
+		sp.send(r)
+		return
+	}
+	if len(sp.buf) == 0 {
+		if sp.pos > sp.end {
+			return
+		}
+		recs, err := sp.log.Read(sp.pos, int(min(256, sp.end-sp.pos+1)))
+		if err != nil && len(recs) == 0 {
+			// The record at pos is damaged: report it and go on with the next one.
+			sp.giveUp(&event.Record{Seq: sp.pos}, fmt.Sprintf("reading the log: %v", err))
+			sp.pos++
+			sp.finishIfDone()
+			return
+		}
+		// With an error, recs are the good records before the damaged one; the
+		// next Read starts at it.
+		if len(recs) == 0 {
+			sp.pos = sp.end + 1 // the rest was trimmed
+			sp.finishIfDone()
+			return
+		}
+		sp.buf = recs
+		sp.pos = recs[len(recs)-1].Seq + 1
+	}
+	rec := &sp.buf[0]
+	sp.buf = sp.buf[1:]
+	r := *rec
+	sp.st.mu.Lock()
+	if sp.st.first == 0 {
+		sp.st.first = r.Seq
+	}
+	sp.st.last = max(sp.st.last, r.Seq)
+	sp.st.mu.Unlock()
+	sp.send(&r)
+}
+
+func (sp *replaySpout) send(rec *event.Record) {
+	sp.inflight[rec.Seq] = rec
+	sp.st.mu.Lock()
+	sp.st.attempts[rec.Seq]++
+	sp.st.mu.Unlock()
+	// The values of ingest.SpoutFields, as the log spout of gale serve emits them.
+	if err := sp.out.Emit(tuple.Values{rec.Event.ID, rec}, rec.Seq); err != nil {
+		delete(sp.inflight, rec.Seq)
+		sp.giveUp(rec, fmt.Sprintf("emit: %v", err))
+	}
+}
+
+func (sp *replaySpout) Ack(msgID any) {
+	seq := msgID.(uint64)
+	if _, ok := sp.inflight[seq]; !ok {
+		return
+	}
+	delete(sp.inflight, seq)
+	sp.st.mu.Lock()
+	sp.st.written++
+	delete(sp.st.attempts, seq)
+	sp.st.mu.Unlock()
+	sp.finishIfDone()
+}
+
+func (sp *replaySpout) Fail(msgID any) { sp.FailReason(msgID, "") }
+
+func (sp *replaySpout) FailReason(msgID any, reason string) {
+	seq := msgID.(uint64)
+	rec, ok := sp.inflight[seq]
+	if !ok {
+		return
+	}
+	delete(sp.inflight, seq)
+	sp.st.mu.Lock()
+	n := sp.st.attempts[seq]
+	sp.st.mu.Unlock()
+	if n < sp.maxAttempts {
+		sp.retry = append(sp.retry, rec)
+		return
+	}
+	if reason == "" {
+		reason = "failed"
+	}
+	sp.giveUp(rec, fmt.Sprintf("%s (after %d attempts)", reason, n))
+	sp.finishIfDone()
+}
+
+func (sp *replaySpout) giveUp(rec *event.Record, reason string) {
+	sp.st.mu.Lock()
+	defer sp.st.mu.Unlock()
+	delete(sp.st.attempts, rec.Seq)
+	sp.st.failed = append(sp.st.failed, rebuildFailure{Seq: rec.Seq, ID: rec.Event.ID, Reason: reason})
+}
+
+func (sp *replaySpout) finishIfDone() {
+	if !sp.closed && sp.pos > sp.end && len(sp.buf) == 0 && len(sp.retry) == 0 && len(sp.inflight) == 0 {
+		sp.closed = true
+		close(sp.st.done)
+	}
+}
+
+func (sp *replaySpout) Close() error { return nil }
+
+var _ topology.ReasonedSpout = (*replaySpout)(nil)
