@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/internal/ssttest"
 )
 
 // The §1/§3 SST bit-flip cases. Each builds a store whose SSTs each hold one kind of
@@ -109,55 +109,16 @@ func buildSSTStore(t *testing.T, fs vfs.FS, dir string) (recordSST, statusSST st
 }
 
 // flipDataBlockBit flips one bit in the middle of data block i of the SST at path
-// (i < 0 counts from the end) and returns the flipped offset. Data blocks are in key
-// order, so block 0 of the d..l SST holds index entries only and its last block
-// records only.
-func flipDataBlockBit(t *testing.T, fs vfs.FS, path string, i int) int64 {
+// (i < 0 counts from the end). Data blocks are in key order, so block 0 of the
+// d..l SST holds index entries only and its last block records only.
+func flipDataBlockBit(t *testing.T, fs vfs.FS, path string, i int) {
 	t.Helper()
-	f, err := fs.Open(path)
-	if err != nil {
+	if n, err := ssttest.DataBlocks(fs, path); err != nil || n < 3 {
+		t.Fatalf("%s: %d data blocks, %v; want at least 3", path, n, err)
+	}
+	if _, err := ssttest.FlipDataBlockBit(fs, path, i); err != nil {
 		t.Fatal(err)
 	}
-	readable, err := sstable.NewSimpleReadable(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sstable.NewReader(context.Background(), readable, sstable.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout, err := r.Layout()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if len(layout.Data) < 3 {
-		t.Fatalf("%s has %d data blocks, want at least 3", path, len(layout.Data))
-	}
-	if i < 0 {
-		i += len(layout.Data)
-	}
-	h := layout.Data[i].Handle
-	off := int64(h.Offset + h.Length/2)
-	rw, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
-	b := make([]byte, 1)
-	if _, err := rw.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x10
-	if _, err := rw.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	if err := rw.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	return off
 }
 
 // checkAllIntact asserts that l gives back every event of sstIDs: its record, its

@@ -1,54 +1,16 @@
 package ingest
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
-)
 
-// flipLastDataBlock flips one bit in the middle of the last data block of the SST
-// at path: the block of its largest keys.
-func flipLastDataBlock(t *testing.T, fs vfs.FS, path string) {
-	t.Helper()
-	f, err := fs.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readable, err := sstable.NewSimpleReadable(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sstable.NewReader(context.Background(), readable, sstable.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout, err := r.Layout()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = r.Close()
-	h := layout.Data[len(layout.Data)-1].Handle
-	off := int64(h.Offset + h.Length/2)
-	rw, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
-	b := make([]byte, 1)
-	if _, err := rw.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x04
-	if _, err := rw.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
+	"github.com/gale-stream/gale/internal/ssttest"
+)
 
 // A bad block under status documents, met while serving (§3). Before the fix the
 // read panicked inside Pebble (its DataCorruption default is Logger.Fatalf), so
@@ -85,7 +47,9 @@ func TestDamagedStatusBlockIsRetryableAndNotReady(t *testing.T) {
 	if len(ssts) != 1 {
 		t.Fatalf("SSTs: %v, want one", ssts)
 	}
-	flipLastDataBlock(t, fs, ssts[0])
+	if _, err := ssttest.FlipDataBlockBit(fs, ssts[0], -1); err != nil {
+		t.Fatal(err)
+	}
 	file := filepath.Base(ssts[0])
 	damagedID := fmt.Sprintf("c%04d", n-1)
 

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/examples/events"
 	"github.com/gale-stream/gale/examples/orders"
@@ -185,7 +187,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if name == "" {
 		name = "events"
 	}
-	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Token: o.UIToken}); err != nil {
+	// One registry for /metrics: the topology's collector (ui adds it) and the log's.
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(newLogCollector(s.Log)); err != nil {
+		return nil, fmt.Errorf("serve: registering the log's metrics: %w", err)
+	}
+	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Token: o.UIToken, Registry: reg}); err != nil {
 		return nil, err
 	}
 
