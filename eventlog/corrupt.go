@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -76,6 +77,7 @@ type damage struct {
 	files map[string]*Damage
 	order []string // files in the order first met
 	ch    chan struct{}
+	gate  *compactionGate
 }
 
 func newDamage(fs vfs.FS, logger *slog.Logger) *damage {
@@ -302,4 +304,140 @@ func (l *Log) refuseDamaged() error {
 		return fmt.Errorf("eventlog: taking no new records: %w", err)
 	}
 	return nil
+}
+
+// compactionGate is Pebble's default compaction scheduler (a concurrency limit
+// taken from the DB, granting on Done and every 100ms) that grants nothing once
+// the store is damaged. Pebble retries a compaction that failed on corruption at
+// once and without end (its own TODO: "count consecutive compaction errors and
+// backoff"): measured about 1,400 attempts a second on a small store, each
+// reading its inputs up to the bad block again. No compaction can get past the
+// damage, so a damaged store gets none; flushes still run, and reads are served.
+type compactionGate struct {
+	dmg  *damage
+	poke chan struct{} // a grant is worth trying (UpdateGetAllowedWithoutPermission)
+	stop chan struct{}
+	done chan struct{}
+
+	mu           sync.Mutex
+	cond         *sync.Cond // signalled when granting ends
+	db           pebble.DBForCompaction
+	running      int
+	granting     bool
+	unregistered bool
+}
+
+func (d *damage) compactionGate() *compactionGate {
+	g := &compactionGate{dmg: d, poke: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	g.cond = sync.NewCond(&g.mu)
+	d.gate = g
+	return g
+}
+
+func (d *damage) damaged() bool {
+	select {
+	case <-d.ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Register implements pebble.CompactionScheduler.
+func (g *compactionGate) Register(_ int, db pebble.DBForCompaction) {
+	g.db = db
+	go g.periodic()
+}
+
+func (g *compactionGate) periodic() {
+	defer close(g.done)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-g.poke:
+		case <-g.stop:
+			return
+		}
+		g.mu.Lock()
+		g.grantAndUnlock()
+	}
+}
+
+// Unregister implements pebble.CompactionScheduler.
+func (g *compactionGate) Unregister() {
+	close(g.stop)
+	<-g.done
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unregistered = true
+	for g.granting {
+		g.cond.Wait()
+	}
+}
+
+// TrySchedule implements pebble.CompactionScheduler (called under the DB's mutex;
+// GetAllowedWithoutPermission takes none).
+func (g *compactionGate) TrySchedule() (bool, pebble.CompactionGrantHandle) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unregistered || g.dmg.damaged() || g.db.GetAllowedWithoutPermission() <= g.running {
+		return false, nil
+	}
+	g.running++
+	return true, g
+}
+
+// UpdateGetAllowedWithoutPermission implements pebble.CompactionScheduler. Pebble
+// calls it holding its mutex, which granting needs: the periodic goroutine grants.
+func (g *compactionGate) UpdateGetAllowedWithoutPermission() {
+	select {
+	case g.poke <- struct{}{}:
+	default:
+	}
+}
+
+// grantAndUnlock grants the compactions the DB waits for, up to its limit
+// (g.mu held on entry, released on return). GetWaitingCompaction and Schedule
+// take the DB's mutex, so they are called without g.mu, one granter at a time.
+func (g *compactionGate) grantAndUnlock() {
+	defer g.mu.Unlock()
+	for g.granting {
+		g.cond.Wait()
+	}
+	if g.unregistered || g.dmg.damaged() {
+		return
+	}
+	toGrant := g.db.GetAllowedWithoutPermission() - g.running
+	if toGrant <= 0 {
+		return
+	}
+	g.granting = true
+	g.mu.Unlock()
+	for ; toGrant > 0; toGrant-- {
+		if waiting, _ := g.db.GetWaitingCompaction(); !waiting {
+			break
+		}
+		if !g.db.Schedule(g) {
+			break
+		}
+		g.mu.Lock()
+		g.running++
+		g.mu.Unlock()
+	}
+	g.mu.Lock()
+	g.granting = false
+	g.cond.Broadcast()
+}
+
+// Started, MeasureCPU, CumulativeStats and Done implement
+// pebble.CompactionGrantHandle.
+func (g *compactionGate) Started()                                          {}
+func (g *compactionGate) MeasureCPU(pebble.CompactionGoroutineKind)         {}
+func (g *compactionGate) CumulativeStats(pebble.CompactionGrantHandleStats) {}
+func (g *compactionGate) Done() {
+	g.mu.Lock()
+	g.running--
+	g.grantAndUnlock()
 }

@@ -145,6 +145,7 @@ func Open(opts Options) (*Log, error) {
 		EventListener: dmg.listener(),
 		MemTableSize:  32 << 20,
 	}
+	po.Experimental.CompactionScheduler = dmg.compactionGate()
 	// Every new event costs a Get of its id in the dedupe index, and nearly all of
 	// them miss: bloom filters answer most misses without reading a block.
 	for i := range po.Levels {
