@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,9 +200,11 @@ func (l *Log) readErr(op string, err error) error {
 // read or a compaction meets the damage. It reads each file once, sequentially,
 // outside the block cache. Tables written while it runs (flushes, compactions,
 // whose inputs were verified as they were read) are checked too. A corruption that
-// Pebble itself met meanwhile (a compaction at Open) fails it as well.
+// Pebble itself met meanwhile (a compaction at Open) fails it as well. Every
+// damaged table is named (errors.Join of *CorruptError), not just the first.
 func (l *Log) checkStore(dir string) error {
 	checked := map[uint64]bool{}
+	var errs []error
 	for {
 		levels, err := l.db.SSTables()
 		if err != nil {
@@ -222,7 +225,7 @@ func (l *Log) checkStore(dir string) error {
 					if errors.Is(err, os.ErrNotExist) {
 						continue // compacted away since the listing: its outputs are listed next
 					}
-					return err
+					errs = append(errs, err)
 				}
 			}
 		}
@@ -230,7 +233,18 @@ func (l *Log) checkStore(dir string) error {
 			break
 		}
 	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	return l.Damaged()
+}
+
+// CheckSST verifies every block checksum of the SST file at path (fs nil: the
+// operating system's), outside any cache: nil, or a *CorruptError naming the
+// file, or the error that kept it from being read as a table. For gale log
+// check, which may list the store's tables itself.
+func CheckSST(fs vfs.FS, path string) error {
+	return newDamage(fs, nil).checkTable(path, "", sstable.ReaderOptions{})
 }
 
 // checkTable verifies every block checksum of the SST at path.
@@ -257,7 +271,7 @@ func (d *damage) checkTable(path, keys string, ro sstable.ReaderOptions) error {
 	ce := &CorruptError{File: path, Keys: keys, Op: "open: check of every table", Err: err}
 	if !pebble.IsCorruptionError(err) {
 		// Not a checksum but the file cannot be read as a table either.
-		return fmt.Errorf("eventlog: check of %s (keys %s): %w", path, keys, err)
+		return fmt.Errorf("eventlog: check of %s: %w", path, err)
 	}
 	d.note(ce, true)
 	return ce
@@ -285,15 +299,27 @@ func formatKey(k []byte) string {
 }
 
 // openErr is an error of Open's recovery, as a CorruptError when Pebble met
-// corruption (so the start's refusal names the file).
-func (l *Log) openErr(err error) error {
+// corruption (so the start's refusal names the file), joined with what the check
+// of every table finds besides (so it names every damaged file).
+func (l *Log) openErr(err error, dir string) error {
 	var ce *CorruptError
-	if errors.As(err, &ce) || !pebble.IsCorruptionError(err) {
-		return err
+	if !errors.As(err, &ce) {
+		if !pebble.IsCorruptionError(err) {
+			return err
+		}
+		ce = corruptionOf("open: recovery", err)
+		l.dmg.note(ce, ce.File == "")
 	}
-	ce = corruptionOf("open: recovery", err)
-	l.dmg.note(ce, ce.File == "")
-	return ce
+	errs := []error{ce}
+	// From the directory, not DB.SSTables: after an iterator met corruption
+	// during Open, Pebble v2.1.7's SSTables panics ("zombie object not found").
+	for _, e := range l.dmg.checkDir(dir) {
+		var other *CorruptError
+		if !errors.As(e, &other) || other.File != ce.File {
+			errs = append(errs, e)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // refuseDamaged is the error for a new record while the store is damaged: Pebble
@@ -440,4 +466,24 @@ func (g *compactionGate) Done() {
 	g.mu.Lock()
 	g.running--
 	g.grantAndUnlock()
+}
+
+// checkDir checks every SST file in dir (see checkStore) and returns the damage
+// found. It may check a table Pebble no longer uses but has not deleted yet.
+func (d *damage) checkDir(dir string) []error {
+	names, err := d.fs.List(dir)
+	if err != nil {
+		return []error{fmt.Errorf("eventlog: check: listing %s: %w", dir, err)}
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".sst") {
+			continue
+		}
+		if err := d.checkTable(filepath.Join(dir, name), "", sstable.ReaderOptions{}); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }

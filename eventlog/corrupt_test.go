@@ -187,6 +187,26 @@ func TestSSTBitFlipRecoversOrRefusesNamingIt(t *testing.T) {
 	}
 }
 
+// Two damaged SSTs: the refusal names both (an operator sees all that is lost at
+// once), and CheckSST names each on its own.
+func TestOpenNamesEveryDamagedSST(t *testing.T) {
+	fs, dir := sstFS(t, "disk")
+	recordSST, statusSST := buildSSTStore(t, fs, dir)
+	flipDataBlockBit(t, fs, recordSST, 0) // the index: Open's own scan meets it first
+	flipDataBlockBit(t, fs, statusSST, 1)
+	_, err := Open(Options{Dir: dir, FS: fs})
+	for _, p := range []string{recordSST, statusSST} {
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("Open = %v; want it to name %s", err, p)
+		}
+		var ce *CorruptError
+		if cerr := CheckSST(fs, p); !errors.As(cerr, &ce) || ce.File != p {
+			t.Fatalf("CheckSST(%s) = %v", p, cerr)
+		}
+	}
+	t.Logf("Open refused: %v", err)
+}
+
 // A flip in an L0 SST that the next start compacts: the WAL's flush at Open makes
 // a second L0 SST, and Pebble compacts the two. Before the fix the compaction
 // panicked on its background goroutine, at every start.

@@ -167,7 +167,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	if err := l.recover(); err != nil {
 		_ = db.Close()
-		return nil, l.openErr(err)
+		return nil, l.openErr(err, opts.Dir)
 	}
 	if err := l.checkStore(opts.Dir); err != nil {
 		_ = db.Close()
