@@ -49,9 +49,13 @@ func (e *CorruptError) Error() string {
 	if e.Op != "" {
 		s += ", met by " + e.Op
 	}
-	// Pebble joins a carrier of the corruption's details to its error, whose text
-	// says only that.
-	return s + ": " + strings.TrimSuffix(e.Err.Error(), "\n<corruption detail carrier>")
+	return s + ": " + e.detail()
+}
+
+// detail is Pebble's message, without the line of the carrier of the corruption's
+// details that it joins to its error (whose text says only that).
+func (e *CorruptError) detail() string {
+	return strings.TrimSuffix(e.Err.Error(), "\n<corruption detail carrier>")
 }
 
 // Unwrap lets errors.Is match event.ErrCorrupt and Pebble's own error.
@@ -103,7 +107,7 @@ func (d *damage) listener() *pebble.EventListener {
 				return
 			}
 			if d.logger != nil {
-				d.logger.Error("pebble background error", "component", "pebble", "err", err)
+				d.logger.Error("pebble background error", "component", "pebble", "err", err.Error())
 			}
 		},
 	}
@@ -139,7 +143,7 @@ func (d *damage) note(ce *CorruptError, count bool) {
 	d.mu.Unlock()
 	if !ok && d.logger != nil {
 		d.logger.Error("eventlog: on-disk corruption; the log takes no new events until an operator runs `gale log check`",
-			"file", ce.File, "keys", ce.Keys, "met_by", ce.Op, "err", ce.Err)
+			"file", ce.File, "keys", ce.Keys, "met_by", ce.Op, "err", ce.detail()) // a string: %+v of Pebble's error is a stack trace
 	}
 }
 
