@@ -259,54 +259,96 @@ func TestL0CompactionOfDamagedSSTDoesNotCrash(t *testing.T) {
 // are not cached): each read that meets it gets an error naming corruption and the
 // file; nothing panics, and what is intact is still served.
 func TestReadOfDamagedSSTWhileRunningIsAnError(t *testing.T) {
+	newID := func(i int) string { return fmt.Sprintf("nw-%04d", i) }
 	for _, fsKind := range []string{"mem", "disk"} {
-		t.Run(fsKind, func(t *testing.T) {
-			fs, dir := sstFS(t, fsKind)
-			buildSSTStore(t, fs, dir) // a healthy store to start from
-			l, err := Open(Options{Dir: dir, FS: fs})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			// Everything into L6 first (Compact waits), so no compaction runs
-			// under the test: one L0 SST over L6 is left alone.
-			if err := l.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
-				t.Fatal(err)
-			}
-			// New status documents in an SST that nothing has read yet.
-			var w Write
-			for _, id := range sstIDs() {
-				w.Set(Status, id, []byte(`{"event_id":"`+id+`","status":"FAILED_FINAL"}`))
-			}
-			if err := l.Apply(&w); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.db.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			var newest sstFile
-			for _, f := range liveSSTs(t, l, dir) {
-				if f.level == 0 {
-					if newest.path != "" {
-						t.Fatalf("two L0 SSTs: %s, %s", newest.path, f.path)
-					}
-					newest = f
+		for _, kind := range []string{"index", "records", "status"} {
+			t.Run(fsKind+"/"+kind, func(t *testing.T) {
+				fs, dir := sstFS(t, fsKind)
+				buildSSTStore(t, fs, dir) // a healthy store to start from
+				l, err := Open(Options{Dir: dir, FS: fs})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			flipDataBlockBit(t, fs, newest.path, 0)
-			_, _, err = l.Get(Status, sstIDs()[0])
-			if !errors.Is(err, event.ErrCorrupt) || !strings.Contains(err.Error(), filepath.Base(newest.path)) {
-				t.Fatalf("Get of a damaged status document = %v; want ErrCorrupt naming %s", err, filepath.Base(newest.path))
-			}
-			// The records and the index are intact and still served.
-			if recs, err := l.Read(1, sstEvents); err != nil || len(recs) != sstEvents {
-				t.Fatalf("Read of intact records: %d, %v", len(recs), err)
-			}
-			last := sstIDs()[sstEvents-1]
-			if _, ok, err := l.Lookup(last); err != nil || !ok {
-				t.Fatalf("Lookup(%q) of an intact entry: %v, %v", last, ok, err)
-			}
-		})
+				defer l.Close()
+				// Everything into L6 first (Compact waits), so no compaction runs
+				// under the test: one L0 SST over L6 is left alone.
+				if err := l.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
+					t.Fatal(err)
+				}
+				// New keys of the kind, flushed into an SST nothing has read yet.
+				block := 0
+				if kind == "status" {
+					var w Write
+					for _, id := range sstIDs() {
+						w.Set(Status, id, []byte(`{"event_id":"`+id+`","status":"FAILED_FINAL"}`))
+					}
+					if err := l.Apply(&w); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					var recs []*event.Record
+					for i := range sstEvents {
+						recs = append(recs, rec(newID(i)))
+					}
+					if err := l.Append(context.Background(), recs...); err != nil {
+						t.Fatal(err)
+					}
+					if kind == "records" {
+						block = -1 // the d..l SST's last block: records only
+					}
+				}
+				if err := l.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				var newest sstFile
+				for _, f := range liveSSTs(t, l, dir) {
+					if f.level == 0 {
+						if newest.path != "" {
+							t.Fatalf("two L0 SSTs: %s, %s", newest.path, f.path)
+						}
+						newest = f
+					}
+				}
+				flipDataBlockBit(t, fs, newest.path, block)
+				file := filepath.Base(newest.path)
+				var errs []error
+				switch kind {
+				case "status":
+					_, _, err := l.Get(Status, sstIDs()[0])
+					errs = append(errs, err)
+				case "index":
+					_, _, err := l.Lookup(newID(0))
+					errs = append(errs, err)
+				case "records":
+					_, err := l.Read(sstEvents+1, sstEvents)
+					_, _, serr := l.ReadSeq(2 * sstEvents)
+					errs = append(errs, err, serr)
+				}
+				for _, err := range errs {
+					var ce *CorruptError
+					if !errors.As(err, &ce) || !errors.Is(err, event.ErrCorrupt) || filepath.Base(ce.File) != file {
+						t.Fatalf("read of damaged %s = %v; want a CorruptError naming %s", kind, err, file)
+					}
+				}
+				t.Logf("%v", errs[0])
+				if err := l.Damaged(); err == nil || !strings.Contains(err.Error(), file) {
+					t.Fatalf("Damaged = %v", err)
+				}
+				// What the older SSTs hold is intact and still served.
+				if recs, err := l.Read(1, sstEvents); err != nil || len(recs) != sstEvents {
+					t.Fatalf("Read of intact records: %d, %v", len(recs), err)
+				}
+				last := sstIDs()[sstEvents-1]
+				if _, ok, err := l.Lookup(last); err != nil || !ok {
+					t.Fatalf("Lookup(%q) of an intact entry: %v, %v", last, ok, err)
+				}
+				if kind != "status" {
+					if _, ok, err := l.Get(Status, last); err != nil || !ok {
+						t.Fatalf("Get(status %q) of an intact document: %v, %v", last, ok, err)
+					}
+				}
+			})
+		}
 	}
 }
 
