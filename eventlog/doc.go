@@ -32,4 +32,13 @@
 // Open scans the records from the committed offset to the end and verifies each
 // checksum: a corrupt record is reported by sequence number and Open fails, rather
 // than truncating the good records that follow it.
+//
+// # Corruption
+//
+// A damaged SST block is an error, never a panic: reads that meet it return a
+// *CorruptError (wrapping event.ErrCorrupt, naming the file and its key range),
+// Pebble's DataCorruption and background-error reports are recorded the same way
+// (Damaged, DamagedFiles, Corrupted), and from then on the log takes no new
+// records. Open checks every block checksum of every SST and refuses a damaged
+// store with the CorruptError, so a restart does not crash-loop on it.
 package eventlog

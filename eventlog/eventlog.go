@@ -69,6 +69,7 @@ type Log struct {
 	db       *pebble.DB
 	maxBatch int
 	ids      *idFilter
+	dmg      *damage // corruption met so far (corrupt.go)
 
 	mu      sync.RWMutex // guards closed against sends on reqs
 	closed  bool
@@ -137,11 +138,14 @@ func Open(opts Options) (*Log, error) {
 	if opts.FilterBytes <= 0 {
 		opts.FilterBytes = 16 << 20
 	}
+	dmg := newDamage(opts.FS, opts.Logger)
 	po := &pebble.Options{
-		FS:           opts.FS,
-		Logger:       pebbleLogger{opts.Logger},
-		MemTableSize: 32 << 20,
+		FS:            opts.FS,
+		Logger:        pebbleLogger{opts.Logger},
+		EventListener: dmg.listener(),
+		MemTableSize:  32 << 20,
 	}
+	po.Experimental.CompactionScheduler = dmg.compactionGate()
 	// Every new event costs a Get of its id in the dedupe index, and nearly all of
 	// them miss: bloom filters answer most misses without reading a block.
 	for i := range po.Levels {
@@ -159,8 +163,13 @@ func Open(opts Options) (*Log, error) {
 		notify:   make(chan struct{}, 1),
 		failedCh: make(chan struct{}),
 		ids:      newIDFilter(opts.FilterBytes),
+		dmg:      dmg,
 	}
 	if err := l.recover(); err != nil {
+		_ = db.Close()
+		return nil, l.openErr(err, opts.Dir)
+	}
+	if err := l.checkStore(opts.Dir); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -215,16 +224,13 @@ func (l *Log) recover() error {
 func (l *Log) loadIDs() error {
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'d'}, UpperBound: []byte{'d' + 1}})
 	if err != nil {
-		return fmt.Errorf("eventlog: scan index: %w", err)
+		return l.readErr("open: scan of the dedupe index", err)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
 		l.ids.add(string(it.Key()[1:]))
 	}
-	if err := it.Error(); err != nil {
-		return fmt.Errorf("eventlog: scan index: %w", err)
-	}
-	return nil
+	return l.readErr("open: scan of the dedupe index", it.Error())
 }
 
 // Submit queues recs for the next group commit and returns at once. done is called
@@ -234,6 +240,9 @@ func (l *Log) loadIDs() error {
 // closed, failed, or its queue is full (ErrOverloaded).
 func (l *Log) Submit(recs []*event.Record, done func(error)) error {
 	if err := l.Err(); err != nil {
+		return err
+	}
+	if err := l.refuseDamaged(); err != nil {
 		return err
 	}
 	l.mu.RLock()
@@ -411,9 +420,10 @@ func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
 	if uint64(max) < end-from+1 {
 		end = from + uint64(max) - 1
 	}
+	op := fmt.Sprintf("read of records from seq %d", from)
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(from), UpperBound: logKey(end + 1)})
 	if err != nil {
-		return nil, fmt.Errorf("eventlog: read: %w", err)
+		return nil, l.readErr(op, err)
 	}
 	defer it.Close()
 	out := make([]event.Record, 0, end-from+1)
@@ -425,7 +435,7 @@ func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
 		}
 		out = append(out, r)
 	}
-	return out, it.Error()
+	return out, l.readErr(op, it.Error())
 }
 
 // ReadSeq returns the record at seq, if it is durable and not trimmed.
@@ -438,7 +448,7 @@ func (l *Log) ReadSeq(seq uint64) (event.Record, bool, error) {
 		return event.Record{}, false, nil
 	}
 	if err != nil {
-		return event.Record{}, false, fmt.Errorf("eventlog: read seq %d: %w", seq, err)
+		return event.Record{}, false, l.readErr(fmt.Sprintf("read of record seq %d", seq), err)
 	}
 	defer closer.Close()
 	r, err := event.Decode(v)
@@ -460,7 +470,7 @@ func (l *Log) Lookup(id string) (Entry, bool, error) {
 		return Entry{}, false, nil
 	}
 	if err != nil {
-		return Entry{}, false, fmt.Errorf("eventlog: lookup %q: %w", id, err)
+		return Entry{}, false, l.readErr(fmt.Sprintf("lookup of %q in the dedupe index", id), err)
 	}
 	defer closer.Close()
 	e, err := decodeEntry(v)
@@ -532,7 +542,7 @@ func (l *Log) Get(ns Namespace, id string) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("eventlog: get %c%q: %w", ns, id, err)
+		return nil, false, l.readErr(fmt.Sprintf("get of document %c%q", ns, id), err)
 	}
 	defer closer.Close()
 	return bytes.Clone(v), true, nil
@@ -540,9 +550,10 @@ func (l *Log) Get(ns Namespace, id string) ([]byte, bool, error) {
 
 // Scan calls fn for every document in ns, in id order, until fn returns false.
 func (l *Log) Scan(ns Namespace, fn func(id string, doc []byte) bool) error {
+	op := fmt.Sprintf("scan of documents %c", ns)
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{byte(ns)}, UpperBound: []byte{byte(ns) + 1}})
 	if err != nil {
-		return fmt.Errorf("eventlog: scan: %w", err)
+		return l.readErr(op, err)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
@@ -550,7 +561,7 @@ func (l *Log) Scan(ns Namespace, fn func(id string, doc []byte) bool) error {
 			break
 		}
 	}
-	return it.Error()
+	return l.readErr(op, it.Error())
 }
 
 // Close stops accepting appends, lets the writer finish every queued one, and closes
@@ -697,10 +708,14 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 	if err := l.Err(); err != nil {
 		return 0, err
 	}
+	if err := l.Damaged(); err != nil {
+		// Deleting now would hide from gale log check what the damage cost.
+		return 0, fmt.Errorf("eventlog: not trimming a damaged store: %w", err)
+	}
 	committed := l.committed.Load()
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: logKey(committed)})
 	if err != nil {
-		return 0, fmt.Errorf("eventlog: trim: %w", err)
+		return 0, l.readErr("trim", err)
 	}
 	b := l.db.NewBatch()
 	defer b.Close()
@@ -714,13 +729,25 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 		if r.ReceivedAt >= cutoff {
 			break
 		}
-		if _, dead, _ := l.Get(DeadLetter, r.Event.ID); dead {
+		// An unreadable dead letter or index entry stops the trim: taken for
+		// absent, a dead letter's record would be deleted.
+		_, dead, gerr := l.Get(DeadLetter, r.Event.ID)
+		if gerr != nil {
+			_ = it.Close()
+			return 0, fmt.Errorf("eventlog: trim: %w", gerr)
+		}
+		if dead {
 			// An unresolved dead letter stays, record and all, until it is
 			// resubmitted: an operator must see it, and :retry reads its record
 			// (so a :retry can never race with its own trimming).
 			continue
 		}
-		if e, ok, _ := l.Lookup(r.Event.ID); ok && e.Seq == r.Seq {
+		e, ok, lerr := l.Lookup(r.Event.ID)
+		if lerr != nil {
+			_ = it.Close()
+			return 0, fmt.Errorf("eventlog: trim: %w", lerr)
+		}
+		if ok && e.Seq == r.Seq {
 			_ = b.Delete(nsKey('d', r.Event.ID), nil)
 			_ = b.Delete(nsKey(byte(Status), r.Event.ID), nil)
 		}
@@ -728,7 +755,7 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 		n++
 	}
 	if err := it.Close(); err != nil {
-		return 0, fmt.Errorf("eventlog: trim: %w", err)
+		return 0, l.readErr("trim", err)
 	}
 	if n == 0 {
 		return 0, nil

@@ -337,6 +337,8 @@ func (h *handler) getEvent(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrNotFound):
 		writeJSON(w, http.StatusNotFound, Answer{EventID: id, Error: "no event with this event_id (never persisted, or past the dedupe window)"})
 	case err != nil:
+		// The log failed or met corruption: retryable, perhaps on another replica.
+		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, Answer{EventID: id, Status: FailedRetryable, Error: err.Error()})
 	default:
 		writeJSON(w, http.StatusOK, st)
@@ -353,7 +355,8 @@ func (h *handler) postRetry(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		writeJSON(w, http.StatusNotFound, Answer{EventID: id, Error: err.Error()})
-	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrShuttingDown), errors.Is(err, eventlog.ErrOverloaded):
+	case errors.Is(err, eventlog.ErrFailed), errors.Is(err, ErrShuttingDown), errors.Is(err, eventlog.ErrOverloaded),
+		errors.Is(err, event.ErrCorrupt):
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, Answer{EventID: id, Status: FailedRetryable, Error: err.Error()})
 	case err != nil:

@@ -13,8 +13,10 @@ import (
 	"github.com/gale-stream/gale/eventlog"
 )
 
-// Errors of the Service. ErrShuttingDown and eventlog.ErrOverloaded /
-// eventlog.ErrFailed are retryable (FAILED_RETRYABLE); ErrNotFound is a 404.
+// Errors of the Service. ErrShuttingDown, eventlog.ErrOverloaded,
+// eventlog.ErrFailed and corruption met in the log (event.ErrCorrupt, an
+// *eventlog.CorruptError naming the file) are retryable (FAILED_RETRYABLE);
+// ErrNotFound is a 404.
 var (
 	ErrShuttingDown = errors.New("ingest: shutting down")
 	ErrNotFound     = errors.New("ingest: no such event")
@@ -558,8 +560,11 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 		return st, fmt.Errorf("ingest: %q is %s: only FAILED_FINAL events can be resubmitted", id, st.Status)
 	}
 	rec, ok, err := s.log.ReadSeq(st.Seq)
-	if err != nil || !ok {
-		return st, fmt.Errorf("ingest: record seq %d of %q is gone (past the retention window?): %v", st.Seq, id, err)
+	if err != nil {
+		return st, fmt.Errorf("ingest: record seq %d of %q: %w", st.Seq, id, err)
+	}
+	if !ok {
+		return st, fmt.Errorf("ingest: record seq %d of %q is gone (past the retention window?)", st.Seq, id)
 	}
 	now := s.now()
 	s.mu.Lock()
@@ -597,7 +602,9 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 }
 
 // Ready reports whether the service takes events in and processes them: not
-// closing, the log healthy, and the sink (Config.Sink) available.
+// closing, the log healthy, no corruption met in its files (an
+// *eventlog.CorruptError naming the file: the log takes no new events until an
+// operator deals with it), and the sink (Config.Sink) available.
 func (s *Service) Ready() error {
 	s.mu.Lock()
 	closing := s.closing
@@ -606,6 +613,9 @@ func (s *Service) Ready() error {
 		return ErrShuttingDown
 	}
 	if err := s.log.Err(); err != nil {
+		return err
+	}
+	if err := s.log.Damaged(); err != nil {
 		return err
 	}
 	return s.sinkErr()

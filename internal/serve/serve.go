@@ -193,7 +193,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if name == "" {
 		name = "events"
 	}
+	// One registry for /metrics: the topology's collector (ui adds it), the log's
+	// and the sink's.
 	reg := prometheus.NewRegistry()
+	if err := reg.Register(newLogCollector(s.Log)); err != nil {
+		return nil, fmt.Errorf("serve: registering the log's metrics: %w", err)
+	}
 	if err := registerSinkMetrics(reg, s.SinkHealth, s.SinkCounters); err != nil {
 		return nil, err
 	}
