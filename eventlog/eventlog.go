@@ -743,3 +743,8 @@ func commitNoSync(b *pebble.Batch) (err error) {
 	defer recoverPebble(&err)
 	return b.Commit(pebble.NoSync)
 }
+
+// ErrDamaged is wrapped by the error of an Open that finds fewer durable records
+// than were acknowledged (or cannot tell): the log refuses to start rather than
+// lose them silently or give their sequence numbers out again.
+var ErrDamaged = errors.New("eventlog: log damaged: acknowledged records missing")

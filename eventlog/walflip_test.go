@@ -1,0 +1,207 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// appendEach appends n records one Append each (as --max-pending 1 with one event
+// per request does) and returns the seq each id was acknowledged with.
+func appendEach(t *testing.T, l *Log, prefix string, n int) map[string]uint64 {
+	t.Helper()
+	acked := map[string]uint64{}
+	for i := range n {
+		r := rec(fmt.Sprintf("%s-%d", prefix, i))
+		if err := l.Append(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		acked[r.Event.ID] = r.Seq
+	}
+	return acked
+}
+
+// newestWAL is the path of the highest-numbered *.log file in dir.
+func newestWAL(t *testing.T, fs vfs.FS, dir string) string {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".log") {
+			logs = append(logs, n)
+		}
+	}
+	if len(logs) == 0 {
+		t.Fatalf("no WAL in %s: %v", dir, names)
+	}
+	sort.Strings(logs)
+	return fs.PathJoin(dir, logs[len(logs)-1])
+}
+
+// readAll reads a whole file through fs.
+func readAll(t *testing.T, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// flipBit flips one bit of the file at off, rewriting it through fs (synced, so a
+// crash clone keeps it).
+func flipBit(t *testing.T, fs vfs.FS, path string, off int64) {
+	t.Helper()
+	b := readAll(t, fs, path)
+	if off < 0 || off >= int64(len(b)) {
+		t.Fatalf("offset %d outside %s (%d bytes)", off, path, len(b))
+	}
+	b[off] ^= 0x10
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// walEnd is the length of the WAL's written part: Pebble preallocates and recycles
+// WAL files, so the bytes past the last chunk are zeros (or an old log's).
+func walEnd(b []byte) int64 {
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	return int64(end)
+}
+
+// checkRecoveredOrRefused is the promise: either every acknowledged record is
+// there (by id and by seq) and the next append gets a new seq, or Open refuses
+// with ErrDamaged.
+func checkRecoveredOrRefused(t *testing.T, open func() (*Log, error), acked map[string]uint64) (refused error) {
+	t.Helper()
+	l, err := open()
+	if err != nil {
+		if !errors.Is(err, ErrDamaged) {
+			t.Fatalf("Open refused with %v, want an error wrapping ErrDamaged", err)
+		}
+		return err
+	}
+	defer l.Close()
+	var lost []uint64
+	var maxSeq uint64
+	for id, seq := range acked {
+		maxSeq = max(maxSeq, seq)
+		e, ok, err := l.Lookup(id)
+		r, rok, rerr := l.ReadSeq(seq)
+		if err != nil || !ok || e.Seq != seq || rerr != nil || !rok || r.Event.ID != id {
+			lost = append(lost, seq)
+		}
+	}
+	r := rec("after-restart")
+	aerr := l.Append(context.Background(), r)
+	if len(lost) > 0 || aerr != nil || r.Seq <= maxSeq {
+		sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
+		span := "none"
+		if len(lost) > 0 {
+			span = fmt.Sprintf("%d..%d", lost[0], lost[len(lost)-1])
+		}
+		t.Fatalf("Open succeeded but %d of %d acknowledged records are gone (seqs %s); next append got seq %d (acknowledged up to %d), err %v",
+			len(lost), len(acked), span, r.Seq, maxSeq, aerr)
+	}
+	return nil
+}
+
+// The reproduction (nats-server#7549) on Pebble's in-memory FS: 300 records
+// acknowledged one by one, a crash, one bit flipped in the newest WAL at its start,
+// middle and last record; reopen must recover all 300 or refuse naming the damage.
+func TestWALBitFlipNeverLosesAcknowledgedSilently(t *testing.T) {
+	for _, where := range []string{"start", "middle", "last"} {
+		t.Run(where, func(t *testing.T) {
+			fs := vfs.NewCrashableMem()
+			l := openT(t, fs)
+			acked := appendEach(t, l, where, 300)
+			crashed := fs.CrashClone(vfs.CrashCloneCfg{}) // kill -9: only synced bytes count
+			l.Close()
+			wal := newestWAL(t, crashed, "data")
+			end := walEnd(readAll(t, crashed, wal))
+			off := map[string]int64{"start": 40, "middle": end / 2, "last": end - 8}[where]
+			flipBit(t, crashed, wal, off)
+			err := checkRecoveredOrRefused(t, func() (*Log, error) { return Open(Options{Dir: "data", FS: crashed}) }, acked)
+			t.Logf("flip at %s+%d of %d: %v", wal, off, end, err)
+		})
+	}
+}
+
+// The same on real files in a temporary directory (the process is not killed, but
+// the log is not closed either before the flip: its WAL is as a kill -9 left it).
+func TestWALBitFlipRealFiles(t *testing.T) {
+	for _, where := range []string{"start", "middle", "last"} {
+		t.Run(where, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "log")
+			l, err := Open(Options{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			acked := appendEach(t, l, where, 300)
+			// Copy the store as it is now (every acknowledged record synced), as a
+			// kill -9 would leave it, then close the original.
+			cp := filepath.Join(t.TempDir(), "log")
+			copyDir(t, dir, cp)
+			l.Close()
+			fs := vfs.Default
+			wal := newestWAL(t, fs, cp)
+			end := walEnd(readAll(t, fs, wal))
+			off := map[string]int64{"start": 40, "middle": end / 2, "last": end - 8}[where]
+			flipBit(t, fs, wal, off)
+			err = checkRecoveredOrRefused(t, func() (*Log, error) { return Open(Options{Dir: cp}) }, acked)
+			t.Logf("flip at %s+%d of %d: %v", wal, off, end, err)
+		})
+	}
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
