@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -203,5 +204,54 @@ func copyDir(t *testing.T, from, to string) {
 		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A store made before the mark existed (Pebble's default format, no GALE-HWM) is
+// ratcheted to formatVersion and given a mark at Open; a store at formatVersion
+// whose mark went missing refuses, since it cannot tell what was acknowledged.
+func TestOldStoreRatchetedAndMarkMissingRefused(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := pebble.Open("data", &pebble.Options{FS: fs, Logger: pebbleLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l := openT(t, fs)
+	appendEach(t, l, "old", 3)
+	if got := l.db.FormatMajorVersion(); got != formatVersion {
+		t.Fatalf("format %s after Open, want %s", got, formatVersion)
+	}
+	l.Close()
+	if seq, found, err := readHWM(fs, "data"); seq != 3 || !found || err != nil {
+		t.Fatalf("mark = %d %v %v, want 3", seq, found, err)
+	}
+	if err := fs.Remove(fs.PathJoin("data", hwmFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{Dir: "data", FS: fs}); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), hwmFile) {
+		t.Fatalf("Open without the mark = %v, want ErrDamaged naming %s", err, hwmFile)
+	}
+}
+
+// One flipped bit in the mark file leaves the other slot; both damaged refuses.
+func TestMarkFileBitFlip(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openT(t, fs)
+	appendEach(t, l, "m", 5)
+	l.Close()
+	path := fs.PathJoin("data", hwmFile)
+	flipBit(t, fs, path, 6)
+	l = openT(t, fs)
+	if l.Durable() != 5 {
+		t.Fatalf("Durable = %d, want 5", l.Durable())
+	}
+	l.Close()
+	flipBit(t, fs, path, hwmSlotGap+6) // the first slot is still damaged
+	_, err := Open(Options{Dir: "data", FS: fs})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "no intact slot") {
+		t.Fatalf("Open with both slots damaged = %v, want ErrDamaged naming the mark", err)
 	}
 }
