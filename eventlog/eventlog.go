@@ -240,6 +240,12 @@ func Open(opts Options) (*Log, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if len(l.lost) > 0 && opts.Logger != nil {
+		for _, r := range l.lost {
+			opts.Logger.Warn("eventlog: acknowledged events lost by a salvage of the damaged log; clients must send them again (GET /v1/lost)",
+				"from_seq", r.From, "to_seq", r.To, "ids", len(r.IDs), "reason", r.Reason)
+		}
+	}
 	go l.writer(next)
 	return l, nil
 }

@@ -240,7 +240,10 @@ func (st *inspection) scan() {
 	}, func(e KeyError) { r.BadKeys = append(r.BadKeys, e) })
 	for _, b := range st.after { // a salvage keeps these
 		for s := b.min; s != 0 && s <= b.max; s++ {
-			seqs[s] = true
+			if !seqs[s] {
+				seqs[s] = true
+				r.Records++
+			}
 		}
 		r.Last = max(r.Last, b.max)
 	}
