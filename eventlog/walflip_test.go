@@ -9,10 +9,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // appendEach appends n records one Append each (as --max-pending 1 with one event
@@ -253,5 +256,41 @@ func TestMarkFileBitFlip(t *testing.T) {
 	_, err := Open(Options{Dir: "data", FS: fs})
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "no intact slot") {
 		t.Fatalf("Open with both slots damaged = %v, want ErrDamaged naming the mark", err)
+	}
+}
+
+// The mark is synced after the WAL and before the answer: if its sync fails, the
+// append is answered with the sticky ErrFailed (never PERSISTED), and a restart
+// from what is durable opens cleanly, the record being in the WAL or not.
+func TestMarkSyncFailureIsStickyAndRestartOpens(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var failing atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && strings.HasSuffix(op.Path, hwmFile) &&
+			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	l := openT(t, errorfs.Wrap(mem, inj))
+	appendEach(t, l, "ok", 2)
+	failing.Store(true)
+	err := l.Append(context.Background(), rec("c"))
+	if !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), hwmFile) {
+		t.Fatalf("append whose mark sync failed: %v, want ErrFailed wrapping EIO naming %s", err, hwmFile)
+	}
+	if l.Durable() != 2 {
+		t.Fatalf("Durable = %d, want 2", l.Durable())
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = l.Close()
+	l2 := openT(t, crashed)
+	defer l2.Close()
+	if d := l2.Durable(); d < 2 {
+		t.Fatalf("after restart Durable = %d, want at least 2", d)
+	}
+	r := rec("d")
+	if err := l2.Append(context.Background(), r); err != nil || r.Seq != l2.Durable() {
+		t.Fatalf("append after restart: seq %d, %v", r.Seq, err)
 	}
 }
