@@ -191,6 +191,9 @@ func Open(opts Options) (*Log, error) {
 			return nil, err
 		}
 	}
+	if err := preflight(fs, opts.Dir, mark, wals); err != nil {
+		return nil, err
+	}
 	po := &pebble.Options{
 		FS:                 opts.FS,
 		Logger:             pebbleLogger{opts.Logger},
@@ -259,6 +262,54 @@ func peek(fs vfs.FS, dir string) (*pebble.DBDesc, error) {
 		return nil, fmt.Errorf("eventlog: open %s: %w", dir, err)
 	}
 	return desc, nil
+}
+
+// preflight refuses, before Pebble touches the store, a WAL that is damaged where
+// intact chunks follow: Pebble stops its replay at the damage (in the WAL's last
+// 32 KiB block it takes a bad chunk for the end, even with synced offsets), then
+// flushes what it replayed and retires the WAL, so the intact batches after the
+// damage would be gone before a salvage could keep them. The damage refuses if a
+// later chunk promises the WAL was synced past it, or if the records before it
+// end below the mark; otherwise it is a torn tail and Pebble may drop it.
+func preflight(fs vfs.FS, dir string, mark uint64, wals []WALFile) error {
+	found := false
+	for _, w := range wals {
+		for _, d := range w.Damage {
+			found = found || d.Resync >= 0
+		}
+	}
+	if !found {
+		return nil
+	}
+	db, live, _, err := openView(fs, dir, wals)
+	if err != nil {
+		return nil // Pebble's own Open reports it
+	}
+	last, err := lastSeq(db)
+	lost, lerr := readLost(db)
+	_ = db.Close()
+	if err != nil || lerr != nil {
+		return nil // Pebble's own Open, or recover, reports it
+	}
+	var liveWALs []WALFile
+	synced := false
+	for _, w := range wals {
+		if slices.Contains(live, w.Name) {
+			liveWALs = append(liveWALs, w)
+			for _, d := range w.Damage {
+				synced = synced || d.Synced && d.Resync >= 0
+			}
+		}
+	}
+	switch {
+	case mark > last && !(&Log{lost: lost}).lostCovers(last+1, mark):
+		return fmt.Errorf("%w: %s: seqs %d..%d were acknowledged (high-water mark %d in %s) but the intact log ends at seq %d: %s",
+			ErrDamaged, dir, last+1, mark, mark, hwmFile, last, walSummary(liveWALs, mark))
+	case synced:
+		return fmt.Errorf("%w: %s: the WAL is corrupt before its synced offset (seqs up to %d were acknowledged): %s",
+			ErrDamaged, dir, mark, walSummary(liveWALs, mark))
+	}
+	return nil
 }
 
 func hasDamage(wals []WALFile) bool {

@@ -75,7 +75,10 @@ func (r *CheckReport) Damaged() bool {
 			continue
 		}
 		for _, d := range w.Damage {
-			if d.Resync >= 0 {
+			// Intact chunks after a bad one without a promise that the WAL
+			// was synced past it are a torn tail (a power cut writing blocks out
+			// of order): not damage, unless acknowledged records are missing.
+			if d.Synced {
 				return true
 			}
 		}
@@ -97,7 +100,6 @@ func Check(dir string, fs vfs.FS) (*CheckReport, error) {
 type inspection struct {
 	report *CheckReport
 	db     *pebble.DB
-	view   *walView
 	// after are the intact batches that follow the first damage in live WAL
 	// order, which the read-only open does not replay.
 	after []walBatch
@@ -133,38 +135,55 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 		return nil, err
 	}
 	st := &inspection{report: r}
+	db, live, after, err := openView(fs, dir, r.WAL)
+	if err != nil {
+		r.OpenErr = err
+		return st, nil
+	}
+	r.LiveWAL, st.after = live, after
+	st.db = db
+	for _, b := range st.after {
+		r.AfterDamage++
+		r.AfterDamageTo = max(r.AfterDamageTo, b.max)
+	}
+	st.scan()
+	return st, nil
+}
+
+// openView opens the store read-only over a view in which the first damaged live
+// WAL ends at its damage and later WALs are empty, so what Pebble replays is a
+// prefix of the history; it returns the live WAL names and the intact batches
+// after the damage, in order.
+func openView(fs vfs.FS, dir string, wals []WALFile) (*pebble.DB, []string, []walBatch, error) {
 	// First pass: learn which WALs are live (Pebble opens only those).
 	view := newWALView(fs)
-	for _, w := range r.WAL {
+	for _, w := range wals {
 		if len(w.Damage) > 0 {
 			view.limit[w.Name] = w.Damage[0].Offset
 		}
 	}
 	db, err := openReadOnly(dir, view)
 	if err != nil {
-		r.OpenErr = err
-		return st, nil
+		return nil, nil, nil, err
 	}
-	r.LiveWAL = view.openedLogs()
-	// Second pass: the first damaged live WAL ends at its damage and later ones
-	// are hidden, so what Pebble replays is a prefix of the history; the rest is
-	// applied in order on salvage.
+	live := view.openedLogs()
 	view2 := newWALView(fs)
+	var after []walBatch
 	cut := false
-	for _, w := range r.WAL {
-		if !slices.Contains(r.LiveWAL, w.Name) {
+	for _, w := range wals {
+		if !slices.Contains(live, w.Name) {
 			continue
 		}
 		switch {
 		case cut:
 			view2.limit[w.Name] = 0
-			st.after = append(st.after, w.Batches...)
+			after = append(after, w.Batches...)
 		case len(w.Damage) > 0 && w.Damage[0].Resync >= 0:
 			cut = true
 			view2.limit[w.Name] = w.Damage[0].Offset
 			for _, b := range w.Batches {
 				if b.off > w.Damage[0].Offset {
-					st.after = append(st.after, b)
+					after = append(after, b)
 				}
 			}
 		case len(w.Damage) > 0:
@@ -174,17 +193,10 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 	if cut {
 		_ = db.Close()
 		if db, err = openReadOnly(dir, view2); err != nil {
-			r.OpenErr = err
-			return st, nil
+			return nil, nil, nil, err
 		}
 	}
-	st.db, st.view = db, view2
-	for _, b := range st.after {
-		r.AfterDamage++
-		r.AfterDamageTo = max(r.AfterDamageTo, b.max)
-	}
-	st.scan()
-	return st, nil
+	return db, live, after, nil
 }
 
 func openReadOnly(dir string, fs vfs.FS) (*pebble.DB, error) {
@@ -345,6 +357,11 @@ type SalvageReport struct {
 	Batches int // intact WAL batches after the damage applied on top
 	Lost    []LostRange
 	OldDir  string // where the damaged store now is
+	// Replay, if not 0, is the committed offset the salvage moved back to: the
+	// first record below the old offset whose status document is gone or not
+	// final (the damage held its newer one), so that event and the later ones
+	// are processed again (the sinks absorb repeats; finished ones are skipped).
+	Replay uint64
 }
 
 // Salvage starts the log in dir again from what is intact: it copies every
@@ -424,6 +441,12 @@ func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
 			_ = b.Delete(nsKey(byte(Status), id), nil)
 		}
 		top = max(top, lr.To)
+	}
+	if out.Replay, err = replayFrom(ndb); err != nil {
+		return fail(err)
+	}
+	if out.Replay != 0 {
+		_ = b.Set(committedKey, binary.BigEndian.AppendUint64(nil, out.Replay), nil)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fail(err)
@@ -552,6 +575,51 @@ func lostRanges(db *pebble.DB, r *CheckReport, now time.Time) ([]LostRange, erro
 		sort.Strings(out[i].IDs)
 	}
 	return out, nil
+}
+
+// replayFrom is the seq of the first record below the committed offset whose
+// event has no final status (PROCESSED, or a dead letter) in the store, or 0.
+func replayFrom(db *pebble.DB) (uint64, error) {
+	v, c, err := db.Get(committedKey)
+	if err != nil {
+		return 0, nil // no offset: everything is replayed anyway
+	}
+	committed := uint64(1)
+	if len(v) == 8 {
+		committed = binary.BigEndian.Uint64(v)
+	}
+	c.Close()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: logKey(committed)})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		r, err := event.Decode(it.Value())
+		if err != nil {
+			continue // Check reports it; it cannot be replayed
+		}
+		if _, c, err := db.Get(nsKey(byte(DeadLetter), r.Event.ID)); err == nil {
+			c.Close()
+			continue
+		}
+		var doc struct {
+			Status     string `json:"status"`
+			Seq        uint64 `json:"seq"`
+			Generation uint32 `json:"generation"`
+		}
+		if v, c, err := db.Get(nsKey(byte(Status), r.Event.ID)); err == nil {
+			_ = json.Unmarshal(v, &doc)
+			c.Close()
+		}
+		if doc.Seq > r.Seq || doc.Generation > r.Generation {
+			continue // a newer generation of the id answers for it
+		}
+		if doc.Status != "PROCESSED" && doc.Status != "FAILED_FINAL" {
+			return r.Seq, nil
+		}
+	}
+	return 0, it.Error()
 }
 
 func entryOf(db *pebble.DB, id string) (Entry, bool) {

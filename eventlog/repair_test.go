@@ -1,8 +1,10 @@
 package eventlog
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -141,4 +143,71 @@ func snapshot(t *testing.T, fs vfs.FS, dir string) string {
 		out = append(out, fmt.Sprintf("%s %d %x", n, len(b), sha256.Sum256(b)))
 	}
 	return strings.Join(out, "\n")
+}
+
+// A flip in a batch of status documents (PROCESSED for seqs 6..10, committed 11)
+// loses no record, but later batches moved the committed offset past those events:
+// Salvage moves it back to seq 6, so the events whose final status was in the
+// damage are processed again rather than left PERSISTED for ever.
+func TestSalvageReplaysEventsWhoseStatusWasLost(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	l := openT(t, fs)
+	acked := appendEach(t, l, "r", 10)
+	ids := map[uint64]string{}
+	for id, seq := range acked {
+		ids[seq] = id
+	}
+	processed := func(from, to, committed uint64) {
+		var w Write
+		for s := from; s <= to; s++ {
+			w.Set(Status, ids[s], []byte(fmt.Sprintf(`{"event_id":%q,"status":"PROCESSED","seq":%d}`, ids[s], s)))
+		}
+		w.Committed = committed
+		if err := l.Apply(&w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	processed(1, 5, 6)
+	processed(6, 10, 11) // the batch to damage
+	for id, seq := range appendEach(t, l, "later", 5) {
+		ids[seq] = id
+	}
+	processed(11, 15, 16)
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
+	l.Close()
+	wal := newestWAL(t, crashed, "data")
+	ws, err := scanWALs(crashed, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int64(-1)
+	for _, w := range ws {
+		if w.Name != wal {
+			continue
+		}
+		for _, b := range w.Batches {
+			if b.min == 0 && bytes.Contains(b.repr, []byte(ids[6])) {
+				off = b.off + 40
+			}
+		}
+	}
+	if off < 0 {
+		t.Fatal("status batch not found in the WAL")
+	}
+	flipBit(t, crashed, wal, off)
+	if _, err := Open(Options{Dir: "data", FS: crashed}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open = %v, want ErrDamaged", err)
+	}
+	sr, err := Salvage("data", crashed, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sr.Lost) != 0 || sr.Replay != 6 {
+		t.Fatalf("salvage: lost %+v, replay from %d; want nothing lost and replay from 6", sr.Lost, sr.Replay)
+	}
+	l2 := openT(t, crashed)
+	defer l2.Close()
+	if l2.Committed() != 6 || l2.Durable() != 15 {
+		t.Fatalf("after salvage committed=%d durable=%d, want 6 and 15", l2.Committed(), l2.Durable())
+	}
 }

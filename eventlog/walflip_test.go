@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -306,7 +307,7 @@ func TestWALBitFlipSweep(t *testing.T) {
 	l.Close()
 	wal := newestWAL(t, base, "data")
 	end := walEnd(readAll(t, base, wal))
-	refused, recovered := 0, 0
+	refused, recovered, lostSeqs := 0, 0, 0
 	for off := int64(0); off < end; off += 509 {
 		crashed := base.CrashClone(vfs.CrashCloneCfg{})
 		flipBit(t, crashed, wal, off)
@@ -319,6 +320,31 @@ func TestWALBitFlipSweep(t *testing.T) {
 		if !strings.Contains(err.Error(), wal) {
 			t.Fatalf("flip at %d: refusal does not name %s: %v", off, wal, err)
 		}
+		// The way out: after a salvage every acknowledged record is readable or
+		// recorded lost, and the next seq is new.
+		if _, err := Salvage("data", crashed, time.Unix(0, 0)); err != nil {
+			t.Fatalf("flip at %d: salvage: %v", off, err)
+		}
+		l, err := Open(Options{Dir: "data", FS: crashed})
+		if err != nil {
+			t.Fatalf("flip at %d: Open after salvage: %v", off, err)
+		}
+		lost := &Log{lost: l.Lost()}
+		for id, seq := range acked {
+			r, ok, err := l.ReadSeq(seq)
+			if err != nil || ok && r.Event.ID != id || !ok && !lost.lostCovers(seq, seq) {
+				t.Fatalf("flip at %d: after salvage seq %d (%s): found=%v err=%v, recorded lost=%v", off, seq, id, ok, err, lost.lostCovers(seq, seq))
+			}
+			if !ok {
+				lostSeqs++
+			}
+		}
+		r := rec("next")
+		if err := l.Append(context.Background(), r); err != nil || r.Seq != 301 {
+			t.Fatalf("flip at %d: append after salvage: seq %d, %v", off, r.Seq, err)
+		}
+		l.Close()
 	}
-	t.Logf("%d flips in %s (%d bytes): %d refused naming it, %d recovered everything", refused+recovered, wal, end, refused, recovered)
+	t.Logf("%d flips in %s (%d bytes): %d refused naming it (salvage then kept all but %d acknowledged records, recorded lost), %d recovered everything",
+		refused+recovered, wal, end, refused, lostSeqs, recovered)
 }

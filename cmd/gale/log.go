@@ -73,6 +73,9 @@ again.`,
 			printCheck(w, rep.Check)
 			fmt.Fprintf(w, "salvaged: %d keys copied, %d intact WAL batches after the damage applied; damaged log kept in %s\n",
 				rep.Keys, rep.Batches, rep.OldDir)
+			if rep.Replay != 0 {
+				fmt.Fprintf(w, "replay: the committed offset moves back to seq %d: the damage held newer statuses; events not finished in what is intact are processed again (sinks absorb repeats)\n", rep.Replay)
+			}
 			if len(rep.Lost) == 0 {
 				fmt.Fprintln(w, "lost: nothing acknowledged")
 			}
