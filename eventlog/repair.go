@@ -42,7 +42,8 @@ func (e KeyError) String() string {
 	if e.File != "" {
 		s += " in " + e.File
 	}
-	return s + ": " + e.Err.Error()
+	msg, _, _ := strings.Cut(e.Err.Error(), "\n") // Pebble appends a stack trace
+	return s + ": " + msg
 }
 
 // CheckReport is what Check found.
@@ -107,7 +108,11 @@ type inspection struct {
 
 func (s *inspection) close() {
 	if s.db != nil {
-		_ = s.db.Close()
+		func() {
+			defer func() { _ = recover() }() // a read that panicked may leave references behind
+			_ = s.db.Close()
+		}()
+		s.db = nil
 	}
 }
 
@@ -293,17 +298,20 @@ func scanAll(db *pebble.DB, fn func(k, v []byte), bad func(KeyError)) {
 			if err != nil {
 				return err
 			}
+			defer func() {
+				if cerr := closeIter(it); err == nil {
+					err = cerr
+				}
+			}()
 			for ok := it.First(); ok; ok = it.Next() {
 				v, verr := it.ValueAndErr()
 				if verr != nil {
-					_ = it.Close()
-					last = slices.Clone(it.Key())
-					return verr
+					return fmt.Errorf("value of %q: %w", it.Key(), verr)
 				}
 				fn(it.Key(), v)
 				last = append(last[:0], it.Key()...)
 			}
-			return it.Close()
+			return it.Error()
 		}()
 		if err == nil {
 			return
@@ -313,7 +321,10 @@ func scanAll(db *pebble.DB, fn func(k, v []byte), bad func(KeyError)) {
 		if last == nil {
 			probe = lower
 		}
-		file, to := sstAfter(db, probe)
+		file, smallest, to := sstAfter(db, probe)
+		if bytes.Compare(smallest, probe) > 0 {
+			probe = smallest
+		}
 		from := fmt.Sprintf("%q", probe)
 		if to == nil {
 			bad(KeyError{From: from, File: file, Err: err})
@@ -324,12 +335,18 @@ func scanAll(db *pebble.DB, fn func(k, v []byte), bad func(KeyError)) {
 	}
 }
 
+// closeIter closes it even if Pebble panics doing so (after a panic in a read).
+func closeIter(it *pebble.Iterator) (err error) {
+	defer recoverPebble(&err)
+	return it.Close()
+}
+
 // sstAfter is the SST whose key range holds key, or else the first one after it,
 // and its largest user key.
-func sstAfter(db *pebble.DB, key []byte) (string, []byte) {
+func sstAfter(db *pebble.DB, key []byte) (file string, smallest, largest []byte) {
 	levels, err := db.SSTables()
 	if err != nil {
-		return "", nil
+		return "", nil, nil
 	}
 	var best *pebble.SSTableInfo
 	for _, lv := range levels {
@@ -345,9 +362,9 @@ func sstAfter(db *pebble.DB, key []byte) (string, []byte) {
 		}
 	}
 	if best == nil {
-		return "", nil
+		return "", nil, nil
 	}
-	return fmt.Sprintf("%06d.sst", best.FileNum), slices.Clone(best.Largest.UserKey)
+	return fmt.Sprintf("%06d.sst", best.FileNum), slices.Clone(best.Smallest.UserKey), slices.Clone(best.Largest.UserKey)
 }
 
 // SalvageReport says what Salvage kept and what it recorded lost.
@@ -467,7 +484,6 @@ func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
 	}
 	_ = h.close()
 	st.close()
-	st.db = nil
 	out.OldDir = fmt.Sprintf("%s.damaged-%s", dir, now.UTC().Format("20060102T150405Z"))
 	if err := fs.Rename(dir, out.OldDir); err != nil {
 		return nil, fmt.Errorf("eventlog: salvage: move the damaged store aside: %w", err)
