@@ -348,3 +348,23 @@ func TestWALBitFlipSweep(t *testing.T) {
 	t.Logf("%d flips in %s (%d bytes): %d refused naming it (salvage then kept all but %d acknowledged records, recorded lost), %d recovered everything",
 		refused+recovered, wal, end, refused, lostSeqs, recovered)
 }
+
+// A log closed cleanly ends its WAL with Pebble's EOF trailer (a chunk of the next
+// log number, checksum 0): the scan takes it for the end, not for damage.
+func TestWALScanEOFTrailerIsNotDamage(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openT(t, fs)
+	appendEach(t, l, "eof", 3)
+	l.Close()
+	l = openT(t, fs) // replays, flushes, starts a new WAL
+	l.Close()
+	ws, err := scanWALs(fs, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if len(w.Damage) != 0 {
+			t.Fatalf("%s (%d bytes): damage %v in a cleanly closed log", w.Name, w.Size, w.Damage)
+		}
+	}
+}

@@ -124,7 +124,8 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 		if hdr > walLegacyHdr {
 			if ln := binary.LittleEndian.Uint32(b[p+7:]); ln != logNum {
 				if ln == logNum+1 && length == 0 {
-					c.eofTrailer = true // the clean end of this log
+					c.eofTrailer = true // the clean end of this log (its checksum is 0)
+					return c, ""
 				} else {
 					return chunk{}, fmt.Sprintf("chunk of log %d, not %d", ln, logNum)
 				}
