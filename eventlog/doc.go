@@ -15,7 +15,8 @@
 // the WAL sync of every seq it covers returned, so a power cut can never leave it
 // claiming a record that was not answered; the marker that writes it runs beside
 // the WAL syncer (its sync for one group overlaps the WAL sync of the next) and one
-// mark sync covers every group waiting.
+// mark sync covers every group waiting. It costs a second flush per group commit,
+// in series with the WAL's (measured: single-event PERSISTED answers/s -23%).
 //
 // A record is visible to readers (Read, Durable) only once durable: Pebble makes a
 // write readable before its sync returns, so readers are bounded by the durable
@@ -54,7 +55,12 @@
 // file and offset (from an independent scan of the WAL before Pebble replays it),
 // whenever Pebble finds its WAL corrupt, records between the committed offset and
 // the mark are missing, or the mark is unreadable or gone from a store that had it.
-// A crash or power cut alone never makes it fail: what they lose was not answered.
+// Pebble's own check reads ahead only from the next 32 KiB block, and once open it
+// flushes what it replayed and retires the WAL, so Open refuses first, before
+// Pebble writes anything, when intact chunks follow a bad one and either a later
+// chunk promises the WAL was synced past it or the records before it end below the
+// mark: the intact batches after the damage are kept for a salvage. A crash or
+// power cut alone never makes Open fail: what they lose was not answered.
 //
 // Check reads every WAL chunk, key and record without writing, and says what is
 // intact. Salvage is the deliberate way out: it copies what is intact (and the
