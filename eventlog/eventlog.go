@@ -303,8 +303,8 @@ func preflight(fs vfs.FS, dir string, mark uint64, wals []WALFile) error {
 	}
 	switch {
 	case mark > last && !(&Log{lost: lost}).lostCovers(last+1, mark):
-		return fmt.Errorf("%w: %s: seqs %d..%d were acknowledged (high-water mark %d in %s) but the intact log ends at seq %d: %s",
-			ErrDamaged, dir, last+1, mark, mark, hwmFile, last, walSummary(liveWALs, mark))
+		return fmt.Errorf("%w: %s: Pebble's replay would stop at WAL damage and drop acknowledged seqs %d..%d (high-water mark %d in %s): %s",
+			ErrDamaged, dir, last+1, mark, mark, hwmFile, walSummary(liveWALs, mark))
 	case synced:
 		return fmt.Errorf("%w: %s: the WAL is corrupt before its synced offset (seqs up to %d were acknowledged): %s",
 			ErrDamaged, dir, mark, walSummary(liveWALs, mark))
