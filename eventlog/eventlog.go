@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,11 +24,22 @@ import (
 
 // Errors. Every error from a failed commit wraps ErrFailed; appends offered while
 // the writer queue is full wrap ErrOverloaded; ErrCorrupt comes from package event.
+// ErrDamaged is wrapped by the error of an Open that finds fewer durable records
+// than were acknowledged (or cannot tell): the log refuses to start rather than
+// lose them silently or give their sequence numbers out again.
 var (
 	ErrFailed     = errors.New("eventlog: log failed (sticky: reopen to recover)")
 	ErrOverloaded = errors.New("eventlog: append queue full")
 	ErrClosed     = errors.New("eventlog: closed")
+	ErrDamaged    = errors.New("eventlog: log damaged: acknowledged records missing")
 )
+
+// formatVersion is the Pebble format the log is opened at, and existing stores are
+// ratcheted to. It must be FormatWALSyncChunks or newer: before it the WAL's chunks
+// carry no synced offset, so Pebble takes a bad chunk in the middle of the WAL for
+// its end and replays a shortened log without a word (nats-server#7549). Pinned
+// rather than FormatNewest so a Pebble upgrade never ratchets stores by itself.
+const formatVersion = pebble.FormatTableFormatV6
 
 // Options configure Open.
 type Options struct {
@@ -69,7 +83,9 @@ type Log struct {
 	db       *pebble.DB
 	maxBatch int
 	ids      *idFilter
-	dmg      *damage // corruption met so far (corrupt.go)
+	dmg      *damage     // corruption met so far (corrupt.go)
+	mark     *hwm        // the durable high-water mark; written by the marker only
+	lost     []LostRange // recorded by a salvage; read-only after Open
 
 	mu      sync.RWMutex // guards closed against sends on reqs
 	closed  bool
@@ -108,6 +124,9 @@ type request struct {
 
 var committedKey = []byte("m/committed")
 
+// lostPrefix keys the lost ranges a salvage recorded: m/lost/<from:8 BE>.
+var lostPrefix = []byte("m/lost/")
+
 func logKey(seq uint64) []byte {
 	k := make([]byte, 9)
 	k[0] = 'l'
@@ -124,7 +143,10 @@ func nsKey(ns byte, id string) []byte {
 
 // Open opens (or creates) the log in opts.Dir, verifies every record from the
 // committed offset to the end, and starts the writer. A corrupt record fails Open
-// with an error naming its sequence number and wrapping event.ErrCorrupt.
+// with an error naming its sequence number and wrapping event.ErrCorrupt. A log
+// that holds fewer records than were acknowledged (the high-water mark), or whose
+// WAL Pebble finds corrupt, fails Open with an error wrapping ErrDamaged that names
+// the missing seqs and, where known, the WAL file and offset of the damage.
 func Open(opts Options) (*Log, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("eventlog: Options.Dir is required")
@@ -138,12 +160,48 @@ func Open(opts Options) (*Log, error) {
 	if opts.FilterBytes <= 0 {
 		opts.FilterBytes = 16 << 20
 	}
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	desc, err := peek(fs, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	mark, found, err := readHWM(fs, opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
+	var wals []WALFile
+	switch {
+	case !desc.Exists && !found:
+		// A new store: the mark exists before Pebble's files do, so a store at
+		// formatVersion without it has lost it.
+		h, err := createHWM(fs, opts.Dir, 0)
+		if err != nil {
+			return nil, err
+		}
+		_ = h.close()
+	case desc.Exists && !found && desc.FormatMajorVersion >= formatVersion:
+		return nil, fmt.Errorf("%w: %s: the high-water mark file %s is missing; cannot tell which records were acknowledged",
+			ErrDamaged, opts.Dir, fs.PathJoin(opts.Dir, hwmFile))
+	case desc.Exists:
+		// Pebble's replay leaves no trace of where it stopped, and its flush at
+		// Open retires the WAL: read the WAL first, to name any damage.
+		if wals, err = scanWALs(fs, opts.Dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := preflight(fs, opts.Dir, mark, wals); err != nil {
+		return nil, err
+	}
 	dmg := newDamage(opts.FS, opts.Logger)
 	po := &pebble.Options{
-		FS:            opts.FS,
-		Logger:        pebbleLogger{opts.Logger},
-		EventListener: dmg.listener(),
-		MemTableSize:  32 << 20,
+		FS:                 opts.FS,
+		Logger:             pebbleLogger{opts.Logger},
+		EventListener:      dmg.listener(),
+		MemTableSize:       32 << 20,
+		FormatMajorVersion: formatVersion,
 	}
 	po.Experimental.CompactionScheduler = dmg.compactionGate()
 	// Every new event costs a Get of its id in the dedupe index, and nearly all of
@@ -152,7 +210,19 @@ func Open(opts Options) (*Log, error) {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(opts.Dir, po)
+	if err == nil && (!desc.Exists || desc.FormatMajorVersion < pebble.FormatWALSyncChunks) {
+		// Pebble ratchets the format only after it made the WAL it writes next,
+		// so that WAL has no synced offsets yet: reopen once so the WAL every
+		// record goes to has them.
+		if err = db.Close(); err == nil {
+			db, err = pebble.Open(opts.Dir, po)
+		}
+	}
 	if err != nil {
+		if pebble.IsCorruptionError(err) && hasDamage(wals) {
+			return nil, fmt.Errorf("%w: %s: Pebble refuses its WAL (seqs up to %d were acknowledged): %s: %w",
+				ErrDamaged, opts.Dir, mark, walSummary(wals, mark), err)
+		}
 		return nil, fmt.Errorf("eventlog: open %s: %w", opts.Dir, err)
 	}
 	l := &Log{
@@ -165,59 +235,157 @@ func Open(opts Options) (*Log, error) {
 		ids:      newIDFilter(opts.FilterBytes),
 		dmg:      dmg,
 	}
-	if err := l.recover(); err != nil {
+	next, err := l.recover(opts.Dir, mark, wals)
+	if err == nil {
+		if !found { // a store from before the mark: start it at what is there
+			l.mark, err = createHWM(fs, opts.Dir, next-1)
+		} else if l.mark, err = openHWM(fs, opts.Dir); err == nil && next-1 > mark {
+			err = l.mark.set(next - 1)
+		}
+	}
+	if err != nil {
+		_ = l.mark.close()
 		_ = db.Close()
 		return nil, l.openErr(err, opts.Dir)
 	}
 	if err := l.checkStore(opts.Dir); err != nil {
+		_ = l.mark.close()
 		_ = db.Close()
 		return nil, err
 	}
-	go l.writer(l.durable.Load() + 1)
+	if len(l.lost) > 0 && opts.Logger != nil {
+		for _, r := range l.lost {
+			opts.Logger.Warn("eventlog: acknowledged events lost by a salvage of the damaged log; clients must send them again (GET /v1/lost)",
+				"from_seq", r.From, "to_seq", r.To, "ids", len(r.IDs), "reason", r.Reason)
+		}
+	}
+	go l.writer(next)
 	return l, nil
 }
 
-// recover reads the committed offset and verifies the records after it.
-func (l *Log) recover() error {
+func peek(fs vfs.FS, dir string) (*pebble.DBDesc, error) {
+	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return &pebble.DBDesc{}, nil
+	}
+	desc, err := pebble.Peek(dir, fs)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: open %s: %w", dir, err)
+	}
+	return desc, nil
+}
+
+// preflight refuses, before Pebble touches the store, a WAL that is damaged where
+// intact chunks follow: Pebble stops its replay at the damage (in the WAL's last
+// 32 KiB block it takes a bad chunk for the end, even with synced offsets), then
+// flushes what it replayed and retires the WAL, so the intact batches after the
+// damage would be gone before a salvage could keep them. The damage refuses if a
+// later chunk promises the WAL was synced past it, or if the records before it
+// end below the mark; otherwise it is a torn tail and Pebble may drop it.
+func preflight(fs vfs.FS, dir string, mark uint64, wals []WALFile) error {
+	found := false
+	for _, w := range wals {
+		for _, d := range w.Damage {
+			found = found || d.Resync >= 0
+		}
+	}
+	if !found {
+		return nil
+	}
+	db, live, _, err := openView(fs, dir, wals)
+	if err != nil {
+		return nil // Pebble's own Open reports it
+	}
+	last, err := lastSeq(db)
+	lost, lerr := readLost(db)
+	_ = db.Close()
+	if err != nil || lerr != nil {
+		return nil // Pebble's own Open, or recover, reports it
+	}
+	var liveWALs []WALFile
+	synced := false
+	for _, w := range wals {
+		if slices.Contains(live, w.Name) {
+			liveWALs = append(liveWALs, w)
+			for _, d := range w.Damage {
+				synced = synced || d.Synced && d.Resync >= 0
+			}
+		}
+	}
+	switch {
+	case mark > last && !(&Log{lost: lost}).lostCovers(last+1, mark):
+		return fmt.Errorf("%w: %s: Pebble's replay would stop at WAL damage and drop acknowledged seqs %d..%d (high-water mark %d in %s): %s",
+			ErrDamaged, dir, last+1, mark, mark, hwmFile, walSummary(liveWALs, mark))
+	case synced:
+		return fmt.Errorf("%w: %s: the WAL is corrupt before its synced offset (seqs up to %d were acknowledged): %s",
+			ErrDamaged, dir, mark, walSummary(liveWALs, mark))
+	}
+	return nil
+}
+
+func hasDamage(wals []WALFile) bool {
+	for _, w := range wals {
+		if len(w.Damage) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// recover reads the committed offset and the lost ranges, verifies the records
+// after the offset, checks them against the high-water mark, and returns the next
+// seq to give out: above every seq ever acknowledged or recorded lost.
+func (l *Log) recover(dir string, mark uint64, wals []WALFile) (next uint64, err error) {
 	committed := uint64(1)
 	v, closer, err := l.db.Get(committedKey)
 	switch {
 	case err == nil:
 		if len(v) != 8 {
 			closer.Close()
-			return fmt.Errorf("eventlog: committed offset is %d bytes, want 8: %w", len(v), event.ErrCorrupt)
+			return 0, fmt.Errorf("eventlog: committed offset is %d bytes, want 8: %w", len(v), event.ErrCorrupt)
 		}
 		committed = binary.BigEndian.Uint64(v)
 		closer.Close()
 	case !errors.Is(err, pebble.ErrNotFound):
-		return fmt.Errorf("eventlog: read committed offset: %w", err)
+		return 0, fmt.Errorf("eventlog: read committed offset: %w", err)
 	}
 	l.committed.Store(committed)
+	if l.lost, err = readLost(l.db); err != nil {
+		return 0, err
+	}
 	last := committed - 1
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(committed), UpperBound: []byte{'l' + 1}})
 	if err != nil {
-		return fmt.Errorf("eventlog: scan: %w", err)
+		return 0, fmt.Errorf("eventlog: scan: %w", err)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
 		seq := binary.BigEndian.Uint64(it.Key()[1:])
-		if seq != last+1 {
-			return fmt.Errorf("eventlog: record seq %d follows %d: records missing: %w", seq, last, event.ErrCorrupt)
+		if seq != last+1 && !l.lostCovers(last+1, seq-1) {
+			return 0, fmt.Errorf("%w: %s: records %d..%d missing (record seq %d follows %d): %s: %w",
+				ErrDamaged, dir, last+1, seq-1, seq, last, walSummary(wals, mark), event.ErrCorrupt)
 		}
 		r, err := event.Decode(it.Value())
 		if err != nil {
-			return fmt.Errorf("eventlog: record seq %d: %w", seq, err)
+			return 0, fmt.Errorf("eventlog: record seq %d: %w", seq, err)
 		}
 		if r.Seq != seq {
-			return fmt.Errorf("eventlog: record at seq %d says seq %d: %w", seq, r.Seq, event.ErrCorrupt)
+			return 0, fmt.Errorf("eventlog: record at seq %d says seq %d: %w", seq, r.Seq, event.ErrCorrupt)
 		}
 		last = seq
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("eventlog: scan: %w", err)
+		return 0, fmt.Errorf("eventlog: scan: %w", err)
+	}
+	if mark > last && !l.lostCovers(last+1, mark) {
+		return 0, fmt.Errorf("%w: %s: seqs %d..%d were acknowledged (high-water mark %d in %s) but the log ends at seq %d: %s",
+			ErrDamaged, dir, last+1, mark, mark, hwmFile, last, walSummary(wals, mark))
 	}
 	l.durable.Store(last)
-	return l.loadIDs()
+	next = max(last, mark) + 1
+	for _, r := range l.lost {
+		next = max(next, r.To+1)
+	}
+	return next, l.loadIDs()
 }
 
 // loadIDs fills the id filter from the dedupe index.
@@ -352,29 +520,90 @@ type pendingSync struct {
 	reqs        []*request
 	first, last uint64
 	start       time.Time
+	err         error
 }
 
+// syncer waits for each group's WAL fsync, in order, and hands the group to the
+// marker, which makes the high-water mark cover it before anyone is answered.
 func (l *Log) syncer(q <-chan pendingSync, done chan<- struct{}) {
-	defer close(done)
+	markq := make(chan pendingSync, syncDepth)
+	markerDone := make(chan struct{})
+	go l.marker(markq, markerDone)
+	defer func() {
+		close(markq)
+		<-markerDone
+		close(done)
+	}()
 	for p := range q {
 		err := p.b.SyncWait()
 		_ = p.b.Close()
-		l.commits.Add(1)
-		l.records.Add(p.last - p.first + 1)
-		l.commitNanos.Add(uint64(time.Since(p.start)))
+		p.b = nil
 		if err != nil {
-			err = l.fail(fmt.Errorf("sync of seq %d..%d: %w", p.first, p.last, err))
-		} else if err = l.Err(); err == nil {
-			// A group synced after an earlier one failed is not reported durable:
-			// the failure is sticky, whatever the later fsync said (fsyncgate).
-			l.durable.Store(p.last)
+			p.err = l.fail(fmt.Errorf("sync of seq %d..%d: %w", p.first, p.last, err))
+		}
+		markq <- p
+	}
+}
+
+// marker writes and syncs the high-water mark for groups whose WAL sync returned,
+// then answers them. It runs beside the syncer, so the mark's fdatasync for one
+// group overlaps the WAL fsync of the next, and it takes every group waiting at
+// once: one mark sync covers them all (group commit again). The mark is written
+// only after the WAL sync of every seq it covers returned: written earlier, a
+// power cut could leave it claiming records that were never answered and make the
+// next Open refuse a log that lost nothing acknowledged.
+func (l *Log) marker(q <-chan pendingSync, done chan<- struct{}) {
+	defer close(done)
+	var group []pendingSync
+	for p := range q {
+		group = append(group[:0], p)
+	more:
+		for len(group) < cap(q)+1 {
 			select {
-			case l.notify <- struct{}{}:
+			case p, ok := <-q:
+				if !ok {
+					break more
+				}
+				group = append(group, p)
 			default:
+				break more
 			}
 		}
-		for _, r := range p.reqs {
-			r.done(err)
+		var top uint64
+		for _, p := range group {
+			if p.err == nil {
+				top = p.last
+			}
+		}
+		var markErr error
+		if top > 0 && l.Err() == nil {
+			if err := l.mark.set(top); err != nil {
+				markErr = l.fail(err)
+			}
+		}
+		for _, p := range group {
+			l.commits.Add(1)
+			l.records.Add(p.last - p.first + 1)
+			l.commitNanos.Add(uint64(time.Since(p.start)))
+			err := p.err
+			if err == nil {
+				err = markErr
+			}
+			if err == nil {
+				if err = l.Err(); err == nil {
+					// A group synced after an earlier one failed is not reported
+					// durable: the failure is sticky, whatever the later fsync
+					// said (fsyncgate).
+					l.durable.Store(p.last)
+					select {
+					case l.notify <- struct{}{}:
+					default:
+					}
+				}
+			}
+			for _, r := range p.reqs {
+				r.done(err)
+			}
 		}
 	}
 }
@@ -576,6 +805,7 @@ func (l *Log) Close() error {
 	close(l.reqs)
 	l.mu.Unlock()
 	<-l.stopped
+	_ = l.mark.close()
 	if l.Err() != nil {
 		// Pebble's commit pipeline is unusable after a failed sync; closing it can
 		// only report that again, and after a panic inside Pebble it might block
@@ -769,4 +999,63 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 func commitNoSync(b *pebble.Batch) (err error) {
 	defer recoverPebble(&err)
 	return b.Commit(pebble.NoSync)
+}
+
+// LostRange is a run of seqs that were acknowledged but could not be salvaged from
+// a damaged log, recorded by Salvage so clients can send those events again.
+type LostRange struct {
+	From, To uint64
+	// IDs are the event ids of these seqs that some surviving copy named (a
+	// dedupe index entry or a status document); the others are unknown.
+	IDs []string `json:"ids,omitempty"`
+	// Reason says what was damaged (WAL file and offset where known).
+	Reason string `json:"reason"`
+	// At is when the salvage ran (Unix nanoseconds).
+	At int64 `json:"at_unix_nano"`
+}
+
+// Lost returns the lost ranges recorded by salvages of this log, oldest seq first.
+func (l *Log) Lost() []LostRange { return slices.Clone(l.lost) }
+
+func lostKey(from uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), lostPrefix...), from)
+}
+
+func readLost(db *pebble.DB) ([]LostRange, error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lostPrefix, UpperBound: prefixEnd(lostPrefix)})
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: read lost ranges: %w", err)
+	}
+	defer it.Close()
+	var out []LostRange
+	for ok := it.First(); ok; ok = it.Next() {
+		var r LostRange
+		if err := json.Unmarshal(it.Value(), &r); err != nil {
+			return nil, fmt.Errorf("eventlog: lost range %q: %w: %w", it.Key(), err, event.ErrCorrupt)
+		}
+		out = append(out, r)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("eventlog: read lost ranges: %w", err)
+	}
+	return out, nil
+}
+
+// lostCovers says whether every seq in from..to is in a recorded lost range.
+func (l *Log) lostCovers(from, to uint64) bool {
+	for _, r := range l.lost { // sorted by From
+		if r.From <= from && from <= r.To {
+			if to <= r.To {
+				return true
+			}
+			from = r.To + 1
+		}
+	}
+	return from > to
+}
+
+func prefixEnd(p []byte) []byte {
+	e := bytes.Clone(p)
+	e[len(e)-1]++
+	return e
 }

@@ -37,6 +37,15 @@ func (o *Offsets) Done(seq uint64) uint64 {
 	}
 }
 
+// Skip marks from..to finished without processing: seqs a salvage of the log
+// recorded lost, which no record will ever finish.
+func (o *Offsets) Skip(from, to uint64) uint64 {
+	for s := max(from, o.next); s <= to; s++ {
+		o.Done(s)
+	}
+	return o.next
+}
+
 // Committed is the offset: every seq below it is finished.
 func (o *Offsets) Committed() uint64 { return o.next }
 

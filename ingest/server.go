@@ -34,6 +34,7 @@ type HTTPOptions struct {
 //	GET  /v1/events/{id}         status, transitions, attempts
 //	POST /v1/events/{id}:retry   resubmit a dead letter
 //	GET  /v1/dead-letters        ?limit=100
+//	GET  /v1/lost                seq ranges (and ids) a salvage of the log lost: send them again
 //	GET  /healthz, /readyz
 //
 // Status codes: 200 PERSISTED or PROCESSED (also for a duplicate, with
@@ -55,6 +56,7 @@ func (s *Service) Handler(o HTTPOptions) http.Handler {
 	mux.HandleFunc("GET /v1/events/{id...}", h.getEvent)
 	mux.HandleFunc("POST /v1/events/{id...}", h.postRetry)
 	mux.HandleFunc("GET /v1/dead-letters", h.deadLetters)
+	mux.HandleFunc("GET /v1/lost", h.lost)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -385,6 +387,17 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		dl = []DeadLetter{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": dl})
+}
+
+// lost lists the acknowledged seq ranges that a salvage of a damaged log could not
+// keep, with the event ids some surviving copy named: their clients must send them
+// again (a resend is taken as a new event).
+func (h *handler) lost(w http.ResponseWriter, _ *http.Request) {
+	lost := h.s.log.Lost()
+	if lost == nil {
+		lost = []eventlog.LostRange{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"lost": lost})
 }
 
 func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {

@@ -142,6 +142,10 @@ func New(cfg Config) (*Service, error) {
 		stop:        make(chan struct{}),
 		stopped:     make(chan struct{}),
 	}
+	for _, r := range cfg.Log.Lost() {
+		// No record will finish these: the committed offset must not wait for them.
+		s.offsets.Skip(r.From, r.To)
+	}
 	go s.flusher()
 	return s, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/serve"
 	"github.com/gale-stream/gale/lineage"
@@ -116,6 +118,10 @@ taken in, drains the topology and syncs before exiting.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			s, err := serve.Start(context.Background(), o)
+			if errors.Is(err, eventlog.ErrDamaged) {
+				return fmt.Errorf("%w\nthe log is damaged: `gale log check --data %s` says what is intact; `gale log salvage --data %s` starts from it and records what is lost",
+					err, o.DataDir, o.DataDir)
+			}
 			if err != nil {
 				return err
 			}

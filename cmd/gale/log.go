@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gale-stream/gale/eventlog"
+)
+
+func logCmd() *cobra.Command {
+	c := &cobra.Command{Use: "log", Short: "check or salvage the event log of a stopped gale serve"}
+	c.AddCommand(logCheckCmd(), logSalvageCmd())
+	return c
+}
+
+func logCheckCmd() *cobra.Command {
+	var data string
+	c := &cobra.Command{
+		Use:   "check",
+		Short: "read every WAL chunk, key and record of the log; exit 1 if anything is damaged or missing",
+		Long: `gale log check reads the log in DATA/log without changing it (stop gale serve first):
+every chunk of every WAL file, every key in its SSTs and memtables (a block that fails
+its checksum is named with its key range and SST, and the scan goes on after it),
+every record's checksum and every dedupe entry, and compares the records with the
+high-water mark of what was answered PERSISTED. It prints what is intact and what is
+not, and exits 0 if the log is whole, 1 if it is damaged, 2 if it cannot be read.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir := filepath.Join(data, "log")
+			rep, err := eventlog.Check(dir, nil)
+			if err != nil {
+				return err
+			}
+			printCheck(cmd.OutOrStdout(), rep)
+			if rep.Damaged() {
+				fmt.Fprintf(cmd.OutOrStdout(), "result: DAMAGED; `gale log salvage --data %s` starts the log again from what is intact and records what is lost\n", data)
+				return exitError{1}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "result: intact")
+			return nil
+		},
+	}
+	c.Flags().StringVar(&data, "data", "gale-data", "data directory of gale serve (the log is in DATA/log)")
+	return c
+}
+
+func logSalvageCmd() *cobra.Command {
+	var data string
+	c := &cobra.Command{
+		Use:   "salvage",
+		Short: "start a damaged log again from what is intact, recording the lost seqs (GET /v1/lost)",
+		Long: `gale log salvage copies everything intact in DATA/log into a fresh log (the readable
+keys, then the intact WAL batches after the damage, in order), records each acknowledged
+seq range that is gone, with the event ids any dedupe entry or status document still
+names, and keeps the high-water mark so no seq is given out twice. The damaged log is
+kept as DATA/log.damaged-<time>. Stop gale serve first. After it, gale serve starts,
+logs the lost ranges and lists them at GET /v1/lost: clients should send those events
+again.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir := filepath.Join(data, "log")
+			rep, err := eventlog.Salvage(dir, nil, time.Now())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			printCheck(w, rep.Check)
+			fmt.Fprintf(w, "salvaged: %d keys copied, %d intact WAL batches after the damage applied; damaged log kept in %s\n",
+				rep.Keys, rep.Batches, rep.OldDir)
+			if rep.Replay != 0 {
+				fmt.Fprintf(w, "replay: the committed offset moves back to seq %d: the damage held newer statuses; events not finished in what is intact are processed again (sinks absorb repeats)\n", rep.Replay)
+			}
+			if len(rep.Lost) == 0 {
+				fmt.Fprintln(w, "lost: nothing acknowledged")
+			}
+			for _, r := range rep.Lost {
+				fmt.Fprintf(w, "lost: seqs %d..%d (%d events; ids known: %s)\n", r.From, r.To, r.To-r.From+1, idList(r.IDs))
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&data, "data", "gale-data", "data directory of gale serve (the log is in DATA/log)")
+	return c
+}
+
+func idList(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	if len(ids) > 20 {
+		return strings.Join(ids[:20], ", ") + fmt.Sprintf(" and %d more (GET /v1/lost)", len(ids)-20)
+	}
+	return strings.Join(ids, ", ")
+}
+
+func printCheck(w io.Writer, r *eventlog.CheckReport) {
+	mark := fmt.Sprintf("high-water mark %d", r.Mark)
+	if r.MarkErr != nil {
+		mark = "DAMAGED high-water mark: " + r.MarkErr.Error()
+	}
+	fmt.Fprintf(w, "log %s: Pebble format %s, %s\n", r.Dir, r.Format, mark)
+	for _, f := range r.WAL {
+		live := "obsolete (not replayed)"
+		for _, n := range r.LiveWAL {
+			if n == f.Name {
+				live = "live"
+			}
+		}
+		state := "intact"
+		for _, d := range f.Damage {
+			if d.Resync >= 0 {
+				state = "DAMAGED"
+			}
+		}
+		fmt.Fprintf(w, "WAL %s: %s, %d bytes, %d intact batches: %s\n", f.Name, live, f.Size, len(f.Batches), state)
+		for _, d := range f.Damage {
+			if d.Resync < 0 {
+				fmt.Fprintf(w, "  ends at offset %d (%s; the rest is unwritten, torn or an old log's)\n", d.Offset, d.Reason)
+				continue
+			}
+			fmt.Fprintf(w, "  DAMAGED at %s\n", d)
+		}
+	}
+	if r.OpenErr != nil {
+		fmt.Fprintf(w, "DAMAGED: Pebble cannot open the intact part: %v\n", r.OpenErr)
+		return
+	}
+	if r.AfterDamage > 0 {
+		fmt.Fprintf(w, "after the WAL damage: %d intact batches (records up to seq %d), kept by a salvage\n", r.AfterDamage, r.AfterDamageTo)
+	}
+	names := map[byte]string{'l': "records", 'd': "dedupe entries", 's': "status documents", 'x': "dead letters", 'm': "meta"}
+	var kinds []string
+	for k, n := range r.Keys {
+		name := names[k]
+		if name == "" {
+			name = fmt.Sprintf("%q keys", k)
+		}
+		kinds = append(kinds, fmt.Sprintf("%d %s", n, name))
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "keys: %s\n", strings.Join(kinds, ", "))
+	if r.Records > 0 {
+		fmt.Fprintf(w, "records: %d intact, seqs %d..%d; committed offset %d\n", r.Records, r.First, r.Last, r.Committed)
+	} else {
+		fmt.Fprintf(w, "records: none intact; committed offset %d\n", r.Committed)
+	}
+	for _, k := range r.BadKeys {
+		fmt.Fprintf(w, "DAMAGED %s\n", k)
+	}
+	for _, m := range r.Missing {
+		fmt.Fprintf(w, "MISSING: acknowledged seqs %d..%d have no intact record\n", m[0], m[1])
+	}
+	for _, l := range r.Lost {
+		fmt.Fprintf(w, "lost by an earlier salvage: seqs %d..%d (ids known: %d): %s\n", l.From, l.To, len(l.IDs), l.Reason)
+	}
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/ingest"
+)
+
+// runToEnd runs a gale child to its exit and returns its output and exit status.
+func runToEnd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+// startRefused starts gale serve, which must exit without ever becoming ready,
+// and returns its stderr.
+func startRefused(t *testing.T, url string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for i := 0; ; i++ {
+		select {
+		case err := <-exited:
+			if err == nil {
+				t.Fatalf("gale serve exited 0 on a damaged log:\n%s", e.String())
+			}
+			return e.String()
+		default:
+		}
+		if resp, err := http.Get(url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Fatalf("gale serve became ready on a damaged log:\n%s", e.String())
+			}
+		}
+		if i > 1500 {
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Fatalf("gale serve neither exited nor became ready in 30 s:\n%s", e.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The issue's reproduction end to end (nats-server#7549): gale serve with
+// --max-pending 1, 300 events answered PERSISTED one request each, kill -9, one bit
+// flipped in the middle of the newest WAL file, restart. The restart must refuse,
+// naming the damage; gale log check must say what is damaged (exit 1) without
+// changing the log; gale log salvage must start it again from what is intact; then
+// every acknowledged event is either there (and ends PROCESSED) or listed at
+// GET /v1/lost, and a new event gets a seq above every acknowledged one.
+func TestWALBitFlipAfterKill9(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	args := []string{"serve", "--data", dir, "--addr", addr, "--log-level", "error", "--max-pending", "1"}
+	c := startChild(t, args...)
+	client := &ingest.Client{URL: c.url}
+	acked := map[string]uint64{}
+	var top uint64
+	for i := range 300 {
+		ev := event.Event{ID: fmt.Sprintf("flip-%d", i), Source: "test", Type: "t", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i))}
+		answers, _, err := client.Send(context.Background(), []event.Event{ev}, ingest.LevelPersisted, 0)
+		if err != nil || len(answers) != 1 || answers[0].Status != ingest.Persisted && answers[0].Status != ingest.Processed {
+			t.Fatalf("event %d: %+v %v", i, answers, err)
+		}
+		acked[ev.ID] = answers[0].Seq
+		top = max(top, answers[0].Seq)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.cmd.Wait()
+
+	logs, _ := filepath.Glob(filepath.Join(dir, "log", "*.log"))
+	if len(logs) == 0 {
+		t.Fatal("no WAL file")
+	}
+	sort.Strings(logs)
+	wal := logs[len(logs)-1]
+	b, err := os.ReadFile(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	b[end/2] ^= 0x10
+	if err := os.WriteFile(wal, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	stderr := startRefused(t, c.url, args...)
+	if !strings.Contains(stderr, "acknowledged records missing") || !strings.Contains(stderr, filepath.Base(wal)) ||
+		!strings.Contains(stderr, "gale log salvage") {
+		t.Fatalf("the refused start does not name the damage (WAL %s) and the way out:\n%s", filepath.Base(wal), stderr)
+	}
+	t.Logf("restart refused: %s", firstLine(stderr))
+
+	before := treeHash(t, filepath.Join(dir, "log"))
+	out, errOut, code := runToEnd(t, "log", "check", "--data", dir)
+	if code != 1 || !strings.Contains(out, "DAMAGED at offset") {
+		t.Fatalf("gale log check: exit %d, want 1 naming the damaged offset:\n%s%s", code, out, errOut)
+	}
+	if after := treeHash(t, filepath.Join(dir, "log")); after != before {
+		t.Fatal("gale log check changed the log")
+	}
+	t.Logf("gale log check (exit %d):\n%s", code, out)
+
+	out, errOut, code = runToEnd(t, "log", "salvage", "--data", dir)
+	if code != 0 {
+		t.Fatalf("gale log salvage: exit %d:\n%s%s", code, out, errOut)
+	}
+	t.Logf("gale log salvage:\n%s", out)
+	if out, _, code := runToEnd(t, "log", "check", "--data", dir); code != 0 {
+		t.Fatalf("gale log check after salvage: exit %d:\n%s", code, out)
+	}
+
+	c2 := startChild(t, args...)
+	defer func() {
+		_ = c2.cmd.Process.Kill()
+		_ = c2.cmd.Wait()
+	}()
+	client.URL = c2.url
+	resp, err := http.Get(c2.url + "/v1/lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost struct {
+		Lost []struct {
+			From, To uint64
+			IDs      []string `json:"ids"`
+		} `json:"lost"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&lost)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func(id string, seq uint64) bool {
+		for _, r := range lost.Lost {
+			if seq >= r.From && seq <= r.To {
+				return true
+			}
+		}
+		return false
+	}
+	nLost := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for id, seq := range acked {
+		if listed(id, seq) {
+			nLost++
+			continue
+		}
+		for {
+			st, found, err := client.Status(context.Background(), id)
+			if err == nil && found && st.Status == ingest.Processed && st.Seq == seq {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s (seq %d) answered PERSISTED, not listed lost, after salvage: %+v found=%v err=%v", id, seq, st, found, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	ev := event.Event{ID: "after-salvage", Source: "test", Type: "t", Payload: []byte(`{}`)}
+	answers, _, err := client.Send(context.Background(), []event.Event{ev}, ingest.LevelPersisted, 0)
+	if err != nil || len(answers) != 1 || answers[0].Seq <= top {
+		t.Fatalf("new event after salvage: %+v %v; want a seq above %d", answers, err, top)
+	}
+	t.Logf("%d acknowledged: %d listed at /v1/lost %+v, the rest PROCESSED; a new event got seq %d", len(acked), nLost, lost.Lost, answers[0].Seq)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// treeHash is the names, sizes and contents of every file under dir.
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	var sb strings.Builder
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		fmt.Fprintf(&sb, "%s %d %x\n", p, len(b), b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.String()
+}

@@ -1,0 +1,787 @@
+package eventlog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/gale-stream/gale/event"
+)
+
+// Check and Salvage are the operator's way out of a log that Open refuses. Both
+// read the store through Pebble in read-only mode over a view of the directory in
+// which each damaged live WAL ends just before its first bad chunk (and the WALs
+// after it are empty), so Pebble opens what is intact; the batches after the damage
+// are read by scanWAL.
+
+// KeyError is a key range that could not be read (an SST block failing its
+// checksum, or a read error), or a value that failed its own check.
+type KeyError struct {
+	From, To string // keys, quoted; To empty if unknown
+	File     string // the SST, where known
+	Err      error
+}
+
+func (e KeyError) String() string {
+	s := "key " + e.From
+	if e.To != "" && e.To != e.From {
+		s = "keys " + e.From + ".." + e.To
+	}
+	if e.File != "" {
+		s += " in " + e.File
+	}
+	msg, _, _ := strings.Cut(e.Err.Error(), "\n") // Pebble appends a stack trace
+	return s + ": " + msg
+}
+
+// CheckReport is what Check found.
+type CheckReport struct {
+	Dir           string
+	Format        string
+	Mark          uint64 // the high-water mark (0 if none or unreadable)
+	MarkErr       error  // the mark file is missing from a store that had one, or unreadable
+	WAL           []WALFile
+	LiveWAL       []string // WAL files Pebble replays
+	OpenErr       error    // Pebble refused even the truncated view
+	Keys          map[byte]int
+	Committed     uint64
+	First, Last   uint64 // lowest and highest record seq found
+	Records       int
+	Lost          []LostRange // recorded by an earlier salvage
+	Missing       [][2]uint64 // acknowledged seqs (committed..mark) without a record
+	BadKeys       []KeyError
+	AfterDamage   int // intact batches after a WAL damage (a salvage keeps them)
+	AfterDamageTo uint64
+}
+
+// Damaged says whether anything acknowledged is missing or unreadable.
+func (r *CheckReport) Damaged() bool {
+	if r.MarkErr != nil || r.OpenErr != nil || len(r.Missing) > 0 || len(r.BadKeys) > 0 {
+		return true
+	}
+	for _, w := range r.WAL {
+		if !slices.Contains(r.LiveWAL, w.Name) {
+			continue
+		}
+		for _, d := range w.Damage {
+			// Intact chunks after a bad one without a promise that the WAL
+			// was synced past it are a torn tail (a power cut writing blocks out
+			// of order): not damage, unless acknowledged records are missing.
+			if d.Synced {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Check reads every WAL chunk, every key and every record of the log in dir
+// without modifying it (Pebble read-only; it needs the server stopped).
+func Check(dir string, fs vfs.FS) (*CheckReport, error) {
+	st, err := inspect(dir, fs)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	return st.report, nil
+}
+
+type inspection struct {
+	report *CheckReport
+	db     *pebble.DB
+	// after are the intact batches that follow the first damage in live WAL
+	// order, which the read-only open does not replay.
+	after []walBatch
+}
+
+func (s *inspection) close() {
+	if s.db != nil {
+		func() {
+			defer func() { _ = recover() }() // a read that panicked may leave references behind
+			_ = s.db.Close()
+		}()
+		s.db = nil
+	}
+}
+
+func inspect(dir string, fs vfs.FS) (*inspection, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	desc, err := peek(fs, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !desc.Exists {
+		return nil, fmt.Errorf("eventlog: %s holds no log", dir)
+	}
+	r := &CheckReport{Dir: dir, Format: desc.FormatMajorVersion.String(), Keys: map[byte]int{}}
+	mark, found, err := readHWM(fs, dir)
+	r.Mark = mark
+	switch {
+	case err != nil:
+		r.MarkErr = err
+	case !found && desc.FormatMajorVersion >= formatVersion:
+		r.MarkErr = fmt.Errorf("the high-water mark file %s is missing", fs.PathJoin(dir, hwmFile))
+	}
+	if r.WAL, err = scanWALs(fs, dir); err != nil {
+		return nil, err
+	}
+	st := &inspection{report: r}
+	db, live, after, err := openView(fs, dir, r.WAL)
+	if err != nil && !pebble.IsCorruptionError(err) {
+		// Not damage: most often the lock of a running gale serve.
+		return nil, fmt.Errorf("eventlog: open %s read-only (stop gale serve first): %w", dir, err)
+	}
+	if err != nil {
+		r.OpenErr = err
+		return st, nil
+	}
+	r.LiveWAL, st.after = live, after
+	st.db = db
+	for _, b := range st.after {
+		r.AfterDamage++
+		r.AfterDamageTo = max(r.AfterDamageTo, b.max)
+	}
+	st.scan()
+	return st, nil
+}
+
+// openView opens the store read-only over a view in which the first damaged live
+// WAL ends at its damage and later WALs are empty, so what Pebble replays is a
+// prefix of the history; it returns the live WAL names and the intact batches
+// after the damage, in order.
+func openView(fs vfs.FS, dir string, wals []WALFile) (*pebble.DB, []string, []walBatch, error) {
+	// First pass: learn which WALs are live (Pebble opens only those).
+	view := newWALView(fs)
+	for _, w := range wals {
+		if len(w.Damage) > 0 {
+			view.limit[w.Name] = w.Damage[0].Offset
+		}
+	}
+	db, err := openReadOnly(dir, view)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	live := view.openedLogs()
+	view2 := newWALView(fs)
+	var after []walBatch
+	cut := false
+	for _, w := range wals {
+		if !slices.Contains(live, w.Name) {
+			continue
+		}
+		switch {
+		case cut:
+			view2.limit[w.Name] = 0
+			after = append(after, w.Batches...)
+		case len(w.Damage) > 0 && w.Damage[0].Resync >= 0:
+			cut = true
+			view2.limit[w.Name] = w.Damage[0].Offset
+			for _, b := range w.Batches {
+				if b.off > w.Damage[0].Offset {
+					after = append(after, b)
+				}
+			}
+		case len(w.Damage) > 0:
+			view2.limit[w.Name] = w.Damage[0].Offset // a tail: nothing after it
+		}
+	}
+	if cut {
+		_ = db.Close()
+		if db, err = openReadOnly(dir, view2); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return db, live, after, nil
+}
+
+func openReadOnly(dir string, fs vfs.FS) (*pebble.DB, error) {
+	return pebble.Open(dir, &pebble.Options{FS: fs, ReadOnly: true, Logger: pebbleLogger{}})
+}
+
+// scan reads every key of st.db, checking each value that has a checksum or a
+// fixed layout, and the records against the committed offset and the mark.
+func (st *inspection) scan() {
+	r := st.report
+	seqs := map[uint64]bool{}
+	var committed uint64 = 1
+	scanAll(st.db, func(k, v []byte) {
+		if len(k) == 0 {
+			return
+		}
+		r.Keys[k[0]]++
+		switch {
+		case k[0] == 'l' && len(k) == 9:
+			seq := binary.BigEndian.Uint64(k[1:])
+			rec, err := event.Decode(v)
+			if err == nil && rec.Seq != seq {
+				err = fmt.Errorf("record says seq %d: %w", rec.Seq, event.ErrCorrupt)
+			}
+			if err != nil {
+				r.BadKeys = append(r.BadKeys, KeyError{From: fmt.Sprintf("l/%d", seq), Err: err})
+				return
+			}
+			seqs[seq] = true
+			r.Records++
+			if r.First == 0 || seq < r.First {
+				r.First = seq
+			}
+			r.Last = max(r.Last, seq)
+		case k[0] == 'd':
+			if _, err := decodeEntry(v); err != nil {
+				r.BadKeys = append(r.BadKeys, KeyError{From: fmt.Sprintf("%q", k), Err: err})
+			}
+		case bytes.Equal(k, committedKey):
+			if len(v) == 8 {
+				committed = binary.BigEndian.Uint64(v)
+			} else {
+				r.BadKeys = append(r.BadKeys, KeyError{From: string(k), Err: fmt.Errorf("%d bytes, want 8: %w", len(v), event.ErrCorrupt)})
+			}
+		case bytes.HasPrefix(k, lostPrefix):
+			var lr LostRange
+			if err := json.Unmarshal(v, &lr); err != nil {
+				r.BadKeys = append(r.BadKeys, KeyError{From: fmt.Sprintf("%q", k), Err: err})
+			} else {
+				r.Lost = append(r.Lost, lr)
+			}
+		}
+	}, func(e KeyError) { r.BadKeys = append(r.BadKeys, e) })
+	for _, b := range st.after { // a salvage keeps these
+		for s := b.min; s != 0 && s <= b.max; s++ {
+			if !seqs[s] {
+				seqs[s] = true
+				r.Records++
+			}
+		}
+		r.Last = max(r.Last, b.max)
+	}
+	r.Committed = committed
+	top := max(r.Mark, r.Last)
+	lg := &Log{lost: r.Lost}
+	var from uint64
+	for s := committed; s <= top; s++ {
+		if seqs[s] || lg.lostCovers(s, s) {
+			if from != 0 {
+				r.Missing = append(r.Missing, [2]uint64{from, s - 1})
+				from = 0
+			}
+			continue
+		}
+		if from == 0 {
+			from = s
+		}
+	}
+	if from != 0 {
+		r.Missing = append(r.Missing, [2]uint64{from, top})
+	}
+}
+
+// scanAll calls fn for every key in db, in order. A read error is reported with
+// the key range it spans (the SST holding the key after the last good one) and
+// the scan goes on after that SST, so one bad block does not hide the rest.
+func scanAll(db *pebble.DB, fn func(k, v []byte), bad func(KeyError)) {
+	var lower []byte
+	for round := 0; round < 1000; round++ {
+		var last []byte
+		err := func() (err error) {
+			defer recoverPebble(&err)
+			it, err := db.NewIter(&pebble.IterOptions{LowerBound: lower})
+			if err != nil {
+				return err
+			}
+			defer func() {
+				if cerr := closeIter(it); err == nil {
+					err = cerr
+				}
+			}()
+			for ok := it.First(); ok; ok = it.Next() {
+				v, verr := it.ValueAndErr()
+				if verr != nil {
+					return fmt.Errorf("value of %q: %w", it.Key(), verr)
+				}
+				fn(it.Key(), v)
+				last = append(last[:0], it.Key()...)
+			}
+			return it.Error()
+		}()
+		if err == nil {
+			return
+		}
+		// The damage lies after last: find the SST it is in and go on past it.
+		probe := append(slices.Clone(last), 0)
+		if last == nil {
+			probe = lower
+		}
+		file, smallest, to := sstAfter(db, probe)
+		if bytes.Compare(smallest, probe) > 0 {
+			probe = smallest
+		}
+		from := fmt.Sprintf("%q", probe)
+		if to == nil {
+			bad(KeyError{From: from, File: file, Err: err})
+			return
+		}
+		bad(KeyError{From: from, To: fmt.Sprintf("%q", to), File: file, Err: err})
+		lower = append(slices.Clone(to), 0)
+	}
+}
+
+// closeIter closes it even if Pebble panics doing so (after a panic in a read).
+func closeIter(it *pebble.Iterator) (err error) {
+	defer recoverPebble(&err)
+	return it.Close()
+}
+
+// sstAfter is the SST whose key range holds key, or else the first one after it,
+// and its largest user key.
+func sstAfter(db *pebble.DB, key []byte) (file string, smallest, largest []byte) {
+	levels, err := db.SSTables()
+	if err != nil {
+		return "", nil, nil
+	}
+	var best *pebble.SSTableInfo
+	for _, lv := range levels {
+		for i := range lv {
+			t := &lv[i]
+			if bytes.Compare(t.Largest.UserKey, key) < 0 {
+				continue
+			}
+			if best == nil || bytes.Compare(t.Smallest.UserKey, best.Smallest.UserKey) < 0 ||
+				bytes.Compare(t.Smallest.UserKey, key) <= 0 {
+				best = t
+			}
+		}
+	}
+	if best == nil {
+		return "", nil, nil
+	}
+	return fmt.Sprintf("%06d.sst", best.FileNum), slices.Clone(best.Smallest.UserKey), slices.Clone(best.Largest.UserKey)
+}
+
+// SalvageReport says what Salvage kept and what it recorded lost.
+type SalvageReport struct {
+	Check   *CheckReport
+	Keys    int // keys copied into the fresh store
+	Batches int // intact WAL batches after the damage applied on top
+	Lost    []LostRange
+	OldDir  string // where the damaged store now is
+	// Replay, if not 0, is the committed offset the salvage moved back to: the
+	// first record below the old offset whose status document is gone or not
+	// final (the damage held its newer one), so that event and the later ones
+	// are processed again (the sinks absorb repeats; finished ones are skipped).
+	Replay uint64
+}
+
+// Salvage starts the log in dir again from what is intact: it copies every
+// readable key, then the intact WAL batches after the damage in their order, into
+// a fresh store; records each acknowledged seq range that is not there (with the
+// event ids any dedupe entry or status document still names) under m/lost/, and
+// sets the new store's mark to the old one so no seq is ever given out twice;
+// then moves the damaged store aside (dir.damaged-<time>) and the fresh one into
+// its place. The status documents of lost events are removed, so a lookup of
+// their ids answers 404 and a resend is taken as new.
+func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	st, err := inspect(dir, fs)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	r := st.report
+	if r.OpenErr != nil {
+		return nil, fmt.Errorf("eventlog: salvage %s: Pebble cannot open even the intact part: %w", dir, r.OpenErr)
+	}
+	out := &SalvageReport{Check: r}
+	tmp := dir + ".salvage"
+	if err := removeAll(fs, tmp); err != nil {
+		return nil, err
+	}
+	po := &pebble.Options{FS: fs, Logger: pebbleLogger{}, FormatMajorVersion: formatVersion}
+	ndb, err := pebble.Open(tmp, po)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: salvage: create %s: %w", tmp, err)
+	}
+	fail := func(err error) (*SalvageReport, error) {
+		_ = ndb.Close()
+		return nil, fmt.Errorf("eventlog: salvage %s: %w", dir, err)
+	}
+	b := ndb.NewBatch()
+	scanAll(st.db, func(k, v []byte) {
+		_ = b.Set(k, v, nil)
+		out.Keys++
+		if b.Len() > 4<<20 {
+			_ = b.Commit(pebble.NoSync)
+			b = ndb.NewBatch()
+		}
+	}, func(KeyError) {})
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fail(err)
+	}
+	for _, wb := range st.after {
+		nb := ndb.NewBatch()
+		if err := nb.SetRepr(slices.Clone(wb.repr)); err != nil {
+			return fail(fmt.Errorf("WAL batch at offset %d: %w", wb.off, err))
+		}
+		if err := ndb.Apply(nb, pebble.NoSync); err != nil {
+			return fail(fmt.Errorf("apply WAL batch at offset %d: %w", wb.off, err))
+		}
+		out.Batches++
+	}
+	lost, err := lostRanges(ndb, r, now)
+	if err != nil {
+		return fail(err)
+	}
+	out.Lost = lost
+	b = ndb.NewBatch()
+	top := r.Mark
+	for _, lr := range lost {
+		doc, _ := json.Marshal(lr)
+		_ = b.Set(lostKey(lr.From), doc, nil)
+		for _, id := range lr.IDs {
+			// Neither may answer for a record that is gone: a dedupe entry would
+			// make a resend a duplicate of nothing, a status document would say
+			// PERSISTED for ever.
+			if e, ok := entryOf(ndb, id); ok && e.Seq >= lr.From && e.Seq <= lr.To {
+				_ = b.Delete(nsKey('d', id), nil)
+			}
+			_ = b.Delete(nsKey(byte(Status), id), nil)
+		}
+		top = max(top, lr.To)
+	}
+	if out.Replay, err = replayFrom(ndb); err != nil {
+		return fail(err)
+	}
+	if out.Replay != 0 {
+		_ = b.Set(committedKey, binary.BigEndian.AppendUint64(nil, out.Replay), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fail(err)
+	}
+	if err := ndb.Flush(); err != nil {
+		return fail(err)
+	}
+	last, err := lastSeq(ndb)
+	if err != nil {
+		return fail(err)
+	}
+	if err := ndb.Close(); err != nil {
+		return nil, fmt.Errorf("eventlog: salvage: close %s: %w", tmp, err)
+	}
+	h, err := createHWM(fs, tmp, max(top, last))
+	if err != nil {
+		return nil, err
+	}
+	_ = h.close()
+	st.close()
+	out.OldDir = fmt.Sprintf("%s.damaged-%s", dir, now.UTC().Format("20060102T150405Z"))
+	if err := fs.Rename(dir, out.OldDir); err != nil {
+		return nil, fmt.Errorf("eventlog: salvage: move the damaged store aside: %w", err)
+	}
+	if err := fs.Rename(tmp, dir); err != nil {
+		return nil, fmt.Errorf("eventlog: salvage: move %s to %s (the damaged store is in %s): %w", tmp, dir, out.OldDir, err)
+	}
+	if err := syncDir(fs, fs.PathDir(dir)); err != nil {
+		return nil, fmt.Errorf("eventlog: salvage: sync %s: %w", fs.PathDir(dir), err)
+	}
+	return out, nil
+}
+
+// lostRanges are the acknowledged seqs (committed offset..mark) the fresh store has
+// no record of and no earlier salvage recorded, with the event ids that any
+// surviving dedupe entry or status document gives for them.
+func lostRanges(db *pebble.DB, r *CheckReport, now time.Time) ([]LostRange, error) {
+	committed := uint64(1)
+	if v, c, err := db.Get(committedKey); err == nil {
+		if len(v) == 8 {
+			committed = binary.BigEndian.Uint64(v)
+		}
+		c.Close()
+	}
+	earlier, err := readLost(db)
+	if err != nil {
+		return nil, err
+	}
+	old := &Log{lost: earlier}
+	last, err := lastSeq(db)
+	if err != nil {
+		return nil, err
+	}
+	top := max(r.Mark, last)
+	have := func(s uint64) bool {
+		_, c, err := db.Get(logKey(s))
+		if err == nil {
+			c.Close()
+			return true
+		}
+		return false
+	}
+	var out []LostRange
+	reason := damageReason(r)
+	for s := committed; s <= top; s++ {
+		if have(s) || old.lostCovers(s, s) {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].To == s-1 {
+			out[n-1].To = s
+		} else {
+			out = append(out, LostRange{From: s, To: s, Reason: reason, At: now.UnixNano()})
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	in := func(seq uint64) int {
+		i := sort.Search(len(out), func(i int) bool { return out[i].To >= seq })
+		if i < len(out) && out[i].From <= seq {
+			return i
+		}
+		return -1
+	}
+	ids := make([]map[string]bool, len(out))
+	add := func(i int, id string) {
+		if ids[i] == nil {
+			ids[i] = map[string]bool{}
+		}
+		ids[i][id] = true
+	}
+	var scanErr error
+	scan := func(prefix byte, seqOf func(v []byte) (uint64, bool)) {
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+		if err != nil {
+			scanErr = err
+			return
+		}
+		defer it.Close()
+		for ok := it.First(); ok; ok = it.Next() {
+			if seq, ok := seqOf(it.Value()); ok {
+				if i := in(seq); i >= 0 {
+					add(i, string(it.Key()[1:]))
+				}
+			}
+		}
+	}
+	scan('d', func(v []byte) (uint64, bool) {
+		e, err := decodeEntry(v)
+		return e.Seq, err == nil
+	})
+	scan(byte(Status), func(v []byte) (uint64, bool) {
+		var doc struct {
+			Seq uint64 `json:"seq"`
+		}
+		return doc.Seq, json.Unmarshal(v, &doc) == nil && doc.Seq != 0
+	})
+	if scanErr != nil {
+		return nil, scanErr
+	}
+	for i := range out {
+		for id := range ids[i] {
+			out[i].IDs = append(out[i].IDs, id)
+		}
+		sort.Strings(out[i].IDs)
+	}
+	return out, nil
+}
+
+// replayFrom is the seq of the first record below the committed offset whose
+// event has no final status (PROCESSED, or a dead letter) in the store, or 0.
+func replayFrom(db *pebble.DB) (uint64, error) {
+	v, c, err := db.Get(committedKey)
+	if err != nil {
+		return 0, nil // no offset: everything is replayed anyway
+	}
+	committed := uint64(1)
+	if len(v) == 8 {
+		committed = binary.BigEndian.Uint64(v)
+	}
+	c.Close()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: logKey(committed)})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		r, err := event.Decode(it.Value())
+		if err != nil {
+			continue // Check reports it; it cannot be replayed
+		}
+		if _, c, err := db.Get(nsKey(byte(DeadLetter), r.Event.ID)); err == nil {
+			c.Close()
+			continue
+		}
+		var doc struct {
+			Status     string `json:"status"`
+			Seq        uint64 `json:"seq"`
+			Generation uint32 `json:"generation"`
+		}
+		if v, c, err := db.Get(nsKey(byte(Status), r.Event.ID)); err == nil {
+			_ = json.Unmarshal(v, &doc)
+			c.Close()
+		}
+		if doc.Seq > r.Seq || doc.Generation > r.Generation {
+			continue // a newer generation of the id answers for it
+		}
+		if doc.Status != "PROCESSED" && doc.Status != "FAILED_FINAL" {
+			return r.Seq, nil
+		}
+	}
+	return 0, it.Error()
+}
+
+func entryOf(db *pebble.DB, id string) (Entry, bool) {
+	v, c, err := db.Get(nsKey('d', id))
+	if err != nil {
+		return Entry{}, false
+	}
+	defer c.Close()
+	e, err := decodeEntry(v)
+	return e, err == nil
+}
+
+func lastSeq(db *pebble.DB) (uint64, error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: []byte{'l' + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	if it.Last() && len(it.Key()) == 9 {
+		return binary.BigEndian.Uint64(it.Key()[1:]), nil
+	}
+	return 0, it.Error()
+}
+
+func damageReason(r *CheckReport) string {
+	var parts []string
+	for _, w := range r.WAL {
+		if !slices.Contains(r.LiveWAL, w.Name) {
+			continue
+		}
+		for _, d := range w.Damage {
+			parts = append(parts, fmt.Sprintf("WAL %s %s", w.Name, d))
+		}
+	}
+	for _, k := range r.BadKeys {
+		parts = append(parts, k.String())
+	}
+	if r.MarkErr != nil {
+		parts = append(parts, r.MarkErr.Error())
+	}
+	if len(parts) == 0 {
+		return "not in the log (no damaged chunk found)"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func removeAll(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := fs.RemoveAll(dir); err != nil {
+		return fmt.Errorf("eventlog: remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// walView is an FS over the store in which some WAL files end early (at the
+// first damaged chunk) or are empty, and which notes the WAL files Pebble opens.
+type walView struct {
+	vfs.FS
+	limit  map[string]int64
+	mu     sync.Mutex
+	opened map[string]bool
+}
+
+func newWALView(fs vfs.FS) *walView {
+	return &walView{FS: fs, limit: map[string]int64{}, opened: map[string]bool{}}
+}
+
+func (v *walView) openedLogs() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	for n := range v.opened {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (v *walView) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := v.FS.Open(name, opts...)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	v.mu.Lock()
+	v.opened[name] = true
+	v.mu.Unlock()
+	if n, ok := v.limit[name]; ok {
+		return &shortFile{File: f, n: n}, nil
+	}
+	return f, nil
+}
+
+// shortFile reads as if the file ended at n.
+type shortFile struct {
+	vfs.File
+	n, off int64
+}
+
+func (f *shortFile) Read(p []byte) (int, error) {
+	if f.off >= f.n {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), f.n-f.off)]
+	k, err := f.File.ReadAt(p, f.off)
+	f.off += int64(k)
+	if err == io.EOF && f.off < f.n {
+		return k, err
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	return k, err
+}
+
+func (f *shortFile) ReadAt(p []byte, off int64) (int, error) {
+	if off >= f.n {
+		return 0, io.EOF
+	}
+	short := int64(len(p)) > f.n-off
+	if short {
+		p = p[:f.n-off]
+	}
+	k, err := f.File.ReadAt(p, off)
+	if err == nil && short {
+		err = io.EOF
+	}
+	return k, err
+}
+
+func (f *shortFile) Stat() (vfs.FileInfo, error) {
+	fi, err := f.File.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return shortInfo{fi, f.n}, nil
+}
+
+type shortInfo struct {
+	vfs.FileInfo
+	n int64
+}
+
+func (s shortInfo) Size() int64 { return s.n }
