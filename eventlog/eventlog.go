@@ -215,6 +215,8 @@ func Open(opts Options) (*Log, error) {
 		// so that WAL has no synced offsets yet: reopen once so the WAL every
 		// record goes to has them.
 		if err = db.Close(); err == nil {
+			// A compaction scheduler serves one DB: Close unregistered the first.
+			po.Experimental.CompactionScheduler = dmg.compactionGate()
 			db, err = pebble.Open(opts.Dir, po)
 		}
 	}
