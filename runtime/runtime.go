@@ -53,6 +53,7 @@ type Runtime struct {
 	producersLeft map[int]*atomic.Int32
 
 	hard         context.Context // canceled on a hard stop: blocked sends give up
+	start        context.Context // Start's context: its end is a hard stop
 	hardCancel   context.CancelFunc
 	stopping     atomic.Bool
 	stopOnce     sync.Once
@@ -134,6 +135,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 			}
 		}
 	}
+	r.start = ctx
 	r.hard, r.hardCancel = context.WithCancel(context.Background())
 	if err := r.build(ctx); err != nil {
 		r.hardCancel()
@@ -280,6 +282,23 @@ func (r *Runtime) taskExited(task int) {
 		}
 	}
 	r.tasksWG.Done()
+}
+
+// interrupted reports whether a stop has cut work off: Start's context is done, or
+// Stop's deadline passed (or the hard stop that follows). From then on a tree's
+// failure or timeout is the stop's doing, not the tree's: it is abandoned, never
+// delivered as Fail. Start's context is read directly, not through the goroutine
+// that watches it, so a bolt's "context canceled" can never reach a spout first.
+func (r *Runtime) interrupted() bool {
+	if r.start.Err() != nil || r.hard.Err() != nil {
+		return true
+	}
+	select {
+	case <-r.drainExpired:
+		return true
+	default:
+		return false
+	}
 }
 
 // stopGrace is how long Stop waits, after its deadline, first for queued tuples to
