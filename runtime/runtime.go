@@ -243,6 +243,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 			} else {
 				b.bolt = c.Bolt()
 				b.cleanup = b.bolt.Cleanup
+				b.drainer, _ = b.bolt.(topology.Drainer)
 			}
 			if err := callErr(prepare); err != nil {
 				return fmt.Errorf("bolt %q task %d: Prepare: %w", c.ID, task, err)

@@ -108,6 +108,11 @@ type OutputCollector interface {
 	ReportError(err error)
 }
 
+// Drainer is a Bolt that holds inputs across Execute calls (a batching
+// sink). During a stop the runtime calls Drain on the task's goroutine when
+// the task's input queue is empty, so held inputs are written and acked.
+type Drainer interface{ Drain() }
+
 // BasicBolt is the auto-acking form, as Storm's IBasicBolt: every emit is anchored to
 // the input, the input is acked when Execute returns nil and failed when it returns an
 // error. A panic fails the input and is reported; the task goes on (Storm would kill
