@@ -154,6 +154,12 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		ackersWG.Add(1)
 		go func() { defer ackersWG.Done(); a.run() }()
 	}
+	flusher := make(chan struct{})
+	if cfg.FlushInterval > 0 {
+		go func() { defer close(flusher); r.runFlusher() }()
+	} else {
+		close(flusher)
+	}
 	sweeper := make(chan struct{})
 	if r.lin != nil {
 		go func() { defer close(sweeper); r.runSweeper() }()
@@ -168,6 +174,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		ackersWG.Wait()
 		r.hardCancel()
 		<-sweeper
+		<-flusher
 		close(r.done)
 	}()
 	go func() {
@@ -181,6 +188,32 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		}
 	}()
 	return r, nil
+}
+
+// runFlusher sends, every FlushInterval, what each spout and bolt task holds in
+// batches that are not full (Storm 2's flush tuple, without going through the
+// tasks' queues): a task inside a slow NextTuple or Execute does not hold back what
+// it emitted or acked. It stops once every task has exited.
+func (r *Runtime) runFlusher() {
+	emitters := make([]*emitter, 0, len(r.spouts)+len(r.bolts))
+	for _, s := range r.spouts {
+		emitters = append(emitters, s.e)
+	}
+	for _, b := range r.bolts {
+		emitters = append(emitters, b.e)
+	}
+	t := time.NewTicker(r.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			for _, e := range emitters {
+				e.flushHeld()
+			}
+		case <-r.ackersStop:
+			return
+		}
+	}
 }
 
 func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.TaskContext {
