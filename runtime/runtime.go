@@ -67,10 +67,12 @@ type Runtime struct {
 
 func (r *Runtime) nanotime() int64 { return int64(time.Since(r.epoch)) }
 
-// Start validates cfg, creates every task (calling Open and Prepare) and starts them.
-// If an Open or Prepare fails, the tasks already made are closed and the error names
-// the component and task. Canceling ctx stops the topology at once (no drain); use
-// Stop for a graceful shutdown.
+// Start validates cfg, creates every task (calling Open and Prepare, which get ctx)
+// and starts them. If an Open or Prepare fails, the tasks already made are closed and
+// the error names the component and task. Canceling ctx stops the topology at once
+// (no drain): the trees in flight are abandoned, never failed, even when a bolt fails
+// them because ctx was cancelled (see the package doc). Use Stop for a graceful
+// shutdown.
 func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, opts ...Option) (*Runtime, error) {
 	if topo == nil {
 		return nil, fmt.Errorf("%w: nil topology", topology.ErrTopology)
@@ -342,11 +344,14 @@ const stopGrace = time.Second
 // ErrShutdownTimeout is returned by Stop when trees were still pending at its deadline.
 var ErrShutdownTimeout = errors.New("gale: shutdown deadline passed with trees pending")
 
-// Stop shuts the topology down gracefully: spouts stop calling NextTuple, every pending
-// tree is waited for until it is acked, failed or timed out (bounded by ctx's deadline,
-// or Config.ShutdownTimeout if ctx has none), queues drain in topological order, and
-// every task is closed. It returns ErrShutdownTimeout (with the count) if trees were
-// abandoned at the deadline; those trees got neither Ack nor Fail. If user code does
+// Stop shuts the topology down gracefully: spouts stop calling NextTuple, bolts that
+// implement topology.Drainer are told to write what they hold whenever their queue is
+// empty, every pending tree is waited for until it is acked, failed or timed out
+// (bounded by ctx's deadline, or Config.ShutdownTimeout if ctx has none), queues drain
+// in topological order, and every task is closed. It returns as soon as the trees are
+// done, or ErrShutdownTimeout (with the count) if trees were abandoned at the
+// deadline; those trees got neither Ack nor Fail, and nothing failing or timing out
+// after the deadline is delivered as Fail. If user code does
 // not return, Stop returns about 2 s after its deadline with ErrShutdownTimeout and Done
 // stays open. Do not call Stop from inside a task: it waits for every task to finish.
 func (r *Runtime) Stop(ctx context.Context) error {
