@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,3 +126,67 @@ func (b *ctxBolt) Prepare(ctx context.Context, _ topology.TaskContext, out topol
 }
 func (b *ctxBolt) Execute(t *tuple.Tuple) { b.execute(b, t) }
 func (b *ctxBolt) Cleanup() error         { return nil }
+
+// holdingBolt holds every input until Drain, which acks them; it counts Drain calls.
+type holdingBolt struct {
+	out    topology.OutputCollector
+	held   []*tuple.Tuple
+	got    chan struct{}
+	drains *atomic.Int64
+}
+
+func (b *holdingBolt) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+func (b *holdingBolt) Execute(t *tuple.Tuple) {
+	b.held = append(b.held, t)
+	b.got <- struct{}{}
+}
+func (b *holdingBolt) Drain() {
+	b.drains.Add(1)
+	for _, t := range b.held {
+		_ = b.out.Ack(t)
+	}
+	b.held = nil
+}
+func (b *holdingBolt) Cleanup() error { return nil }
+
+// A graceful Stop drains a Drainer and returns nil once its trees are acked; a
+// cancelled Start context (a hard stop) does not call Drain: the writes would be cut
+// off, and the trees are abandoned.
+func TestStopDrainsButAHardStopDoesNot(t *testing.T) {
+	for _, hard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hard=%v", hard), func(t *testing.T) {
+			rec := newRecorder()
+			var drains atomic.Int64
+			got := make(chan struct{}, 5)
+			b := topology.NewBuilder()
+			b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 5} }, 1).Output("id")
+			b.SetBolt("hold", func() topology.Bolt { return &holdingBolt{got: got, drains: &drains} }, 1).ShuffleGrouping("s")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			rt, err := Start(ctx, mustBuild(t, b), quietConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 5 {
+				<-got
+			}
+			if hard {
+				cancel()
+			}
+			sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer scancel()
+			err = rt.Stop(sctx)
+			<-rt.Done()
+			a, f := rec.counts()
+			switch {
+			case hard && (drains.Load() != 0 || a != 0 || f != 0 || !errors.Is(err, ErrShutdownTimeout)):
+				t.Errorf("hard stop: %d drains, %d acks, %d fails, Stop = %v; want none, ErrShutdownTimeout", drains.Load(), a, f, err)
+			case !hard && (drains.Load() == 0 || a != 5 || f != 0 || err != nil):
+				t.Errorf("graceful stop: %d drains, %d acks, %d fails, Stop = %v; want some, 5, 0, nil", drains.Load(), a, f, err)
+			}
+		})
+	}
+}
