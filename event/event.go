@@ -52,9 +52,12 @@ func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.Field
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *FieldError) Unwrap() error { return ErrInvalid }
 
-// Parse decodes one JSON event and validates it. Unknown fields are refused (a typo
-// such as "eventid" would otherwise lose the id). Errors wrap ErrInvalid; a
-// *FieldError names the field.
+// Parse decodes one JSON event and validates it. Keys are exact-case: a key that is
+// not one of event_id, source, type, key, version and payload, including one of them
+// in other case ("Event_ID"), is refused with an error naming it (a typo such as
+// "eventid" would otherwise lose the id, and a case-folding match would let
+// "EVENT_ID" and "event_id" in one object fight over the id). Each key may appear
+// once. Errors wrap ErrInvalid; a *FieldError names the field.
 func Parse(data []byte) (Event, error) {
 	if !utf8.Valid(data) {
 		// Checked first: decoding would replace bad bytes with U+FFFD, and two
@@ -76,12 +79,26 @@ func parseStd(data []byte) (Event, error) {
 	}
 	var e Event
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		return Event{}, jsonError(err)
 	}
 	if dec.More() {
 		return Event{}, fmt.Errorf("%w: more than one JSON value (use /v1/events:batch for many)", ErrInvalid)
+	}
+	// encoding/json matches keys case-insensitively (DisallowUnknownFields too); the
+	// API's keys are exact-case, checked here as the fast parser does.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return Event{}, jsonError(err)
+	}
+	for k := range keys {
+		known := false
+		for _, f := range fields {
+			known = known || k == f
+		}
+		if !known {
+			return Event{}, unknownField(k)
+		}
 	}
 	return e, e.Validate()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // parseFast decodes the top-level object of an event without reflection: the ingest
@@ -84,7 +85,7 @@ func parseFast(data []byte) (Event, error) {
 			}
 			e.Payload = json.RawMessage(data[start:p.i])
 		default:
-			return e, fmt.Errorf("%w: malformed JSON: json: unknown field %q", ErrInvalid, key)
+			return e, unknownField(key)
 		}
 		if bit != 0 && seen&bit != 0 {
 			return e, &FieldError{Field: key, Reason: "given twice"}
@@ -99,6 +100,22 @@ func parseFast(data []byte) (Event, error) {
 		}
 		return e, p.errf("want ',' or '}'")
 	}
+}
+
+// fields are an event's keys, exact-case.
+var fields = [...]string{"event_id", "source", "type", "key", "version", "payload"}
+
+// unknownField is the error for a key that is not one of fields, exactly: a strict
+// API names it, and says which field a key in other case was likely meant to be
+// (encoding/json would match "Event_ID" to event_id silently, and then a
+// differently cased duplicate could override a field).
+func unknownField(key string) error {
+	for _, f := range fields {
+		if strings.EqualFold(key, f) {
+			return fmt.Errorf("%w: unknown field %q: keys are case-sensitive; did you mean %q?", ErrInvalid, key, f)
+		}
+	}
+	return fmt.Errorf("%w: unknown field %q (an event has event_id, source, type, key, version and payload)", ErrInvalid, key)
 }
 
 type parser struct {

@@ -35,6 +35,10 @@ var parseCases = []string{
 	`{"event_id":1,"source":"s","type":"t","payload":{}}`,
 	`{"event_id":null,"source":"s","type":"t","payload":{}}`,
 	`{"eventid":"a","source":"s","type":"t","payload":{}}`,
+	`{"Event_ID":"a","source":"s","type":"t","payload":{}}`,
+	`{"event_id":"a","Source":"s","type":"t","payload":{}}`,
+	`{"event_id":"a","source":"s","type":"t","PAYLOAD":{}}`,
+	`{"event_id":"a","source":"s","type":"t","payload":{},"Version":1}`,
 	`{"source":"s","type":"t","payload":{}}`,
 	`{"event_id":"a b","source":"s","type":"t","payload":{}}`,
 	`{"event_id":"\u00e9","source":"s","type":"t","payload":{}}`,
@@ -48,7 +52,7 @@ var parseCases = []string{
 	`[]`, `{}`, ``, `   `, `null`, `"x"`, `{`, `{"event_id"`, `{"event_id":`, `{"event_id":"a"`,
 }
 
-// The fast parser agrees with encoding/json (Decoder, DisallowUnknownFields) on
+// The fast parser agrees with encoding/json (plus the exact-case key check) on
 // whether an event is valid, and on every field when it is. The one deliberate
 // difference, a key given twice, is tested apart.
 func TestParseAgreesWithEncodingJSON(t *testing.T) {
@@ -95,6 +99,24 @@ func TestParseRefusesAFieldGivenTwice(t *testing.T) {
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "event_id" || !strings.Contains(err.Error(), "given twice") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Keys are exact-case (event's doc): one in other case is refused with an error that
+// names it and the field it was likely meant to be; encoding/json, which folds case,
+// would have taken it as that field. FuzzParse found the disagreement.
+func TestParseRefusesKeysInOtherCase(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"Event_ID":"a","source":"s","type":"t","payload":{}}`:  `invalid event: unknown field "Event_ID": keys are case-sensitive; did you mean "event_id"?`,
+		`{"event_id":"a","source":"s","type":"t","Payload":{}}`:  `invalid event: unknown field "Payload": keys are case-sensitive; did you mean "payload"?`,
+		`{"event_id":"a","source":"s","type":"t","payloads":{}}`: `invalid event: unknown field "payloads" (an event has event_id, source, type, key, version and payload)`,
+	} {
+		for name, parse := range map[string]func([]byte) (Event, error){"Parse": Parse, "reference": parseStd} {
+			_, err := parse([]byte(in))
+			if !errors.Is(err, ErrInvalid) || err.Error() != want {
+				t.Errorf("%s(%s) = %v, want %s", name, in, err, want)
+			}
+		}
 	}
 }
 

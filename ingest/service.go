@@ -755,13 +755,15 @@ func (s *Service) Trim() (int, error) {
 }
 
 // Close stops taking events in (ErrShuttingDown), waits for the submissions under
-// way to be answered, syncs the statuses and committed offset a last time, and stops
-// the flusher. Stop the topology first, so its last outcomes are included. It does
-// not close the log.
+// way to be answered, gives back the attempts the topology's stop interrupted
+// (StepStopped), syncs the statuses and committed offset a last time, and stops the
+// flusher. Stop the topology first, so its last outcomes are included. It does not
+// close the log.
 func (s *Service) Close() error {
 	s.Drain()
 	s.closeOnce.Do(func() {
 		s.inflight.Wait()
+		s.giveBackStoppedAttempts() // (stopped.go)
 		close(s.stop)
 		<-s.stopped
 	})

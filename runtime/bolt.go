@@ -21,6 +21,8 @@ type boltExec struct {
 	rt    *Runtime
 	bolt  topology.Bolt
 	basic topology.BasicBolt
+	// drainer is bolt as a topology.Drainer, or nil.
+	drainer topology.Drainer
 	// executing is true while the task goroutine is inside a batch (guarded by e.mu):
 	// emits and acks from other goroutines then need no wake-up, the batch end flushes.
 	executing bool
@@ -360,18 +362,36 @@ func (b *boltExec) run() {
 		defer tk.Stop()
 		ticks = tk.C
 	}
+	// Once Stop has begun (Storm's deactivate), a Drainer is told to write what it
+	// holds each time its queue runs empty: the trees Stop waits for can then end
+	// without waiting out a batch's size or delay.
+	stopCh, stopping := rt.stopCh, false
+	if b.drainer == nil {
+		stopCh = nil
+	}
 	for {
 		select {
+		case <-stopCh:
+			stopCh, stopping = nil, true
+			b.drainIfIdle()
 		case now := <-ticks:
 			t := tuple.New(tuple.TickSource, -1, tuple.Values{now})
 			stateOf(t).DstTask = b.e.task
 			b.executeBatch([]*tuple.Tuple{t}, true)
 		case batch, ok := <-b.tuples:
 			if !ok {
+				// Every producer has exited: the last inputs held are written
+				// before Cleanup, unless the stop already cut work off.
+				if b.drainer != nil {
+					b.drainIfIdle()
+				}
 				b.stop()
 				return
 			}
 			b.executeBatch(batch, false)
+			if stopping {
+				b.drainIfIdle()
+			}
 		case <-b.wake:
 			b.e.mu.Lock()
 			if rt.lin != nil {
@@ -471,6 +491,27 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 		b.answerAskedLocked()
 	}
 	b.batch = nil
+	e.flush(b.rt.hard)
+	e.mu.Unlock()
+}
+
+// drainIfIdle calls the Drainer when the task's queue is empty, then sends what it
+// emitted and acked. Not once the stop has cut work off (Start's context done, or
+// Stop's deadline passed): writes would only be cut off in turn, and the trees are
+// abandoned already.
+func (b *boltExec) drainIfIdle() {
+	if len(b.tuples) > 0 || b.rt.interrupted() {
+		return
+	}
+	e := b.e
+	e.mu.Lock()
+	b.executing = true // acks from Drain need no wake-up: flushed below
+	e.mu.Unlock()
+	if err := callErr(func() error { b.drainer.Drain(); return nil }); err != nil {
+		e.reportError(fmt.Errorf("bolt %q task %d: Drain: %w", e.comp.ID, e.task, err))
+	}
+	e.mu.Lock()
+	b.executing = false
 	e.flush(b.rt.hard)
 	e.mu.Unlock()
 }

@@ -14,8 +14,8 @@
 //
 // An emit routes the values (grouping), makes one tuple per target task with a fresh
 // random edge id per anchor, and appends it to that target's batch; a full batch (or
-// the end of the input batch, or of a round of NextTuple calls) is sent on the target's
-// bounded queue. An ack appends one message for the acker of each of the tuple's roots
+// the end of the input batch, or of a round of NextTuple calls, or the flush interval)
+// is sent on the target's bounded queue. An ack appends one message for the acker of each of the tuple's roots
 // (root id modulo the number of ackers), coalescing consecutive acks of one tree.
 // Acker messages travel on a control lane that never blocks, and are flushed before
 // data, so acks cannot deadlock behind tuples (STORM-3637, STORM-3314).
@@ -37,11 +37,35 @@
 // (counted as expired, or as orphans if no init ever came). An outcome that reaches the
 // spout after its tree timed out is ignored and counted (LateOutcomes).
 //
-// # Shutdown
+// # Shutdown, and which context governs what
 //
-// Stop stops NextTuple calls, waits until every spout's pending trees are acked, failed
-// or timed out (bounded by its context), then closes the task queues in topological
-// order: a bolt's queue closes when its last producer has exited, the bolt drains it,
-// calls Cleanup and exits; ackers stop last. Canceling Start's context stops at once;
-// trees cut off either way are counted as Abandoned.
+// Start's context is handed to every Open and Prepare: a task uses it for its own
+// I/O (a sink's transactions), and its end is a hard stop. Cancelling it (the
+// README's signal-context pattern) stops NextTuple calls and cuts blocked sends at
+// once; the trees in flight are abandoned, never failed: a failure a bolt reports
+// because its context was cancelled ("context canceled" from a transaction) is the
+// stop's doing, so the spout is not told (the spout reads the context itself, so
+// such a failure cannot reach it first). Their spouts replay them on the next run.
+//
+// Stop's context bounds a graceful stop (Config.ShutdownTimeout if it has no
+// deadline). Stop stops NextTuple calls (Storm's deactivate) and tells every bolt
+// that implements topology.Drainer to write what it holds each time its queue runs
+// empty, then waits until every spout's pending trees are acked, failed or timed
+// out; meanwhile failures are real and delivered. Then the task queues close in
+// topological order: a bolt's queue closes when its last producer has exited, the
+// bolt drains it (a Drainer once more), calls Cleanup and exits; ackers stop last.
+// At Stop's deadline the trees still pending are abandoned, as at a hard stop: from
+// then on nothing is delivered as Fail or timed out. Abandoned trees are counted
+// (Abandoned) and get neither Ack nor Fail, so a stop never charges a spout's
+// source for work it interrupted; a process that dies does not get that far, and
+// its spout's source decides at the next start (the ingest spout charges one
+// attempt).
+//
+// # Flushing
+//
+// Besides full batches and batch ends, a flusher goroutine sends every
+// Config.FlushInterval (10 ms) the partial batches and acker messages of each task
+// not inside its emitter at that moment, so a slow NextTuple or Execute does not hold
+// back what it emitted or acked (Storm 2's flush tuple). It never blocks: a batch
+// refused by a full queue leaves with the task's next send.
 package runtime

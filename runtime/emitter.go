@@ -229,6 +229,43 @@ func (e *emitter) flush(ctx context.Context) {
 	e.publish()
 }
 
+// flushHeld is the timed flush, from the runtime's flusher goroutine: if the task is
+// not using its emitter now, it sends the queued acker messages and every partial
+// batch whose target has room. It never blocks: a task holding mu (emitting, or
+// blocked in a send) flushes by itself, and a batch refused by a full queue stays
+// for the task's next send.
+func (e *emitter) flushHeld() {
+	if !e.mu.TryLock() {
+		return
+	}
+	defer e.mu.Unlock()
+	if e.stopped {
+		return // flushed for the last time at its exit
+	}
+	sent := false
+	for _, buf := range e.acks {
+		if len(buf) > 0 {
+			sent = true
+			break
+		}
+	}
+	e.flushAcks()
+	kept := e.dirty[:0]
+	for _, task := range e.dirty {
+		b := e.batches[task]
+		if len(b) > 0 && !e.rt.transport.TrySendTuples(task, b) {
+			kept = append(kept, task)
+			continue
+		}
+		e.batches[task] = nil
+		sent = true
+	}
+	e.dirty = kept
+	if sent {
+		e.publish()
+	}
+}
+
 // publish copies the counters for Stats (mu held). Histograms (8 KiB each) are copied
 // only when Stats has asked since the last copy, or when the task exits.
 func (e *emitter) publish() {

@@ -53,6 +53,7 @@ type Runtime struct {
 	producersLeft map[int]*atomic.Int32
 
 	hard         context.Context // canceled on a hard stop: blocked sends give up
+	start        context.Context // Start's context: its end is a hard stop
 	hardCancel   context.CancelFunc
 	stopping     atomic.Bool
 	stopOnce     sync.Once
@@ -66,10 +67,12 @@ type Runtime struct {
 
 func (r *Runtime) nanotime() int64 { return int64(time.Since(r.epoch)) }
 
-// Start validates cfg, creates every task (calling Open and Prepare) and starts them.
-// If an Open or Prepare fails, the tasks already made are closed and the error names
-// the component and task. Canceling ctx stops the topology at once (no drain); use
-// Stop for a graceful shutdown.
+// Start validates cfg, creates every task (calling Open and Prepare, which get ctx)
+// and starts them. If an Open or Prepare fails, the tasks already made are closed and
+// the error names the component and task. Canceling ctx stops the topology at once
+// (no drain): the trees in flight are abandoned, never failed, even when a bolt fails
+// them because ctx was cancelled (see the package doc). Use Stop for a graceful
+// shutdown.
 func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, opts ...Option) (*Runtime, error) {
 	if topo == nil {
 		return nil, fmt.Errorf("%w: nil topology", topology.ErrTopology)
@@ -134,6 +137,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 			}
 		}
 	}
+	r.start = ctx
 	r.hard, r.hardCancel = context.WithCancel(context.Background())
 	if err := r.build(ctx); err != nil {
 		r.hardCancel()
@@ -152,6 +156,12 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		ackersWG.Add(1)
 		go func() { defer ackersWG.Done(); a.run() }()
 	}
+	flusher := make(chan struct{})
+	if cfg.FlushInterval > 0 {
+		go func() { defer close(flusher); r.runFlusher() }()
+	} else {
+		close(flusher)
+	}
 	sweeper := make(chan struct{})
 	if r.lin != nil {
 		go func() { defer close(sweeper); r.runSweeper() }()
@@ -166,6 +176,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		ackersWG.Wait()
 		r.hardCancel()
 		<-sweeper
+		<-flusher
 		close(r.done)
 	}()
 	go func() {
@@ -179,6 +190,32 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		}
 	}()
 	return r, nil
+}
+
+// runFlusher sends, every FlushInterval, what each spout and bolt task holds in
+// batches that are not full (Storm 2's flush tuple, without going through the
+// tasks' queues): a task inside a slow NextTuple or Execute does not hold back what
+// it emitted or acked. It stops once every task has exited.
+func (r *Runtime) runFlusher() {
+	emitters := make([]*emitter, 0, len(r.spouts)+len(r.bolts))
+	for _, s := range r.spouts {
+		emitters = append(emitters, s.e)
+	}
+	for _, b := range r.bolts {
+		emitters = append(emitters, b.e)
+	}
+	t := time.NewTicker(r.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			for _, e := range emitters {
+				e.flushHeld()
+			}
+		case <-r.ackersStop:
+			return
+		}
+	}
 }
 
 func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.TaskContext {
@@ -241,6 +278,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 			} else {
 				b.bolt = c.Bolt()
 				b.cleanup = b.bolt.Cleanup
+				b.drainer, _ = b.bolt.(topology.Drainer)
 			}
 			if err := callErr(prepare); err != nil {
 				return fmt.Errorf("bolt %q task %d: Prepare: %w", c.ID, task, err)
@@ -282,6 +320,23 @@ func (r *Runtime) taskExited(task int) {
 	r.tasksWG.Done()
 }
 
+// interrupted reports whether a stop has cut work off: Start's context is done, or
+// Stop's deadline passed (or the hard stop that follows). From then on a tree's
+// failure or timeout is the stop's doing, not the tree's: it is abandoned, never
+// delivered as Fail. Start's context is read directly, not through the goroutine
+// that watches it, so a bolt's "context canceled" can never reach a spout first.
+func (r *Runtime) interrupted() bool {
+	if r.start.Err() != nil || r.hard.Err() != nil {
+		return true
+	}
+	select {
+	case <-r.drainExpired:
+		return true
+	default:
+		return false
+	}
+}
+
 // stopGrace is how long Stop waits, after its deadline, first for queued tuples to
 // drain and then for tasks to leave user code.
 const stopGrace = time.Second
@@ -289,11 +344,14 @@ const stopGrace = time.Second
 // ErrShutdownTimeout is returned by Stop when trees were still pending at its deadline.
 var ErrShutdownTimeout = errors.New("gale: shutdown deadline passed with trees pending")
 
-// Stop shuts the topology down gracefully: spouts stop calling NextTuple, every pending
-// tree is waited for until it is acked, failed or timed out (bounded by ctx's deadline,
-// or Config.ShutdownTimeout if ctx has none), queues drain in topological order, and
-// every task is closed. It returns ErrShutdownTimeout (with the count) if trees were
-// abandoned at the deadline; those trees got neither Ack nor Fail. If user code does
+// Stop shuts the topology down gracefully: spouts stop calling NextTuple, bolts that
+// implement topology.Drainer are told to write what they hold whenever their queue is
+// empty, every pending tree is waited for until it is acked, failed or timed out
+// (bounded by ctx's deadline, or Config.ShutdownTimeout if ctx has none), queues drain
+// in topological order, and every task is closed. It returns as soon as the trees are
+// done, or ErrShutdownTimeout (with the count) if trees were abandoned at the
+// deadline; those trees got neither Ack nor Fail, and nothing failing or timing out
+// after the deadline is delivered as Fail. If user code does
 // not return, Stop returns about 2 s after its deadline with ErrShutdownTimeout and Done
 // stays open. Do not call Stop from inside a task: it waits for every task to finish.
 func (r *Runtime) Stop(ctx context.Context) error {

@@ -195,12 +195,20 @@ func (s *spoutExec) drainOutcomes() {
 		return
 	}
 	calls := s.calls[:0]
+	// Checked once for the batch, after the outcomes were taken: a failure caused by
+	// the stop (a bolt's write cut off by the cancelled context) reached the acker
+	// after the stop began, so it is seen here as interrupted.
+	interrupted := s.rt.interrupted()
 	s.e.mu.Lock()
 	for _, o := range s.outs {
 		ent, ok := s.pending.remove(o.Root)
 		switch {
 		case !ok:
 			s.e.stats.late++ // the spout already timed this tree out: ignored
+		case o.Result == acker.Failed && interrupted:
+			// The stop interrupted it: neither Fail nor a charge for the spout's
+			// source; a restart replays it.
+			s.abandoned.Add(1)
 		case o.Result == acker.Completed:
 			s.e.stats.acked++
 			s.e.stats.latency.Record(s.now - ent.start)
@@ -260,11 +268,15 @@ func (s *spoutExec) abandon() {
 		s.pending.buckets[i] = map[uint64]pendingEntry{}
 	}
 	s.pending.n.Store(0)
-	s.abandoned.Store(n)
+	s.abandoned.Add(n)
 }
 
-// expire fails, as timed out, the trees of the bucket that rotates out.
+// expire fails, as timed out, the trees of the bucket that rotates out. Once a stop
+// has cut work off, nothing times out: the trees left are abandoned at exit.
 func (s *spoutExec) expire() {
+	if s.rt.interrupted() {
+		return
+	}
 	expired := s.pending.rotate()
 	if len(expired) == 0 {
 		return
@@ -303,6 +315,7 @@ func (s *spoutExec) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	backoff := time.Duration(0)
+loop:
 	for {
 		s.loops.Add(1)
 		s.now = rt.nanotime()
@@ -316,7 +329,7 @@ func (s *spoutExec) run() {
 			nextRotate = s.now + rotateEvery
 		}
 		s.ackImmediate()
-		if rt.hard.Err() != nil {
+		if rt.hard.Err() != nil || rt.start.Err() != nil {
 			s.abandon()
 			break
 		}
@@ -355,10 +368,8 @@ func (s *spoutExec) run() {
 			select {
 			case <-rt.drainExpired:
 				s.abandon()
+				break loop
 			default:
-			}
-			if s.abandoned.Load() > 0 {
-				break
 			}
 		}
 		if emitted {

@@ -24,7 +24,8 @@ type TaskContext struct {
 // Spout is a source of tuples, as Storm's ISpout. Every method of one task runs on that
 // task's own goroutine, so an implementation needs no locks for its own state.
 type Spout interface {
-	// Open is called once before any other method.
+	// Open is called once before any other method. ctx is the context given to
+	// runtime.Start: it lives as long as the topology, and its end is a hard stop.
 	Open(ctx context.Context, tc TaskContext, out SpoutCollector) error
 	// NextTuple emits zero or more tuples and returns at once; it must not block. It is
 	// not called while the task has max spout pending trees in flight (the limit acts
@@ -35,10 +36,13 @@ type Spout interface {
 	Ack(msgID any)
 	// Fail is called when the tree failed: a bolt failed one of its tuples, or the
 	// message timeout passed first. Called between NextTuple calls. The spout decides
-	// whether to replay (emit again with the same message id).
+	// whether to replay (emit again with the same message id). Never for a tree a stop
+	// interrupted (the Open context cancelled, or Stop's deadline passed, even if a
+	// bolt then failed it): such a tree gets neither Ack nor Fail, and is replayed by
+	// whatever the spout reads at its next Open.
 	Fail(msgID any)
 	// Close is called once at shutdown, after every pending tree has been acked, failed
-	// or timed out, or the shutdown deadline passed.
+	// or timed out, or the shutdown deadline passed (or the Open context ended).
 	Close() error
 }
 
@@ -74,6 +78,10 @@ type SpoutCollector interface {
 // Bolt processes tuples, as Storm's IRichBolt. Execute runs on the task's own goroutine;
 // the bolt must ack or fail every input it receives, now or later.
 type Bolt interface {
+	// Prepare is called once before any Execute. ctx is the context given to
+	// runtime.Start: use it for the bolt's own I/O. When it ends the topology stops at
+	// once; whatever the bolt then acks or fails is not delivered to the spouts as a
+	// failure (see Spout.Fail).
 	Prepare(ctx context.Context, tc TaskContext, out OutputCollector) error
 	// Execute processes one input. A panic is recovered: it is reported, the input is
 	// failed if it was not yet acked or failed, and the task goes on.
@@ -107,6 +115,11 @@ type OutputCollector interface {
 	ResetTimeout(input *tuple.Tuple) error
 	ReportError(err error)
 }
+
+// Drainer is a Bolt that holds inputs across Execute calls (a batching
+// sink). During a stop the runtime calls Drain on the task's goroutine when
+// the task's input queue is empty, so held inputs are written and acked.
+type Drainer interface{ Drain() }
 
 // BasicBolt is the auto-acking form, as Storm's IBasicBolt: every emit is anchored to
 // the input, the input is acked when Execute returns nil and failed when it returns an

@@ -33,6 +33,15 @@ type Config struct {
 	ReceiveQueue int
 	// BatchSize is the number of tuples sent to a task in one transfer. Default 256.
 	BatchSize int
+	// FlushInterval bounds how long an emitted tuple, and the acker messages of a
+	// task (a spout's inits, a bolt's acks and fails), wait in a batch that is not
+	// full: every FlushInterval the runtime sends what a task holds, even while the
+	// task is inside NextTuple or Execute, so a slow spout or bolt does not hold
+	// back what it already emitted (Storm 2's topology.batch.flush.interval.millis,
+	// there 1 ms). A full queue is not waited for: its batch leaves with the next
+	// send. 0 turns timed flushing off: batches leave when full, or at the end of a
+	// round of NextTuple calls or of a batch of inputs. Default 10 ms.
+	FlushInterval time.Duration
 	// ShutdownTimeout bounds the graceful drain of Stop when its context has no deadline.
 	// Default 30 s.
 	ShutdownTimeout time.Duration
@@ -56,6 +65,7 @@ func DefaultConfig() Config {
 		MaxSpoutPending: 5000,
 		ReceiveQueue:    16384,
 		BatchSize:       256,
+		FlushInterval:   10 * time.Millisecond,
 		ShutdownTimeout: 30 * time.Second,
 		LatencyMetrics:  true,
 	}
@@ -82,6 +92,8 @@ func (c Config) Validate() error {
 		return bad("ReceiveQueue = %d, must be >= 1", c.ReceiveQueue)
 	case c.BatchSize < 1:
 		return bad("BatchSize = %d, must be >= 1", c.BatchSize)
+	case c.FlushInterval < 0:
+		return bad("FlushInterval = %v, must be >= 0 (0 turns timed flushing off)", c.FlushInterval)
 	case c.ShutdownTimeout < 0:
 		return bad("ShutdownTimeout = %v, must be >= 0", c.ShutdownTimeout)
 	}

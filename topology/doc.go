@@ -34,6 +34,15 @@
 //	MaxSpoutPending              no NextTuple call while that many trees are in flight
 //	MessageTimeout               an unfinished tree fails between 1 and 1.25 timeouts
 //
+// # Stopping
+//
+// Two contexts govern a running topology. The one given to runtime.Start is passed
+// to every Open and Prepare, lives as long as the topology, and its end is a hard
+// stop. The one given to runtime.Stop bounds a graceful stop: NextTuple calls stop,
+// Drainer bolts write what they hold, and pending trees are waited for until its
+// deadline. Either way a tree the stop cuts off is abandoned: the spout gets neither
+// Ack nor Fail for it, so a stop never counts as the tree's failure.
+//
 // # Beyond Storm
 //
 // The bolt collector is safe for concurrent use (Storm's is not: STORM-2231), so async
