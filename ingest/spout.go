@@ -160,7 +160,7 @@ func (sp *logSpout) FailReason(msgID any, reason string) {
 		return
 	}
 	delete(sp.inflight, seq)
-	if strings.HasPrefix(reason, timeoutReason) {
+	if strings.HasPrefix(reason, topology.TimeoutReason) {
 		// A tree that waited on a sink outage timed out because of it: replay it
 		// when the sink is back (NextTuple waits for that), without charging.
 		if err := sp.svc.sinkErr(); err != nil || sp.svc.sinkOutages() != in.outages {
@@ -178,10 +178,6 @@ func (sp *logSpout) FailReason(msgID any, reason string) {
 		heap.Push(&sp.retries, retryItem{due: retryAt, rec: in.rec})
 	}
 }
-
-// timeoutReason starts the reason the runtime gives a tree whose message timeout
-// passed (topology.ReasonedSpout).
-const timeoutReason = "message timeout"
 
 // sinkOutages is the sink's count of outages begun, 0 if it is not known.
 func (s *Service) sinkOutages() uint64 {

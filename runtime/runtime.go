@@ -250,7 +250,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 			}
 			if c.IsSpout() {
 				s := &spoutExec{e: e, rt: r, inbox: inbox, pending: newPendingMap(rotationsPerTimeout + 1),
-					timeoutReason: fmt.Sprintf("message timeout: tree not complete after %v", r.cfg.MessageTimeout)}
+					timeoutReason: fmt.Sprintf("%s: tree not complete after %v", topology.TimeoutReason, r.cfg.MessageTimeout)}
 				e.stats.latency = &Histogram{}
 				s.spout = c.Spout()
 				if err := callErr(func() error { return s.spout.Open(ctx, tc, s) }); err != nil {

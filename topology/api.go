@@ -46,6 +46,11 @@ type Spout interface {
 	Close() error
 }
 
+// TimeoutReason starts the reason a ReasonedSpout's FailReason gets when a tree's
+// message timeout passed before it completed (the rest says after how long). Match
+// it with strings.HasPrefix to tell a timeout from a bolt's failure.
+const TimeoutReason = "message timeout"
+
 // ReasonedSpout is a Spout that also wants to know why a tree failed. When a spout
 // implements it, FailReason is called instead of Fail, with the reason the failing
 // bolt gave (OutputCollector.FailWith, or the error a BasicBolt returned), "message
