@@ -444,17 +444,7 @@ func startTopology(t *testing.T, spout *recordSpout, opts Options, parallelism i
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.Start(context.Background(), topo, quietConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Stop(ctx)
-		<-rt.Done()
-	})
-	return rt
+	return startRuntime(t, topo, quietConfig())
 }
 
 func stopTopology(t *testing.T, rt *runtime.Runtime, within time.Duration) error {
