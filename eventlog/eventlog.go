@@ -648,17 +648,17 @@ func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
 	if from > end || max <= 0 {
 		return nil, nil
 	}
-	if uint64(max) < end-from+1 {
-		end = from + uint64(max) - 1
-	}
+	// Bounded by records, not by seqs: a range a salvage lost, or one Trim
+	// removed under a kept dead letter, is a gap of any width, and a reader at
+	// its start must get the records after it.
 	op := fmt.Sprintf("read of records from seq %d", from)
 	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(from), UpperBound: logKey(end + 1)})
 	if err != nil {
 		return nil, l.readErr(op, err)
 	}
 	defer it.Close()
-	out := make([]event.Record, 0, end-from+1)
-	for ok := it.First(); ok; ok = it.Next() {
+	out := make([]event.Record, 0, min(uint64(max), end-from+1))
+	for ok := it.First(); ok && len(out) < max; ok = it.Next() {
 		seq := binary.BigEndian.Uint64(it.Key()[1:])
 		r, err := event.Decode(it.Value())
 		if err != nil {

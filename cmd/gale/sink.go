@@ -261,7 +261,10 @@ func (sp *replaySpout) NextTuple() {
 		if sp.pos > sp.end {
 			return
 		}
-		recs, err := sp.log.Read(sp.pos, int(min(256, sp.end-sp.pos+1)))
+		recs, err := sp.log.Read(sp.pos, 256)
+		for len(recs) > 0 && recs[len(recs)-1].Seq > sp.end {
+			recs = recs[:len(recs)-1] // beyond what this rebuild replays
+		}
 		if err != nil && len(recs) == 0 {
 			// The record at pos is damaged: report it and go on with the next one.
 			sp.giveUp(&event.Record{Seq: sp.pos}, fmt.Sprintf("reading the log: %v", err))
