@@ -88,3 +88,72 @@ func seqsOf(recs []event.Record) []uint64 {
 	}
 	return out
 }
+
+// A record lost below the committed offset (its event was already processed) is
+// still a lost record: `gale log check` names it MISSING, and salvage must record
+// it too. Before, salvage counted lost seqs only from the committed offset of the
+// salvaged copy, which a later intact batch had moved past the damage: it said
+// "nothing acknowledged" lost, and the next check called the log intact.
+func TestSalvageRecordsARecordLostBelowTheCommittedOffset(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	l, err := Open(Options{Dir: "data", FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		e := event.Event{ID: fmt.Sprintf("unique-event-%d", i), Source: "s", Type: "t", Payload: []byte(`{"n":1}`)}
+		if err := l.Append(context.Background(), &event.Record{ReceivedAt: time.Now().UnixNano(), Event: e, Hash: e.Hash()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Apply(&Write{Committed: 4}); err != nil { // all three processed
+		t.Fatal(err)
+	}
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
+	_ = l.Close()
+
+	names, _ := crashed.List("data")
+	var wal string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".log") && n > wal {
+			wal = n
+		}
+	}
+	wal = crashed.PathJoin("data", wal)
+	f, err := crashed.Open(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(f)
+	f.Close()
+	at := strings.Index(string(b), "unique-event-2")
+	if at < 0 {
+		t.Fatal("record 2 not found in the WAL")
+	}
+	b[at] ^= 1
+	w, _ := crashed.Create(wal, vfs.WriteCategoryUnspecified)
+	_, _ = w.Write(b)
+	_ = w.Sync()
+	_ = w.Close()
+
+	check, err := Check("data", crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(check.Missing) != 1 || check.Missing[0] != [2]uint64{2, 2} {
+		t.Fatalf("check: missing %v, want seqs 2..2", check.Missing)
+	}
+	rep, err := Salvage("data", crashed, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(Options{Dir: "data", FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lost := l.Lost()
+	if len(lost) != 1 || lost[0].From != 2 || lost[0].To != 2 {
+		t.Fatalf("after salvage (%+v): lost ranges %+v, want seqs 2..2 (check named them MISSING)", rep, lost)
+	}
+}

@@ -532,6 +532,13 @@ func lostRanges(db *pebble.DB, r *CheckReport, now time.Time) ([]LostRange, erro
 	}
 	var out []LostRange
 	reason := damageReason(r)
+	// From the lower of the two committed offsets: the check's (the damaged
+	// store's view, which named these MISSING) and the copy's, which a later
+	// intact batch may have moved past the damage. A record lost below the
+	// offset belonged to a finished event, but it is lost all the same.
+	if r.Committed > 0 {
+		committed = min(committed, r.Committed)
+	}
 	for s := committed; s <= top; s++ {
 		if have(s) || old.lostCovers(s, s) {
 			continue
