@@ -792,3 +792,17 @@ type shortInfo struct {
 }
 
 func (s shortInfo) Size() int64 { return s.n }
+
+// Exists reports whether dir holds a log (a Pebble store), without creating or
+// changing anything: tools that only read a log use it to refuse a mistyped
+// directory instead of opening a fresh, empty log there.
+func Exists(dir string, fs vfs.FS) (bool, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	desc, err := peek(fs, dir)
+	if err != nil {
+		return false, err
+	}
+	return desc.Exists, nil
+}

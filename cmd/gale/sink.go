@@ -136,6 +136,11 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 		o.logger = slog.New(slog.DiscardHandler)
 	}
 	dir := filepath.Join(o.dataDir, "log")
+	if ok, err := eventlog.Exists(dir, nil); err != nil {
+		return nil, fmt.Errorf("reading the log in %s: %w", dir, err)
+	} else if !ok {
+		return nil, fmt.Errorf("--data %s: %s holds no log (is it the --data of a gale serve?)", o.dataDir, dir)
+	}
 	lg, err := eventlog.Open(eventlog.Options{Dir: dir, Logger: o.logger})
 	if errors.Is(err, syscall.EAGAIN) || (err != nil && strings.Contains(err.Error(), "lock held")) {
 		return nil, fmt.Errorf("the log in %s is locked: stop gale serve before rebuilding its sink (%w)", dir, err)

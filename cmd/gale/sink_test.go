@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -122,6 +123,22 @@ func TestSinkRebuildRefusesALiveLog(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "log")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A mistyped --data is refused: before, rebuild opened a fresh log there, wrote
+// an empty sink database, said "no records to replay" and exited 0.
+func TestSinkRebuildRefusesADirWithoutALog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "no-such-dir")
+	db := filepath.Join(t.TempDir(), "x.db")
+	_, err := rebuildSink(context.Background(), rebuildOptions{dataDir: dir, sinkURL: db, from: 1})
+	if err == nil || !strings.Contains(err.Error(), "holds no log") {
+		t.Fatalf("rebuild from %s: %v, want an error saying it holds no log", dir, err)
+	}
+	for _, p := range []string{dir, db} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was created (stat: %v)", p, err)
+		}
 	}
 }
 
