@@ -1006,7 +1006,8 @@ func commitNoSync(b *pebble.Batch) (err error) {
 // LostRange is a run of seqs that were acknowledged but could not be salvaged from
 // a damaged log, recorded by Salvage so clients can send those events again.
 type LostRange struct {
-	From, To uint64
+	From uint64 `json:"from_seq"`
+	To   uint64 `json:"to_seq"`
 	// IDs are the event ids of these seqs that some surviving copy named (a
 	// dedupe index entry or a status document); the others are unknown.
 	IDs []string `json:"ids,omitempty"`

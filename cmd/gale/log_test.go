@@ -164,8 +164,9 @@ func TestWALBitFlipAfterKill9(t *testing.T) {
 	}
 	var lost struct {
 		Lost []struct {
-			From, To uint64
-			IDs      []string `json:"ids"`
+			From uint64   `json:"from_seq"`
+			To   uint64   `json:"to_seq"`
+			IDs  []string `json:"ids"`
 		} `json:"lost"`
 	}
 	err = json.NewDecoder(resp.Body).Decode(&lost)
