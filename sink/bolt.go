@@ -528,9 +528,11 @@ func sinkWide(err error) bool {
 			sqlite3.SQLITE_RANGE, sqlite3.SQLITE_FORMAT:
 			return false // the row's values
 		case sqlite3.SQLITE_ERROR:
-			// Mostly SQL the database refuses; the schema gone is not a row's fault.
+			// Mostly SQL the database refuses; a schema gone or not the sink's own
+			// (a table of that name with other columns) is not a row's fault.
 			msg := se.Error()
-			return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column")
+			return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") ||
+				strings.Contains(msg, "has no column named")
 		}
 		// FULL, IOERR, READONLY, CORRUPT, NOTADB, BUSY, LOCKED, CANTOPEN, NOMEM,
 		// PERM, INTERRUPT (FlushTimeout), PROTOCOL, SCHEMA...: the database's.

@@ -362,6 +362,15 @@ func TestSinkWideClassification(t *testing.T) {
 	if err == nil || !sinkWide(err) {
 		t.Errorf("no such table %v: not sink-wide", err)
 	}
+	// A table of that name with other columns (a schema from something else): the
+	// database's fault, not the row's; before, every event was dead-lettered.
+	if _, err = e.db.SQL.Exec("CREATE TABLE other (a INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.db.SQL.Exec("INSERT INTO other (event_id) VALUES ('x')")
+	if err == nil || !sinkWide(err) {
+		t.Errorf("wrong schema %v: not sink-wide", err)
+	}
 }
 
 // Through the real runtime with a message timeout shorter than the outage: the
