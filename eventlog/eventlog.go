@@ -177,6 +177,9 @@ func Open(opts Options) (*Log, error) {
 	case !desc.Exists && !found:
 		// A new store: the mark exists before Pebble's files do, so a store at
 		// formatVersion without it has lost it.
+		if err := refuseFresh(fs, opts.Dir); err != nil {
+			return nil, err
+		}
 		h, err := createHWM(fs, opts.Dir, 0)
 		if err != nil {
 			return nil, err

@@ -383,6 +383,9 @@ type SalvageReport struct {
 	// final (the damage held its newer one), so that event and the later ones
 	// are processed again (the sinks absorb repeats; finished ones are skipped).
 	Replay uint64
+	// Finished is set when this run only finished an earlier salvage that
+	// stopped between moving the damaged store aside and moving its copy in.
+	Finished bool
 }
 
 // Salvage starts the log in dir again from what is intact: it copies every
@@ -396,6 +399,9 @@ type SalvageReport struct {
 func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
 	if fs == nil {
 		fs = vfs.Default
+	}
+	if done, err := finishInterrupted(fs, dir); err != nil || done {
+		return &SalvageReport{Finished: done}, err
 	}
 	st, err := inspect(dir, fs)
 	if err != nil {
@@ -488,7 +494,7 @@ func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
 	}
 	_ = h.close()
 	st.close()
-	out.OldDir = fmt.Sprintf("%s.damaged-%s", dir, now.UTC().Format("20060102T150405Z"))
+	out.OldDir = asideName(fs, dir, now.UTC().Format("20060102T150405Z"))
 	if err := fs.Rename(dir, out.OldDir); err != nil {
 		return nil, fmt.Errorf("eventlog: salvage: move the damaged store aside: %w", err)
 	}

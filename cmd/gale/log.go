@@ -70,6 +70,10 @@ again.`,
 				return err
 			}
 			w := cmd.OutOrStdout()
+			if rep.Finished {
+				fmt.Fprintf(w, "finished an interrupted salvage: its copy is now %s (run gale log check to see it)\n", dir)
+				return nil
+			}
 			printCheck(w, rep.Check)
 			fmt.Fprintf(w, "salvaged: %d keys copied, %d intact WAL batches after the damage applied; damaged log kept in %s\n",
 				rep.Keys, rep.Batches, rep.OldDir)
