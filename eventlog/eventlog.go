@@ -215,6 +215,9 @@ func Open(opts Options) (*Log, error) {
 		// so that WAL has no synced offsets yet: reopen once so the WAL every
 		// record goes to has them.
 		if err = db.Close(); err == nil {
+			// A gate serves one DB: Pebble registers and unregisters it
+			// once per Open.
+			po.Experimental.CompactionScheduler = dmg.compactionGate()
 			db, err = pebble.Open(opts.Dir, po)
 		}
 	}
