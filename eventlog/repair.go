@@ -61,6 +61,7 @@ type CheckReport struct {
 	Records       int
 	Lost          []LostRange // recorded by an earlier salvage
 	Missing       [][2]uint64 // acknowledged seqs (committed..mark) without a record
+	Replica       [][2]uint64 // seqs past the records' end held by a replica in the mark file (Open restores them)
 	BadKeys       []KeyError
 	AfterDamage   int // intact batches after a WAL damage (a salvage keeps them)
 	AfterDamageTo uint64
@@ -104,6 +105,8 @@ type inspection struct {
 	// after are the intact batches that follow the first damage in live WAL
 	// order, which the read-only open does not replay.
 	after []walBatch
+	// replicas are the intact slots of the mark file holding a group's batch.
+	replicas []sideSlot
 }
 
 func (s *inspection) close() {
@@ -128,7 +131,7 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 		return nil, fmt.Errorf("eventlog: %s holds no log", dir)
 	}
 	r := &CheckReport{Dir: dir, Format: desc.FormatMajorVersion.String(), Keys: map[byte]int{}}
-	mark, found, err := readHWM(fs, dir)
+	mark, replicas, found, err := readSide(fs, dir)
 	r.Mark = mark
 	switch {
 	case err != nil:
@@ -139,7 +142,7 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 	if r.WAL, err = scanWALs(fs, dir); err != nil {
 		return nil, err
 	}
-	st := &inspection{report: r}
+	st := &inspection{report: r, replicas: replicas}
 	db, live, after, err := openView(fs, dir, r.WAL)
 	if err != nil && !pebble.IsCorruptionError(err) {
 		// Not damage: most often the lock of a running gale serve.
@@ -267,6 +270,19 @@ func (st *inspection) scan() {
 			}
 		}
 		r.Last = max(r.Last, b.max)
+	}
+	for _, s := range st.replicas {
+		// Groups past the log's end that Open restores (and a salvage keeps).
+		if s.first != r.Last+1 {
+			continue
+		}
+		for q := s.first; q <= s.last; q++ {
+			seqs[q] = true
+			r.Records++
+		}
+		r.Replica = append(r.Replica, [2]uint64{s.first, s.last})
+		st.after = append(st.after, walBatch{repr: s.repr, min: s.first, max: s.last, off: -1})
+		r.Last = s.last
 	}
 	r.Committed = committed
 	top := max(r.Mark, r.Last)

@@ -76,8 +76,10 @@ func TestCheckAndSalvageAfterWALBitFlip(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("salvage: %d keys, %d batches after the damage, lost %+v, old store in %s", sr.Keys, sr.Batches, sr.Lost, sr.OldDir)
-			if len(sr.Lost) == 0 {
-				t.Fatal("salvage recorded nothing lost")
+			// Record 300's group is the newest: its replica in the mark file
+			// keeps it, so only there does the salvage lose nothing.
+			if (len(sr.Lost) == 0) != (where == "last") {
+				t.Fatalf("salvage recorded lost %+v", sr.Lost)
 			}
 			if _, err := crashed.Stat(sr.OldDir); err != nil {
 				t.Fatalf("damaged store not kept aside: %v", err)
