@@ -282,7 +282,8 @@ func peek(fs vfs.FS, dir string) (*pebble.DBDesc, error) {
 // flushes what it replayed and retires the WAL, so the intact batches after the
 // damage would be gone before a salvage could keep them. The damage refuses if a
 // later chunk promises the WAL was synced past it, or if the records before it
-// end below the mark; otherwise it is a torn tail and Pebble may drop it.
+// end below the mark (and replicas in the mark file cannot restore every batch
+// after it); otherwise it is a torn tail and Pebble may drop it.
 func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []WALFile) error {
 	found := false
 	for _, w := range wals {
@@ -293,7 +294,7 @@ func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []W
 	if !found {
 		return nil
 	}
-	db, live, _, err := openView(fs, dir, wals)
+	db, live, after, err := openView(fs, dir, wals)
 	if err != nil {
 		return nil // Pebble's own Open reports it
 	}
@@ -314,6 +315,13 @@ func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []W
 		}
 	}
 	top := restorable(last, replicas)
+	for _, b := range after {
+		// Pebble drops these; only record groups a replica restores may go.
+		if b.min == 0 || b.max > top {
+			top = last
+			break
+		}
+	}
 	switch {
 	case mark > top && !(&Log{lost: lost}).lostCovers(top+1, mark):
 		return fmt.Errorf("%w: %s: Pebble's replay would stop at WAL damage and drop acknowledged seqs %d..%d (high-water mark %d in %s): %s",
