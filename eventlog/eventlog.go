@@ -314,14 +314,7 @@ func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []W
 			}
 		}
 	}
-	top := restorable(last, replicas)
-	for _, b := range after {
-		// Pebble drops these; only record groups a replica restores may go.
-		if b.min == 0 || b.max > top {
-			top = last
-			break
-		}
-	}
+	top := restorableAfter(last, replicas, after)
 	switch {
 	case mark > top && !(&Log{lost: lost}).lostCovers(top+1, mark):
 		return fmt.Errorf("%w: %s: Pebble's replay would stop at WAL damage and drop acknowledged seqs %d..%d (high-water mark %d in %s): %s",
@@ -351,6 +344,19 @@ func restorable(last uint64, replicas []sideSlot) uint64 {
 		}
 	}
 	return last
+}
+
+// restorableAfter is restorable for a WAL whose intact batches after a damage,
+// which Pebble drops, are after: the replicas may stand in for the damage only if
+// they restore every one of those batches (record groups, no other documents).
+func restorableAfter(last uint64, replicas []sideSlot, after []walBatch) uint64 {
+	top := restorable(last, replicas)
+	for _, b := range after {
+		if b.min == 0 || b.max > top {
+			return last
+		}
+	}
+	return top
 }
 
 // recover reads the committed offset and the lost ranges, verifies the records

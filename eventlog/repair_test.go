@@ -54,9 +54,11 @@ func TestCheckAndSalvageAfterWALBitFlip(t *testing.T) {
 				}
 			}
 			flipBit(t, crashed, wal, off)
-			if _, err := Open(Options{Dir: "data", FS: crashed}); err == nil {
+			_, err = Open(Options{Dir: "data", FS: crashed})
+			if err == nil {
 				t.Fatal("Open accepted the damaged log")
 			}
+			t.Logf("Open: %v", err)
 
 			before := snapshot(t, crashed, "data")
 			rep, err := Check("data", crashed)
