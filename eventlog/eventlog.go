@@ -598,6 +598,10 @@ func (l *Log) writer(next uint64) {
 		if err != nil {
 			_ = b.Close()
 			err = l.fail(fmt.Errorf("commit of seq %d..%d: %w", first, next-1, err))
+			if p.side != nil {
+				<-p.side
+				l.unreplicate(p)
+			}
 			for _, r := range batch {
 				r.done(err)
 			}
@@ -674,6 +678,12 @@ func (l *Log) syncer(q <-chan pendingSync, free chan<- struct{}, done chan<- str
 				err = l.fail(err)
 			}
 		}
+		if err == nil {
+			err = l.Err()
+		}
+		if err != nil && p.side != nil {
+			l.unreplicate(p)
+		}
 		l.commits.Add(1)
 		l.records.Add(p.last - p.first + 1)
 		l.commitNanos.Add(uint64(time.Since(p.start)))
@@ -693,6 +703,18 @@ func (l *Log) syncer(q <-chan pendingSync, free chan<- struct{}, done chan<- str
 			r.done(err)
 		}
 		free <- struct{}{}
+	}
+}
+
+// unreplicate takes back the replica of a group about to be answered with an
+// error, so a restart does not restore what its clients were told to resend
+// (they would get "duplicate" for an event they were told failed). Best effort:
+// if the mark file's disk fails too, the replica may stay, and restoring a group
+// that was durable is still right.
+func (l *Log) unreplicate(p pendingSync) {
+	floor := l.durable.Load()
+	if l.mark.write(p.slot, floor, floor, floor, nil) == nil {
+		_ = l.mark.sync()
 	}
 }
 
