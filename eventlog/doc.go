@@ -9,14 +9,23 @@
 // at that moment, writes them as one batch and syncs once, so throughput follows the
 // number of concurrent callers rather than the disk's flushes per second.
 //
-// Before Append returns, a high-water mark of the highest seq answered durable is
-// also synced: GALE-HWM, a small file of its own beside Pebble's (two CRC'd slots,
-// overwritten in place with one write and an fdatasync). It is written only after
-// the WAL sync of every seq it covers returned, so a power cut can never leave it
-// claiming a record that was not answered; the marker that writes it runs beside
-// the WAL syncer (its sync for one group overlaps the WAL sync of the next) and one
-// mark sync covers every group waiting. It costs a second flush per group commit,
-// in series with the WAL's (measured: single-event PERSISTED answers/s -23%).
+// Before Append returns, the group is also durable in GALE-HWM, a file of its own
+// beside Pebble's (hwm.go): the writer puts each group in a slot of it (seq range,
+// the highest seq answered so far, and the group's Pebble batch, CRC'd) before the
+// WAL write, and the slot's fdatasync runs concurrently with the WAL's; the answer
+// waits for both. The highest floor of an intact slot is the high-water mark Open
+// checks; a replica's own range is restored when the WAL ends short of it, but
+// never claimed (a slot written and not synced can survive a power cut whose WAL
+// lost the group before it, neither answered). A group whose batch is over 64 KiB
+// (large NDJSON batches) gets its range only, written after its WAL sync returned
+// and synced before its answer, as a serial mark: its fsync is shared by many
+// events. Cost, in 6 alternating triples of `gale bench ingest --rows 1,2,3` and
+// `--rows 4` (order rotated; builds of ffbb1f7 before the mark, of the serial
+// mark, and of this) in a quiet window: single-event PERSISTED answers/s 0.91x the
+// pre-mark build's (median; mean 0.90x; the serial mark 0.81x), batched events
+// 0.90x (serial 0.93x), the raw disk rows of the same runs 0.95x to 0.98x: at
+// the 10% limit, not clearly under it. A noisy window (12 triples, load 5 to 8)
+// gave 1.21x (serial 0.71x) with disk rows spread 0.45x to 2.2x.
 //
 // A record is visible to readers (Read, Durable) only once durable: Pebble makes a
 // write readable before its sync returns, so readers are bounded by the durable
@@ -50,7 +59,7 @@
 // the WAL was synced to (FormatWALSyncChunks or newer; older stores are ratcheted
 // at Open), so a bad chunk before a later chunk's synced offset is corruption and
 // Pebble refuses to open, where older formats took it for the WAL's end. A damaged
-// last record has no later chunk to vouch for it: the high-water mark catches it.
+// last record has no later chunk to vouch for it: its replica restores it.
 // Open fails with an error wrapping ErrDamaged, naming the missing seqs and the WAL
 // file and offset (from an independent scan of the WAL before Pebble replays it),
 // whenever Pebble finds its WAL corrupt, records between the committed offset and
@@ -59,20 +68,26 @@
 // flushes what it replayed and retires the WAL, so Open refuses first, before
 // Pebble writes anything, when intact chunks follow a bad one and either a later
 // chunk promises the WAL was synced past it or the records before it end below the
-// mark: the intact batches after the damage are kept for a salvage. A crash or
-// power cut alone never makes Open fail: what they lose was not answered.
+// mark: the intact batches after the damage are kept for a salvage. A damaged,
+// torn or lost last group is not refused but restored from its replica, as are
+// the groups after it that replicas hold, when no other batch follows the
+// damage. A crash or power cut alone never makes Open fail: what they lose was
+// not answered, and an intact replica of a group that was synced only in the
+// mark file is restored rather than claimed.
 //
 // Check reads every WAL chunk, key and record without writing, and says what is
 // intact. Salvage is the deliberate way out: it copies what is intact (and the
-// intact WAL batches after the damage) into a fresh store, moves the damaged one
+// intact WAL batches after the damage, and the replicas that continue them) into
+// a fresh store, moves the damaged one
 // aside, records the lost seq ranges with every event id a dedupe entry or status
 // document still names (Log.Lost; ingest serves them at GET /v1/lost), and keeps
 // the mark, so new records get seqs above every acknowledged one.
 //
 // What is not covered: damage to the WAL of a store's first Open after an upgrade
 // from a format without synced offsets (that WAL was written before the ratchet),
-// the mark and the WAL damaged at once, and SST damage, which Pebble reports as
-// read errors (Check names the SST and key range; Salvage skips that range).
+// a group's WAL batch and its slot in the mark file damaged at once, and SST
+// damage, which Pebble reports as read errors (Check names the SST and key range;
+// Salvage skips that range).
 //
 // # Corruption
 //

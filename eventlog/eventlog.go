@@ -168,7 +168,7 @@ func Open(opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	mark, found, err := readHWM(fs, opts.Dir)
+	mark, replicas, found, err := readSide(fs, opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
 	}
@@ -195,7 +195,7 @@ func Open(opts Options) (*Log, error) {
 			return nil, err
 		}
 	}
-	if err := preflight(fs, opts.Dir, mark, wals); err != nil {
+	if err := preflight(fs, opts.Dir, mark, replicas, wals); err != nil {
 		return nil, err
 	}
 	dmg := newDamage(opts.FS, opts.Logger)
@@ -240,13 +240,12 @@ func Open(opts Options) (*Log, error) {
 		ids:      newIDFilter(opts.FilterBytes),
 		dmg:      dmg,
 	}
-	next, err := l.recover(opts.Dir, mark, wals)
+	next, err := l.recover(opts.Dir, mark, replicas, wals, opts.Logger)
 	if err == nil {
-		if !found { // a store from before the mark: start it at what is there
-			l.mark, err = createHWM(fs, opts.Dir, next-1)
-		} else if l.mark, err = openHWM(fs, opts.Dir); err == nil && next-1 > mark {
-			err = l.mark.set(next - 1)
-		}
+		// A fresh mark file (also for a store from before the mark, or one in
+		// the format without replicas): every record it could restore is in
+		// the store now, synced.
+		l.mark, err = createHWM(fs, opts.Dir, next-1)
 	}
 	if err != nil {
 		_ = l.mark.close()
@@ -285,8 +284,9 @@ func peek(fs vfs.FS, dir string) (*pebble.DBDesc, error) {
 // flushes what it replayed and retires the WAL, so the intact batches after the
 // damage would be gone before a salvage could keep them. The damage refuses if a
 // later chunk promises the WAL was synced past it, or if the records before it
-// end below the mark; otherwise it is a torn tail and Pebble may drop it.
-func preflight(fs vfs.FS, dir string, mark uint64, wals []WALFile) error {
+// end below the mark (and replicas in the mark file cannot restore every batch
+// after it); otherwise it is a torn tail and Pebble may drop it.
+func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []WALFile) error {
 	found := false
 	for _, w := range wals {
 		for _, d := range w.Damage {
@@ -296,7 +296,7 @@ func preflight(fs vfs.FS, dir string, mark uint64, wals []WALFile) error {
 	if !found {
 		return nil
 	}
-	db, live, _, err := openView(fs, dir, wals)
+	db, live, after, err := openView(fs, dir, wals)
 	if err != nil {
 		return nil // Pebble's own Open reports it
 	}
@@ -316,8 +316,9 @@ func preflight(fs vfs.FS, dir string, mark uint64, wals []WALFile) error {
 			}
 		}
 	}
+	top := restorableAfter(last, replicas, after)
 	switch {
-	case mark > last && !(&Log{lost: lost}).lostCovers(last+1, mark):
+	case mark > top && !(&Log{lost: lost}).lostCovers(top+1, mark):
 		return fmt.Errorf("%w: %s: Pebble's replay would stop at WAL damage and drop acknowledged seqs %d..%d (high-water mark %d in %s): %s",
 			ErrDamaged, dir, last+1, mark, mark, hwmFile, walSummary(liveWALs, mark))
 	case synced:
@@ -336,10 +337,35 @@ func hasDamage(wals []WALFile) bool {
 	return false
 }
 
+// restorable is the seq the records reach once the replicas that continue them
+// past last are applied.
+func restorable(last uint64, replicas []sideSlot) uint64 {
+	for _, s := range replicas { // by first seq
+		if s.first == last+1 {
+			last = s.last
+		}
+	}
+	return last
+}
+
+// restorableAfter is restorable for a WAL whose intact batches after a damage,
+// which Pebble drops, are after: the replicas may stand in for the damage only if
+// they restore every one of those batches (record groups, no other documents).
+func restorableAfter(last uint64, replicas []sideSlot, after []walBatch) uint64 {
+	top := restorable(last, replicas)
+	for _, b := range after {
+		if b.min == 0 || b.max > top {
+			return last
+		}
+	}
+	return top
+}
+
 // recover reads the committed offset and the lost ranges, verifies the records
-// after the offset, checks them against the high-water mark, and returns the next
-// seq to give out: above every seq ever acknowledged or recorded lost.
-func (l *Log) recover(dir string, mark uint64, wals []WALFile) (next uint64, err error) {
+// after the offset, restores the groups the WAL lost that a replica in the mark
+// file holds, checks the records against the high-water mark, and returns the
+// next seq to give out: above every seq ever acknowledged or recorded lost.
+func (l *Log) recover(dir string, mark uint64, replicas []sideSlot, wals []WALFile, logger *slog.Logger) (next uint64, err error) {
 	committed := uint64(1)
 	v, closer, err := l.db.Get(committedKey)
 	switch {
@@ -357,8 +383,55 @@ func (l *Log) recover(dir string, mark uint64, wals []WALFile) (next uint64, err
 	if l.lost, err = readLost(l.db); err != nil {
 		return 0, err
 	}
-	last := committed - 1
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(committed), UpperBound: []byte{'l' + 1}})
+	last, err := l.verify(dir, committed-1, mark, wals)
+	if err != nil {
+		return 0, err
+	}
+	if top := restorable(last, replicas); top > last {
+		// The WAL ends short of a group that was durable in the mark file (a
+		// damaged, torn or lost last group): apply it again, exactly its
+		// records and dedupe entries, then verify them like the rest.
+		from := last + 1
+		for _, s := range replicas {
+			if s.first != last+1 {
+				continue
+			}
+			b := l.db.NewBatch()
+			if err := b.SetRepr(slices.Clone(s.repr)); err != nil {
+				return 0, fmt.Errorf("eventlog: %s: replica of seqs %d..%d in %s: %w", dir, s.first, s.last, hwmFile, err)
+			}
+			if err := l.db.Apply(b, pebble.Sync); err != nil {
+				return 0, fmt.Errorf("eventlog: %s: restore seqs %d..%d from %s: %w", dir, s.first, s.last, hwmFile, err)
+			}
+			last = s.last
+		}
+		if last, err = l.verify(dir, from-1, mark, wals); err != nil {
+			return 0, err
+		}
+		if last != top {
+			return 0, fmt.Errorf("eventlog: %s: restored seqs %d..%d from %s but the records end at %d: %w", dir, from, top, hwmFile, last, event.ErrCorrupt)
+		}
+		if logger != nil {
+			logger.Warn("eventlog: the WAL ended short of its last group commits; restored them from the replica in the high-water mark file",
+				"from_seq", from, "to_seq", top, "file", hwmFile, "wal", walSummary(wals, mark))
+		}
+	}
+	if mark > last && !l.lostCovers(last+1, mark) {
+		return 0, fmt.Errorf("%w: %s: seqs %d..%d were acknowledged (high-water mark %d in %s) but the log ends at seq %d: %s",
+			ErrDamaged, dir, last+1, mark, mark, hwmFile, last, walSummary(wals, mark))
+	}
+	l.durable.Store(last)
+	next = max(last, mark) + 1
+	for _, r := range l.lost {
+		next = max(next, r.To+1)
+	}
+	return next, l.loadIDs()
+}
+
+// verify reads the records after seq last, checking each one and that none is
+// missing, and returns the highest.
+func (l *Log) verify(dir string, last, mark uint64, wals []WALFile) (uint64, error) {
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: logKey(last + 1), UpperBound: []byte{'l' + 1}})
 	if err != nil {
 		return 0, fmt.Errorf("eventlog: scan: %w", err)
 	}
@@ -381,16 +454,7 @@ func (l *Log) recover(dir string, mark uint64, wals []WALFile) (next uint64, err
 	if err := it.Error(); err != nil {
 		return 0, fmt.Errorf("eventlog: scan: %w", err)
 	}
-	if mark > last && !l.lostCovers(last+1, mark) {
-		return 0, fmt.Errorf("%w: %s: seqs %d..%d were acknowledged (high-water mark %d in %s) but the log ends at seq %d: %s",
-			ErrDamaged, dir, last+1, mark, mark, hwmFile, last, walSummary(wals, mark))
-	}
-	l.durable.Store(last)
-	next = max(last, mark) + 1
-	for _, r := range l.lost {
-		next = max(next, r.To+1)
-	}
-	return next, l.loadIDs()
+	return last, nil
 }
 
 // loadIDs fills the id filter from the dedupe index.
@@ -447,21 +511,33 @@ func (l *Log) Append(ctx context.Context, recs ...*event.Record) error {
 }
 
 // writer is the group commit. It takes every append waiting, gives the records
-// their seqs, and applies them as one Pebble batch with Sync but without waiting
-// for the WAL fsync (DB.ApplyNoSyncWait, as CockroachDB's raft log does), so the
-// next group is written while this one syncs; syncer waits for the fsyncs in the
-// same order and only then answers. Applying in seq order from one goroutine keeps
-// the WAL in seq order.
+// their seqs, puts the group in a slot of the mark file and applies it as one
+// Pebble batch with Sync but without waiting for the WAL fsync
+// (DB.ApplyNoSyncWait, as CockroachDB's raft log does), so the next group is
+// written while this one syncs; the side syncer syncs the slots while the WAL
+// syncs, and syncer waits for both, in the same order, and only then answers.
+// Applying in seq order from one goroutine keeps the WAL in seq order.
 func (l *Log) writer(next uint64) {
 	syncq := make(chan pendingSync, syncDepth)
-	syncerDone := make(chan struct{})
-	go l.syncer(syncq, syncerDone)
+	sideq := make(chan chan error, hwmSlots)
+	// A token per group in flight, so the slots of the newest answered groups
+	// are at rest (see hwm.go).
+	free := make(chan struct{}, hwmInFlight)
+	for range hwmInFlight {
+		free <- struct{}{}
+	}
+	syncerDone, sideDone := make(chan struct{}), make(chan struct{})
+	go l.syncer(syncq, free, syncerDone)
+	go l.sideSyncer(sideq, sideDone)
 	defer func() {
 		close(syncq)
 		<-syncerDone
+		close(sideq)
+		<-sideDone
 		close(l.stopped)
 	}()
 	var buf, key []byte
+	slot := 0
 	for {
 		r, ok := <-l.reqs
 		if !ok {
@@ -481,7 +557,9 @@ func (l *Log) writer(next uint64) {
 				break drain
 			}
 		}
+		<-free
 		if err := l.Err(); err != nil {
+			free <- struct{}{}
 			for _, r := range batch {
 				r.done(err)
 			}
@@ -505,19 +583,39 @@ func (l *Log) writer(next uint64) {
 			}
 		}
 		t0 := time.Now()
-		if err := applyNoSyncWait(l.db, b); err != nil {
+		p := pendingSync{b: b, reqs: batch, first: first, last: next - 1, start: t0, slot: slot}
+		slot = (slot + 1) % hwmSlots
+		var err error
+		if repr := b.Repr(); len(repr) <= hwmReplicaMax {
+			// The replica is written first, so its sync starts at once and
+			// runs while Pebble writes and syncs the WAL.
+			if err = l.mark.write(p.slot, p.first, p.last, l.durable.Load(), repr); err == nil {
+				p.side = make(chan error, 1)
+				sideq <- p.side
+			}
+		}
+		if err == nil {
+			err = applyNoSyncWait(l.db, b)
+		}
+		if err != nil {
 			_ = b.Close()
 			err = l.fail(fmt.Errorf("commit of seq %d..%d: %w", first, next-1, err))
+			if p.side != nil {
+				<-p.side
+				l.unreplicate(p)
+			}
 			for _, r := range batch {
 				r.done(err)
 			}
+			free <- struct{}{}
 			continue
 		}
-		syncq <- pendingSync{b: b, reqs: batch, first: first, last: next - 1, start: t0}
+		syncq <- p
 	}
 }
 
-// syncDepth is how many applied groups may wait for their fsync at once.
+// syncDepth is how many applied groups may wait in the queue for their fsync,
+// besides the one the syncer waits for.
 const syncDepth = 2
 
 type pendingSync struct {
@@ -525,91 +623,100 @@ type pendingSync struct {
 	reqs        []*request
 	first, last uint64
 	start       time.Time
-	err         error
+	slot        int
+	side        chan error // the replica's sync; nil if the group has a serial mark
 }
 
-// syncer waits for each group's WAL fsync, in order, and hands the group to the
-// marker, which makes the high-water mark cover it before anyone is answered.
-func (l *Log) syncer(q <-chan pendingSync, done chan<- struct{}) {
-	markq := make(chan pendingSync, syncDepth)
-	markerDone := make(chan struct{})
-	go l.marker(markq, markerDone)
-	defer func() {
-		close(markq)
-		<-markerDone
-		close(done)
-	}()
+// sideSyncer syncs the mark file for the replicas written so far: one
+// fdatasync covers every group waiting (group commit again).
+func (l *Log) sideSyncer(q <-chan chan error, done chan<- struct{}) {
+	defer close(done)
+	var group []chan error
+	for ch := range q {
+		group = append(group[:0], ch)
+	more:
+		for {
+			select {
+			case ch, ok := <-q:
+				if !ok {
+					break more
+				}
+				group = append(group, ch)
+			default:
+				break more
+			}
+		}
+		err := l.mark.sync()
+		for _, ch := range group {
+			ch <- err
+		}
+	}
+}
+
+// syncer waits for each group's WAL fsync and its slot's, in order, and answers
+// it. A group without a replica gets its serial mark here: written only after the
+// WAL sync of its seqs returned (written earlier, a power cut could leave it
+// claiming records that were never synced and make the next Open refuse a log
+// that lost nothing acknowledged), and synced before the answer.
+func (l *Log) syncer(q <-chan pendingSync, free chan<- struct{}, done chan<- struct{}) {
+	defer close(done)
 	for p := range q {
 		err := p.b.SyncWait()
 		_ = p.b.Close()
 		p.b = nil
 		if err != nil {
-			p.err = l.fail(fmt.Errorf("sync of seq %d..%d: %w", p.first, p.last, err))
+			err = l.fail(fmt.Errorf("sync of seq %d..%d: %w", p.first, p.last, err))
 		}
-		markq <- p
+		if p.side != nil {
+			if serr := <-p.side; serr != nil && err == nil {
+				err = l.fail(serr)
+			}
+		} else if err == nil && l.Err() == nil {
+			err = l.mark.write(p.slot, p.first, p.last, l.durable.Load(), nil)
+			if err == nil {
+				err = l.mark.sync()
+			}
+			if err != nil {
+				err = l.fail(err)
+			}
+		}
+		if err == nil {
+			err = l.Err()
+		}
+		if err != nil && p.side != nil {
+			l.unreplicate(p)
+		}
+		l.commits.Add(1)
+		l.records.Add(p.last - p.first + 1)
+		l.commitNanos.Add(uint64(time.Since(p.start)))
+		if err == nil {
+			if err = l.Err(); err == nil {
+				// A group synced after an earlier one failed is not reported
+				// durable: the failure is sticky, whatever the later fsync
+				// said (fsyncgate).
+				l.durable.Store(p.last)
+				select {
+				case l.notify <- struct{}{}:
+				default:
+				}
+			}
+		}
+		for _, r := range p.reqs {
+			r.done(err)
+		}
+		free <- struct{}{}
 	}
 }
 
-// marker writes and syncs the high-water mark for groups whose WAL sync returned,
-// then answers them. It runs beside the syncer, so the mark's fdatasync for one
-// group overlaps the WAL fsync of the next, and it takes every group waiting at
-// once: one mark sync covers them all (group commit again). The mark is written
-// only after the WAL sync of every seq it covers returned: written earlier, a
-// power cut could leave it claiming records that were never answered and make the
-// next Open refuse a log that lost nothing acknowledged.
-func (l *Log) marker(q <-chan pendingSync, done chan<- struct{}) {
-	defer close(done)
-	var group []pendingSync
-	for p := range q {
-		group = append(group[:0], p)
-	more:
-		for len(group) < cap(q)+1 {
-			select {
-			case p, ok := <-q:
-				if !ok {
-					break more
-				}
-				group = append(group, p)
-			default:
-				break more
-			}
-		}
-		var top uint64
-		for _, p := range group {
-			if p.err == nil {
-				top = p.last
-			}
-		}
-		var markErr error
-		if top > 0 && l.Err() == nil {
-			if err := l.mark.set(top); err != nil {
-				markErr = l.fail(err)
-			}
-		}
-		for _, p := range group {
-			l.commits.Add(1)
-			l.records.Add(p.last - p.first + 1)
-			l.commitNanos.Add(uint64(time.Since(p.start)))
-			err := p.err
-			if err == nil {
-				err = markErr
-			}
-			if err == nil {
-				if err = l.Err(); err == nil {
-					// A group synced after an earlier one failed is not reported
-					// durable: the failure is sticky, whatever the later fsync
-					// said (fsyncgate).
-					l.durable.Store(p.last)
-					select {
-					case l.notify <- struct{}{}:
-					default:
-					}
-				}
-			}
-			for _, r := range p.reqs {
-				r.done(err)
-			}
-		}
+// unreplicate takes back the replica of a group about to be answered with an
+// error, so a restart does not restore what its clients were told to resend
+// (they would get "duplicate" for an event they were told failed). Best effort:
+// if the mark file's disk fails too, the replica may stay, and restoring a group
+// that was durable is still right.
+func (l *Log) unreplicate(p pendingSync) {
+	floor := l.durable.Load()
+	if l.mark.write(p.slot, floor, floor, floor, nil) == nil {
+		_ = l.mark.sync()
 	}
 }
 

@@ -48,19 +48,23 @@ func (e KeyError) String() string {
 
 // CheckReport is what Check found.
 type CheckReport struct {
-	Dir           string
-	Format        string
-	Mark          uint64 // the high-water mark (0 if none or unreadable)
-	MarkErr       error  // the mark file is missing from a store that had one, or unreadable
-	WAL           []WALFile
-	LiveWAL       []string // WAL files Pebble replays
-	OpenErr       error    // Pebble refused even the truncated view
-	Keys          map[byte]int
-	Committed     uint64
-	First, Last   uint64 // lowest and highest record seq found
-	Records       int
-	Lost          []LostRange // recorded by an earlier salvage
-	Missing       [][2]uint64 // acknowledged seqs (committed..mark) without a record
+	Dir         string
+	Format      string
+	Mark        uint64 // the high-water mark (0 if none or unreadable)
+	MarkErr     error  // the mark file is missing from a store that had one, or unreadable
+	WAL         []WALFile
+	LiveWAL     []string // WAL files Pebble replays
+	OpenErr     error    // Pebble refused even the truncated view
+	Keys        map[byte]int
+	Committed   uint64
+	First, Last uint64 // lowest and highest record seq found
+	Records     int
+	Lost        []LostRange // recorded by an earlier salvage
+	Missing     [][2]uint64 // acknowledged seqs (committed..mark) without a record
+	Replica     [][2]uint64 // seqs past the records' end held by a replica in the mark file (Open restores them)
+	// Refused, if not zero, are the acknowledged seqs Pebble's replay would drop
+	// at the WAL damage (intact batches follow it): Open refuses, a salvage keeps them.
+	Refused       [2]uint64
 	BadKeys       []KeyError
 	AfterDamage   int // intact batches after a WAL damage (a salvage keeps them)
 	AfterDamageTo uint64
@@ -68,7 +72,7 @@ type CheckReport struct {
 
 // Damaged says whether anything acknowledged is missing or unreadable.
 func (r *CheckReport) Damaged() bool {
-	if r.MarkErr != nil || r.OpenErr != nil || len(r.Missing) > 0 || len(r.BadKeys) > 0 {
+	if r.MarkErr != nil || r.OpenErr != nil || len(r.Missing) > 0 || len(r.BadKeys) > 0 || r.Refused[0] != 0 {
 		return true
 	}
 	for _, w := range r.WAL {
@@ -104,6 +108,8 @@ type inspection struct {
 	// after are the intact batches that follow the first damage in live WAL
 	// order, which the read-only open does not replay.
 	after []walBatch
+	// replicas are the intact slots of the mark file holding a group's batch.
+	replicas []sideSlot
 }
 
 func (s *inspection) close() {
@@ -128,7 +134,7 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 		return nil, fmt.Errorf("eventlog: %s holds no log", dir)
 	}
 	r := &CheckReport{Dir: dir, Format: desc.FormatMajorVersion.String(), Keys: map[byte]int{}}
-	mark, found, err := readHWM(fs, dir)
+	mark, replicas, found, err := readSide(fs, dir)
 	r.Mark = mark
 	switch {
 	case err != nil:
@@ -139,7 +145,7 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 	if r.WAL, err = scanWALs(fs, dir); err != nil {
 		return nil, err
 	}
-	st := &inspection{report: r}
+	st := &inspection{report: r, replicas: replicas}
 	db, live, after, err := openView(fs, dir, r.WAL)
 	if err != nil && !pebble.IsCorruptionError(err) {
 		// Not damage: most often the lock of a running gale serve.
@@ -259,6 +265,14 @@ func (st *inspection) scan() {
 			}
 		}
 	}, func(e KeyError) { r.BadKeys = append(r.BadKeys, e) })
+	// What Open decides before Pebble replays (preflight): intact batches after
+	// a damage, and the records before it end below the mark.
+	if resync := st.resyncDamage(); resync && len(st.after) > 0 {
+		top := restorableAfter(r.Last, st.replicas, st.after)
+		if r.Mark > top && !(&Log{lost: r.Lost}).lostCovers(top+1, r.Mark) {
+			r.Refused = [2]uint64{top + 1, r.Mark}
+		}
+	}
 	for _, b := range st.after { // a salvage keeps these
 		for s := b.min; s != 0 && s <= b.max; s++ {
 			if !seqs[s] {
@@ -267,6 +281,19 @@ func (st *inspection) scan() {
 			}
 		}
 		r.Last = max(r.Last, b.max)
+	}
+	for _, s := range st.replicas {
+		// Groups past the log's end that Open restores (and a salvage keeps).
+		if s.first != r.Last+1 {
+			continue
+		}
+		for q := s.first; q <= s.last; q++ {
+			seqs[q] = true
+			r.Records++
+		}
+		r.Replica = append(r.Replica, [2]uint64{s.first, s.last})
+		st.after = append(st.after, walBatch{repr: s.repr, min: s.first, max: s.last, off: -1})
+		r.Last = s.last
 	}
 	r.Committed = committed
 	top := max(r.Mark, r.Last)
@@ -287,6 +314,21 @@ func (st *inspection) scan() {
 	if from != 0 {
 		r.Missing = append(r.Missing, [2]uint64{from, top})
 	}
+}
+
+// resyncDamage says whether a live WAL has intact chunks after a damaged one.
+func (st *inspection) resyncDamage() bool {
+	for _, w := range st.report.WAL {
+		if !slices.Contains(st.report.LiveWAL, w.Name) {
+			continue
+		}
+		for _, d := range w.Damage {
+			if d.Resync >= 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // scanAll calls fn for every key in db, in order. A read error is reported with

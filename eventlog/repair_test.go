@@ -54,9 +54,11 @@ func TestCheckAndSalvageAfterWALBitFlip(t *testing.T) {
 				}
 			}
 			flipBit(t, crashed, wal, off)
-			if _, err := Open(Options{Dir: "data", FS: crashed}); err == nil {
+			_, err = Open(Options{Dir: "data", FS: crashed})
+			if err == nil {
 				t.Fatal("Open accepted the damaged log")
 			}
+			t.Logf("Open: %v", err)
 
 			before := snapshot(t, crashed, "data")
 			rep, err := Check("data", crashed)
@@ -76,8 +78,10 @@ func TestCheckAndSalvageAfterWALBitFlip(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("salvage: %d keys, %d batches after the damage, lost %+v, old store in %s", sr.Keys, sr.Batches, sr.Lost, sr.OldDir)
-			if len(sr.Lost) == 0 {
-				t.Fatal("salvage recorded nothing lost")
+			// Record 300's group is the newest: its replica in the mark file
+			// keeps it, so only there does the salvage lose nothing.
+			if (len(sr.Lost) == 0) != (where == "last") {
+				t.Fatalf("salvage recorded lost %+v", sr.Lost)
 			}
 			if _, err := crashed.Stat(sr.OldDir); err != nil {
 				t.Fatalf("damaged store not kept aside: %v", err)

@@ -229,8 +229,10 @@ func TestOldStoreRatchetedAndMarkMissingRefused(t *testing.T) {
 		t.Fatalf("format %s after Open, want %s", got, formatVersion)
 	}
 	l.Close()
-	if seq, found, err := readHWM(fs, "data"); seq != 3 || !found || err != nil {
-		t.Fatalf("mark = %d %v %v, want 3", seq, found, err)
+	// The newest answered group is kept by its replica; the floor of its slot
+	// claims the one before.
+	if seq, reps, found, err := readSide(fs, "data"); seq != 2 || !found || err != nil || len(reps) == 0 || reps[len(reps)-1].last != 3 {
+		t.Fatalf("mark = %d %v %v, replicas %+v, want 2 and a replica of seq 3", seq, found, err, reps)
 	}
 	if err := fs.Remove(fs.PathJoin("data", hwmFile)); err != nil {
 		t.Fatal(err)
@@ -240,7 +242,7 @@ func TestOldStoreRatchetedAndMarkMissingRefused(t *testing.T) {
 	}
 }
 
-// One flipped bit in the mark file leaves the other slot; both damaged refuses.
+// One flipped bit in the mark file leaves the other slots; all damaged refuses.
 func TestMarkFileBitFlip(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openT(t, fs)
@@ -253,10 +255,12 @@ func TestMarkFileBitFlip(t *testing.T) {
 		t.Fatalf("Durable = %d, want 5", l.Durable())
 	}
 	l.Close()
-	flipBit(t, fs, path, hwmSlotGap+6) // the first slot is still damaged
+	for i := range hwmSlots {
+		flipBit(t, fs, path, int64(i)*hwmSlotSize+6)
+	}
 	_, err := Open(Options{Dir: "data", FS: fs})
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "no intact slot") {
-		t.Fatalf("Open with both slots damaged = %v, want ErrDamaged naming the mark", err)
+		t.Fatalf("Open with every slot damaged = %v, want ErrDamaged naming the mark", err)
 	}
 }
 
