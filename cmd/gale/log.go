@@ -160,6 +160,12 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 	for _, m := range r.Missing {
 		fmt.Fprintf(w, "MISSING: acknowledged seqs %d..%d have no intact record\n", m[0], m[1])
 	}
+	if r.Refused[0] != 0 {
+		fmt.Fprintf(w, "REFUSED: gale serve will not start: Pebble's replay would stop at the WAL damage and drop acknowledged seqs %d..%d (a salvage keeps them)\n", r.Refused[0], r.Refused[1])
+	}
+	for _, p := range r.Replica {
+		fmt.Fprintf(w, "replica: seqs %d..%d are past the WAL's intact end but held by the mark file's replica of their group (Open restores them)\n", p[0], p[1])
+	}
 	for _, l := range r.Lost {
 		fmt.Fprintf(w, "lost by an earlier salvage: seqs %d..%d (ids known: %d): %s\n", l.From, l.To, len(l.IDs), l.Reason)
 	}
