@@ -112,3 +112,42 @@ func TestSSTBitFlipLosesOnlyTheDamagedBlock(t *testing.T) {
 		})
 	}
 }
+
+// With the SST's index itself unreadable the block cannot be found: the whole
+// SST is reported, with its key range, as before.
+func TestSSTBadIndexReportsTheWholeSST(t *testing.T) {
+	fs := vfs.NewMem()
+	sst, _ := buildSSTStore(t, fs, "data")
+	r, err := openSST(fs, sst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.Layout()
+	_ = r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bh := l.Index[0]
+	flipBit(t, fs, sst, int64(bh.Offset+bh.Length/2))
+	if _, err := blockSeparators(fs, sst); err == nil {
+		t.Fatal("the index with a flipped bit read fine")
+	}
+	rep, err := Check("data", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range rep.BadKeys {
+		t.Logf("check: %s", k)
+	}
+	t.Logf("check: %d records, missing %v, open %v", rep.Records, rep.Missing, rep.OpenErr)
+	if rep.OpenErr != nil {
+		t.Fatalf("the read-only open failed: %v", rep.OpenErr)
+	}
+	if len(rep.BadKeys) != 1 || rep.BadKeys[0].From != fmt.Sprintf("%q", nsKey('d', "ev-0000")) ||
+		rep.BadKeys[0].To != fmt.Sprintf("%q", logKey(sstEvents)) {
+		t.Fatalf("bad keys %v, want the whole of %s", rep.BadKeys, sst)
+	}
+	if rep.Records != 0 {
+		t.Fatalf("%d records read through an unreadable index", rep.Records)
+	}
+}
