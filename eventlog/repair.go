@@ -104,6 +104,7 @@ func Check(dir string, fs vfs.FS) (*CheckReport, error) {
 
 type inspection struct {
 	report *CheckReport
+	fs     vfs.FS // the store's, for reading a damaged SST's index
 	db     *pebble.DB
 	// after are the intact batches that follow the first damage in live WAL
 	// order, which the read-only open does not replay.
@@ -145,7 +146,7 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 	if r.WAL, err = scanWALs(fs, dir); err != nil {
 		return nil, err
 	}
-	st := &inspection{report: r, replicas: replicas}
+	st := &inspection{report: r, replicas: replicas, fs: fs}
 	db, live, after, err := openView(fs, dir, r.WAL)
 	if err != nil && !pebble.IsCorruptionError(err) {
 		// Not damage: most often the lock of a running gale serve.
@@ -224,7 +225,7 @@ func (st *inspection) scan() {
 	r := st.report
 	seqs := map[uint64]bool{}
 	var committed uint64 = 1
-	scanAll(st.db, func(k, v []byte) {
+	scanAll(st.db, st.fs, st.report.Dir, func(k, v []byte) {
 		if len(k) == 0 {
 			return
 		}
@@ -332,11 +333,16 @@ func (st *inspection) resyncDamage() bool {
 }
 
 // scanAll calls fn for every key in db, in order. A read error is reported with
-// the key range it spans (the SST holding the key after the last good one) and
-// the scan goes on after that SST, so one bad block does not hide the rest.
-func scanAll(db *pebble.DB, fn func(k, v []byte), bad func(KeyError)) {
+// the key range it spans and the scan goes on after it, so one bad block does not
+// hide the rest: the range is the data block of the SST (in dir on fs) that holds
+// the key after the last good one, found from the SST's index; if that index
+// cannot be read, or that block reads fine (the damage is elsewhere), it is the
+// whole SST. The scan resumes at a lower bound through the merged iterator, so
+// keys of other levels after the range are read; those of other files inside
+// the range are skipped with it (a DB iterator cannot leave one file out).
+func scanAll(db *pebble.DB, fs vfs.FS, dir string, fn func(k, v []byte), bad func(KeyError)) {
 	var lower []byte
-	for round := 0; round < 1000; round++ {
+	for round := 0; round < 100000; round++ {
 		var last []byte
 		err := func() (err error) {
 			defer recoverPebble(&err)
@@ -362,12 +368,13 @@ func scanAll(db *pebble.DB, fn func(k, v []byte), bad func(KeyError)) {
 		if err == nil {
 			return
 		}
-		// The damage lies after last: find the SST it is in and go on past it.
+		// The damage lies after last: find the SST and its block it is in and
+		// go on past it.
 		probe := append(slices.Clone(last), 0)
 		if last == nil {
 			probe = lower
 		}
-		file, smallest, to := sstAfter(db, probe)
+		file, smallest, to := sstAfter(db, fs, dir, probe)
 		if bytes.Compare(smallest, probe) > 0 {
 			probe = smallest
 		}
@@ -388,8 +395,11 @@ func closeIter(it *pebble.Iterator) (err error) {
 }
 
 // sstAfter is the SST whose key range holds key, or else the first one after it,
-// and its largest user key.
-func sstAfter(db *pebble.DB, key []byte) (file string, smallest, largest []byte) {
+// and the key range of its damaged data block that holds key or the first key
+// after it: from the key after the previous block's separator to the block's
+// separator. If the SST's index cannot be read or that block reads fine, the
+// range is the SST's own (smallest and largest user keys).
+func sstAfter(db *pebble.DB, fs vfs.FS, dir string, key []byte) (file string, smallest, largest []byte) {
 	levels, err := db.SSTables()
 	if err != nil {
 		return "", nil, nil
@@ -410,7 +420,22 @@ func sstAfter(db *pebble.DB, key []byte) (file string, smallest, largest []byte)
 	if best == nil {
 		return "", nil, nil
 	}
-	return fmt.Sprintf("%06d.sst", best.FileNum), slices.Clone(best.Smallest.UserKey), slices.Clone(best.Largest.UserKey)
+	file = fmt.Sprintf("%06d.sst", best.FileNum)
+	smallest, largest = slices.Clone(best.Smallest.UserKey), slices.Clone(best.Largest.UserKey)
+	if fs == nil || best.Virtual {
+		return file, smallest, largest
+	}
+	lo, hi, err := damagedBlock(fs, fs.PathJoin(dir, fmt.Sprintf("%06d.sst", best.BackingSSTNum)), key)
+	if err != nil {
+		return file, smallest, largest
+	}
+	if bytes.Compare(lo, smallest) > 0 {
+		smallest = lo
+	}
+	if bytes.Compare(hi, largest) < 0 {
+		largest = hi
+	}
+	return file, smallest, largest
 }
 
 // SalvageReport says what Salvage kept and what it recorded lost.
@@ -469,7 +494,7 @@ func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
 		return nil, fmt.Errorf("eventlog: salvage %s: %w", dir, err)
 	}
 	b := ndb.NewBatch()
-	scanAll(st.db, func(k, v []byte) {
+	scanAll(st.db, st.fs, st.report.Dir, func(k, v []byte) {
 		_ = b.Set(k, v, nil)
 		out.Keys++
 		if b.Len() > 4<<20 {
