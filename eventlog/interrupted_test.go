@@ -3,24 +3,11 @@ package eventlog
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/gale-stream/gale/event"
 )
-
-func appendN(t *testing.T, l *Log, prefix string, n int) {
-	t.Helper()
-	for i := range n {
-		e := event.Event{ID: fmt.Sprintf("%s-%d", prefix, i), Source: "s", Type: "t", Payload: []byte(`{"n":1}`)}
-		if err := l.Append(context.Background(), &event.Record{ReceivedAt: time.Now().UnixNano(), Event: e, Hash: e.Hash()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // A salvage killed between moving the damaged store aside and moving its copy in
 // leaves no log at dir. Before, Open made a fresh empty log there and gave out
@@ -35,7 +22,7 @@ func TestInterruptedSalvageIsFinishedNotStartedOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, l, "kept", 3)
+	appendEach(t, l, "kept", 3)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,16 +38,12 @@ func TestInterruptedSalvageIsFinishedNotStartedOver(t *testing.T) {
 	if err != nil || !rep.Finished {
 		t.Fatalf("second salvage: %+v %v, want it to finish the first", rep, err)
 	}
-	l, err = Open(Options{Dir: "data", FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l = openT(t, fs)
 	defer l.Close()
 	if d := l.Durable(); d != 3 {
 		t.Fatalf("durable %d after finishing the salvage, want 3", d)
 	}
-	e := event.Event{ID: "new", Source: "s", Type: "t", Payload: []byte(`{}`)}
-	r := &event.Record{ReceivedAt: time.Now().UnixNano(), Event: e, Hash: e.Hash()}
+	r := rec("new")
 	if err := l.Append(context.Background(), r); err != nil || r.Seq != 4 {
 		t.Fatalf("next append: seq %d %v, want 4", r.Seq, err)
 	}
@@ -79,9 +62,5 @@ func TestOpenRefusesANewLogBesideDamagedStores(t *testing.T) {
 	if err := fs.RemoveAll("data.damaged-20261201T000000Z"); err != nil {
 		t.Fatal(err)
 	}
-	l, err := Open(Options{Dir: "data", FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = l.Close()
+	_ = openT(t, fs).Close()
 }

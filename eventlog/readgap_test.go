@@ -3,7 +3,6 @@ package eventlog
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -20,52 +19,25 @@ import (
 // `gale sink rebuild` stopped at the gap and reported nothing missing.
 func TestReadStepsOverALostRangeWiderThanMax(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	l, err := Open(Options{Dir: "data", FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openT(t, fs)
 	const lostN = 600 // one group commit: one WAL batch, lost whole
 	recs := make([]*event.Record, lostN)
 	for i := range recs {
-		e := event.Event{ID: fmt.Sprintf("bulk-%d", i), Source: "s", Type: "t", Payload: []byte(`{"n":1}`)}
-		recs[i] = &event.Record{ReceivedAt: time.Now().UnixNano(), Event: e, Hash: e.Hash()}
+		recs[i] = rec(fmt.Sprintf("bulk-%d", i))
 	}
 	if err := l.Append(context.Background(), recs...); err != nil {
 		t.Fatal(err)
 	}
-	after := event.Event{ID: "after", Source: "s", Type: "t", Payload: []byte(`{"n":2}`)}
-	if err := l.Append(context.Background(), &event.Record{ReceivedAt: time.Now().UnixNano(), Event: after, Hash: after.Hash()}); err != nil {
-		t.Fatal(err)
-	}
+	appendEach(t, l, "after", 1)
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
 	_ = l.Close()
 
-	names, _ := crashed.List("data")
-	var wal string
-	for _, n := range names {
-		if strings.HasSuffix(n, ".log") && n > wal {
-			wal = n
-		}
-	}
-	wal = crashed.PathJoin("data", wal)
-	f, err := crashed.Open(wal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(f)
-	f.Close()
-	b[len(b)/3] ^= 1 // inside the big batch
-	w, _ := crashed.Create(wal, vfs.WriteCategoryUnspecified)
-	_, _ = w.Write(b)
-	_ = w.Sync()
-	_ = w.Close()
+	wal := newestWAL(t, crashed, "data")
+	flipBit(t, crashed, wal, int64(len(readAll(t, crashed, wal))/3)) // inside the big batch
 	if _, err := Salvage("data", crashed, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	l, err = Open(Options{Dir: "data", FS: crashed})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l = openT(t, crashed)
 	defer l.Close()
 	lost := l.Lost()
 	if len(lost) != 1 || lost[0].From != 1 || lost[0].To != lostN {
@@ -75,9 +47,9 @@ func TestReadStepsOverALostRangeWiderThanMax(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Seq != lostN+1 || got[0].Event.ID != "after" {
+	if len(got) != 1 || got[0].Seq != lostN+1 || got[0].Event.ID != "after-0" {
 		t.Fatalf("Read(%d, 256) after a lost range of %d seqs = %d records %v, want seq %d (%q)",
-			l.Committed(), lostN, len(got), seqsOf(got), lostN+1, "after")
+			l.Committed(), lostN, len(got), seqsOf(got), lostN+1, "after-0")
 	}
 }
 
@@ -96,45 +68,20 @@ func seqsOf(recs []event.Record) []uint64 {
 // "nothing acknowledged" lost, and the next check called the log intact.
 func TestSalvageRecordsARecordLostBelowTheCommittedOffset(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	l, err := Open(Options{Dir: "data", FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 3; i++ {
-		e := event.Event{ID: fmt.Sprintf("unique-event-%d", i), Source: "s", Type: "t", Payload: []byte(`{"n":1}`)}
-		if err := l.Append(context.Background(), &event.Record{ReceivedAt: time.Now().UnixNano(), Event: e, Hash: e.Hash()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := openT(t, fs)
+	appendEach(t, l, "unique-event", 3)                   // seqs 1..3, ids unique-event-0..2
 	if err := l.Apply(&Write{Committed: 4}); err != nil { // all three processed
 		t.Fatal(err)
 	}
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
 	_ = l.Close()
 
-	names, _ := crashed.List("data")
-	var wal string
-	for _, n := range names {
-		if strings.HasSuffix(n, ".log") && n > wal {
-			wal = n
-		}
-	}
-	wal = crashed.PathJoin("data", wal)
-	f, err := crashed.Open(wal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(f)
-	f.Close()
-	at := strings.Index(string(b), "unique-event-2")
+	wal := newestWAL(t, crashed, "data")
+	at := strings.Index(string(readAll(t, crashed, wal)), "unique-event-1") // seq 2
 	if at < 0 {
 		t.Fatal("record 2 not found in the WAL")
 	}
-	b[at] ^= 1
-	w, _ := crashed.Create(wal, vfs.WriteCategoryUnspecified)
-	_, _ = w.Write(b)
-	_ = w.Sync()
-	_ = w.Close()
+	flipBit(t, crashed, wal, int64(at))
 
 	check, err := Check("data", crashed)
 	if err != nil {
@@ -147,10 +94,7 @@ func TestSalvageRecordsARecordLostBelowTheCommittedOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err = Open(Options{Dir: "data", FS: crashed})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l = openT(t, crashed)
 	defer l.Close()
 	lost := l.Lost()
 	if len(lost) != 1 || lost[0].From != 2 || lost[0].To != 2 {

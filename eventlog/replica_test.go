@@ -7,26 +7,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// rewriteFile replaces a file's bytes through fs with edit's result, synced.
-func rewriteFile(t *testing.T, fs vfs.FS, path string, edit func([]byte)) {
-	t.Helper()
-	b := readAll(t, fs, path)
-	edit(b)
-	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // lastBatchOffset is where the WAL's last batch starts.
 func lastBatchOffset(t *testing.T, fs vfs.FS, wal string) int64 {
 	t.Helper()

@@ -69,15 +69,12 @@ func readAll(t *testing.T, fs vfs.FS, path string) []byte {
 	return b
 }
 
-// flipBit flips one bit of the file at off, rewriting it through fs (synced, so a
-// crash clone keeps it).
-func flipBit(t *testing.T, fs vfs.FS, path string, off int64) {
+// rewriteFile replaces a file's content with edit's change of it, through fs
+// (synced, so a crash clone keeps it).
+func rewriteFile(t *testing.T, fs vfs.FS, path string, edit func([]byte)) {
 	t.Helper()
 	b := readAll(t, fs, path)
-	if off < 0 || off >= int64(len(b)) {
-		t.Fatalf("offset %d outside %s (%d bytes)", off, path, len(b))
-	}
-	b[off] ^= 0x10
+	edit(b)
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +88,17 @@ func flipBit(t *testing.T, fs vfs.FS, path string, off int64) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// flipBit flips one bit of the file at off.
+func flipBit(t *testing.T, fs vfs.FS, path string, off int64) {
+	t.Helper()
+	rewriteFile(t, fs, path, func(b []byte) {
+		if off < 0 || off >= int64(len(b)) {
+			t.Fatalf("offset %d outside %s (%d bytes)", off, path, len(b))
+		}
+		b[off] ^= 0x10
+	})
 }
 
 // walEnd is the length of the WAL's written part: Pebble preallocates and recycles
