@@ -73,12 +73,7 @@ func TestSalvagedLogListsLostAndCommitsPastThem(t *testing.T) {
 	if code != 200 || a.Seq != 6 || a.Status != Processed {
 		t.Fatalf("new event after salvage: %d %s, want PROCESSED at seq 6", code, body)
 	}
-	for i := 0; r.svc.Stats().Committed != 7; i++ {
-		if i > 5000 {
-			t.Fatalf("committed offset stuck at %d, want 7 (past the lost seq 3)", r.svc.Stats().Committed)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the committed offset to reach 7 (past the lost seq 3)", func() bool { return r.svc.Stats().Committed == 7 })
 	for _, i := range []int{1, 2, 4, 5} { // every record but the lost one
 		id := fmt.Sprintf("event-number-%d", i)
 		if applied, _ := r.sink.count(id); applied != 1 {

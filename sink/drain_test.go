@@ -46,9 +46,5 @@ func TestStopDrainsAPartialBatch(t *testing.T) {
 // waitSinkExecuted waits until the sink has executed n inputs.
 func waitSinkExecuted(t *testing.T, rt *runtime.Runtime, n uint64) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); rt.Stats().Components["sink"].Executed < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for the sink to execute %d inputs", n)
-		}
-	}
+	waitFor(t, fmt.Sprintf("the sink to execute %d inputs", n), func() bool { return rt.Stats().Components["sink"].Executed >= n })
 }
