@@ -388,6 +388,7 @@ func (b *boltExec) run() {
 				b.stop()
 				return
 			}
+			rt.queued[b.e.task].n.Add(-int64(len(batch)))
 			b.executeBatch(batch, false)
 			if stopping {
 				b.drainIfIdle()

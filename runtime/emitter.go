@@ -172,7 +172,7 @@ func (e *emitter) enqueue(ctx context.Context, task int, t *tuple.Tuple) {
 }
 
 func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
-	if e.rt.transport.TrySendTuples(task, b) {
+	if e.trySend(task, b) {
 		return
 	}
 	// The queue is full: the time blocked here is backpressure (Stats adds the time
@@ -185,7 +185,11 @@ func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
 	e.bp.mu.Lock()
 	e.bp.since = start
 	e.bp.mu.Unlock()
+	n := int64(len(b)) // the batch is the transport's once sent
 	err := e.rt.transport.SendTuples(ctx, task, b)
+	if err == nil {
+		e.rt.queued[task].n.Add(n)
+	}
 	e.bp.mu.Lock()
 	e.bp.total += e.rt.nanotime() - start // read under mu: Stats never sees the total shrink
 	e.bp.since = 0
@@ -195,6 +199,16 @@ func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
 		// are failed by the message timeout of a restarted source.
 		e.stats.dropped += uint64(len(b))
 	}
+}
+
+// trySend is TrySendTuples, counting the batch into the target's queue depth.
+func (e *emitter) trySend(task int, b []*tuple.Tuple) bool {
+	n := int64(len(b))
+	if !e.rt.transport.TrySendTuples(task, b) {
+		return false
+	}
+	e.rt.queued[task].n.Add(n)
+	return true
 }
 
 // ackMsg queues an acker message, coalescing consecutive acks of the same tree: a bolt
@@ -253,7 +267,7 @@ func (e *emitter) flushHeld() {
 	kept := e.dirty[:0]
 	for _, task := range e.dirty {
 		b := e.batches[task]
-		if len(b) > 0 && !e.rt.transport.TrySendTuples(task, b) {
+		if len(b) > 0 && !e.trySend(task, b) {
 			kept = append(kept, task)
 			continue
 		}

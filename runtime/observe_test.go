@@ -348,3 +348,37 @@ func TestBlockedInSendNamedAsHolder(t *testing.T) {
 		return names["up"] && names["down"]
 	})
 }
+
+// TestQueueDepthCountsTuples: a bolt's queue depth is in tuples, not batches. With
+// batches of 3, a queue of 2 batches and the bolt stuck in its first input, 6 tuples
+// wait (it said 2, the batches, before).
+func TestQueueDepthCountsTuples(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	rec := newRecorder()
+	calls := 0
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout {
+		return &listSpout{rec: rec, onNext: func(out topology.SpoutCollector) {
+			if calls < 4 { // 4 full batches, each sent as it fills
+				calls++
+				for i := range 3 {
+					_ = out.Emit(tuple.Values{calls*10 + i}, nil)
+				}
+			}
+		}}
+	}, 1).Output("id")
+	b.SetBolt("down", bolt(func(*fnBolt, *tuple.Tuple) { <-release }), 1).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.BatchSize, cfg.ReceiveQueue = 3, 6 // room for 2 batches
+	rt := start(t, mustBuild(t, b), cfg)
+	depth := func() int { return rt.Stats().Components["down"].QueueDepth }
+	waitUntil(t, "6 tuples queued", func() bool { return depth() == 6 })
+	free()
+	waitUntil(t, "the queue emptied and every tuple executed", func() bool {
+		c := rt.Stats().Components["down"]
+		return c.QueueDepth == 0 && c.Executed == 12
+	})
+}

@@ -46,6 +46,9 @@ type Runtime struct {
 	spouts []*spoutExec
 	bolts  []*boltExec
 	ackers []*ackerExec
+	// queued[task] counts the tuples sent to task's input queue and not yet taken
+	// by it (Stats' QueueDepth): the transport's queue counts batches.
+	queued []queuedTuples
 
 	// consumersOf[task] lists the tasks fed by task; producersLeft[task] counts the
 	// producer tasks of task still running (its queue closes when it reaches 0).
@@ -66,6 +69,13 @@ type Runtime struct {
 }
 
 func (r *Runtime) nanotime() int64 { return int64(time.Since(r.epoch)) }
+
+// queuedTuples is one task's queue depth in tuples, on a cache line of its own:
+// its senders and its task each add to it once per batch.
+type queuedTuples struct {
+	n atomic.Int64
+	_ [56]byte
+}
 
 // Start validates cfg, creates every task (calling Open and Prepare, which get ctx)
 // and starts them. If an Open or Prepare fails, the tasks already made are closed and
@@ -109,6 +119,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		}
 	}
 	r.numTasks = next - 1
+	r.queued = make([]queuedTuples, next)
 	r.compOfTask = make([]*topology.Component, next)
 	for _, c := range topo.Components {
 		for _, t := range r.tasksOf[c.ID] {
@@ -451,7 +462,8 @@ func (r *Runtime) Stats() Stats {
 	for _, b := range r.bolts {
 		cs, ts := s.Components[b.e.comp.ID], b.e.taskEntry()
 		b.e.snapshot(ts)
-		ts.QueueDepth = len(b.tuples)
+		// A batch may be taken just before its sender counts it in: never below 0.
+		ts.QueueDepth = int(max(r.queued[b.e.task].n.Load(), 0))
 		cs.add(ts)
 	}
 	s.Acker.Tasks = len(r.ackers)

@@ -68,8 +68,8 @@ type ComponentStats struct {
 	SkippedMaxSpout time.Duration
 	// Backpressure: time spent blocked sending to a full queue.
 	Backpressure time.Duration
-	// QueueDepth (bolts): batches waiting in the input queues now (each holds up to
-	// Config.BatchSize tuples).
+	// QueueDepth (bolts): tuples waiting in the input queues now (sent to the task
+	// and not yet taken by it).
 	QueueDepth int
 	// Task is the task id of a per-task entry, 0 for a component total.
 	Task int
