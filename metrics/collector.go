@@ -38,7 +38,8 @@ type Collector struct {
 }
 
 type descs struct {
-	emitted, transferred, acked, failed, timedOut, late, executed          *prometheus.Desc
+	emitted, transferred, timedOut, late, executed                         *prometheus.Desc
+	spoutAcked, spoutFailed, boltAcked, boltFailed                         *prometheus.Desc
 	execLat, procLat, completeLat                                          *prometheus.Desc
 	capacity, pending, skipped, backpressure, queueDepth, errors, misuse   *prometheus.Desc
 	ackerPending, ackerCompleted, ackerFailed, ackerExpired, ackerOrphans  *prometheus.Desc
@@ -56,10 +57,14 @@ func NewCollector(topo string, src Source, started time.Time, hist *History, lin
 		return prometheus.NewDesc("gale_"+name, help, labels, cl)
 	}
 	c.d = descs{
-		emitted:        d("emitted_total", "Emit calls (Storm's Emitted).", task...),
-		transferred:    d("transferred_total", "Tuples sent to consumer tasks (Storm's Transferred).", task...),
-		acked:          d("acked_total", "Spout: tuple trees completed. Bolt: inputs acked (Storm's Acked).", task...),
-		failed:         d("failed_total", "Spout: trees failed explicitly (timeouts are in gale_spout_timed_out_total). Bolt: inputs failed.", task...),
+		emitted:     d("emitted_total", "Emit calls (Storm's Emitted).", task...),
+		transferred: d("transferred_total", "Tuples sent to consumer tasks (Storm's Transferred).", task...),
+		// Storm's Acked and Failed count trees for a spout and inputs for a bolt:
+		// two names, so that a sum over components adds like to like.
+		spoutAcked:     d("spout_acked_total", "Tuple trees completed (Storm's spout Acked).", task...),
+		spoutFailed:    d("spout_failed_total", "Tuple trees failed explicitly (Storm's spout Failed; timeouts are in gale_spout_timed_out_total).", task...),
+		boltAcked:      d("bolt_acked_total", "Inputs acked (Storm's bolt Acked).", task...),
+		boltFailed:     d("bolt_failed_total", "Inputs failed (Storm's bolt Failed).", task...),
 		timedOut:       d("spout_timed_out_total", "Spout trees failed because the message timeout passed.", task...),
 		late:           d("spout_late_outcomes_total", "Acker outcomes that reached the spout after it had timed the tree out (late acks; ignored).", task...),
 		executed:       d("bolt_executed_total", "Execute calls (Storm's Executed; ticks not counted).", task...),
@@ -71,7 +76,7 @@ func NewCollector(topo string, src Source, started time.Time, hist *History, lin
 		pending:        d("spout_pending_trees", "Spout trees in flight now.", task...),
 		skipped:        d("spout_skipped_max_spout_seconds_total", "Time NextTuple was not called because max spout pending was reached (Storm's __skipped-max-spout-ms).", task...),
 		backpressure:   d("backpressure_seconds_total", "Time blocked sending to a full queue.", task...),
-		queueDepth:     d("bolt_queue_depth_batches", "Batches waiting in the task's input queue now.", task...),
+		queueDepth:     d("bolt_queue_depth_tuples", "Tuples waiting in the task's input queue now.", task...),
 		errors:         d("errors_total", "Errors reported (ReportError) and panics recovered.", task...),
 		misuse:         d("misuse_total", "API misuse reported, by kind (double ack, anchoring to an acked tuple, ...).", "component", "kind"),
 		ackerPending:   d("acker_pending_trees", "Trees the acker tasks are tracking now (their init has arrived)."),
@@ -122,11 +127,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			l := []string{id, strconv.Itoa(t.Task)}
 			counter(c.d.emitted, float64(t.Emitted), l...)
 			counter(c.d.transferred, float64(t.Transferred), l...)
-			counter(c.d.acked, float64(t.Acked), l...)
-			counter(c.d.failed, float64(t.Failed), l...)
 			counter(c.d.backpressure, t.Backpressure.Seconds(), l...)
 			counter(c.d.errors, float64(t.Errors), l...)
 			if comp.Spout {
+				counter(c.d.spoutAcked, float64(t.Acked), l...)
+				counter(c.d.spoutFailed, float64(t.Failed), l...)
 				counter(c.d.timedOut, float64(t.TimedOut), l...)
 				counter(c.d.late, float64(t.LateOutcomes), l...)
 				gauge(c.d.pending, float64(t.Pending), l...)
@@ -134,6 +139,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				histogram(ch, c.d.completeLat, t.CompleteLatency, l)
 				continue
 			}
+			counter(c.d.boltAcked, float64(t.Acked), l...)
+			counter(c.d.boltFailed, float64(t.Failed), l...)
 			counter(c.d.executed, float64(t.Executed), l...)
 			counter(c.d.executeSeconds, t.ExecuteTime.Seconds(), l...)
 			gauge(c.d.queueDepth, float64(t.QueueDepth), l...)

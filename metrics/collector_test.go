@@ -89,8 +89,10 @@ func TestCollectorExactCounts(t *testing.T) {
 	want := map[string]map[string]float64{
 		"gale_emitted_total":                  {"src": 1000, "fan": 2850, "sink": 0},
 		"gale_transferred_total":              {"src": 1000, "fan": 2850, "sink": 0},
-		"gale_acked_total":                    {"src": 950, "fan": 950, "sink": 2850},
-		"gale_failed_total":                   {"src": 50, "fan": 50, "sink": 0},
+		"gale_spout_acked_total":              {"src": 950},
+		"gale_spout_failed_total":             {"src": 50},
+		"gale_bolt_acked_total":               {"fan": 950, "sink": 2850},
+		"gale_bolt_failed_total":              {"fan": 50, "sink": 0},
 		"gale_spout_timed_out_total":          {"src": 0},
 		"gale_spout_pending_trees":            {"src": 0},
 		"gale_bolt_executed_total":            {"fan": 1000, "sink": 2850},
@@ -100,7 +102,7 @@ func TestCollectorExactCounts(t *testing.T) {
 		"gale_acker_completed_total":          {"": 950},
 		"gale_acker_failed_total":             {"": 50},
 		"gale_acker_pending_trees":            {"": 0},
-		"gale_bolt_queue_depth_batches":       {"fan": 0, "sink": 0},
+		"gale_bolt_queue_depth_tuples":        {"fan": 0, "sink": 0},
 		"gale_errors_total":                   {"src": 0, "fan": 0, "sink": 0},
 		"gale_lineage_trees":                  {"/failed_or_timed_out": 50, "/sampled": float64(rec.Stats().Sampled)},
 	}
@@ -143,14 +145,14 @@ func TestCollectorTimeoutsApart(t *testing.T) {
 	rt := run(t, c, cfg)
 	got := scrape(t, metrics.NewCollector("counted", rt, rt.Started(), nil, nil))
 	for name, v := range map[string]float64{
-		"gale_acked_total": 199, "gale_failed_total": 0, "gale_spout_timed_out_total": 1,
+		"gale_spout_acked_total": 199, "gale_spout_failed_total": 0, "gale_spout_timed_out_total": 1,
 	} {
 		if got[name]["src"] != v {
 			t.Errorf("%s{src} = %v, want %v", name, got[name]["src"], v)
 		}
 	}
 	// The sink executed every input but acked all but the two of root 7.
-	if got["gale_bolt_executed_total"]["sink"] != 400 || got["gale_acked_total"]["sink"] != 398 {
-		t.Errorf("sink executed %v acked %v, want 400 and 398", got["gale_bolt_executed_total"]["sink"], got["gale_acked_total"]["sink"])
+	if got["gale_bolt_executed_total"]["sink"] != 400 || got["gale_bolt_acked_total"]["sink"] != 398 {
+		t.Errorf("sink executed %v acked %v, want 400 and 398", got["gale_bolt_executed_total"]["sink"], got["gale_bolt_acked_total"]["sink"])
 	}
 }

@@ -139,7 +139,8 @@ func TestAPI(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		`gale_acked_total{component="src",task="1",topology="counted"} 949`,
+		`gale_spout_acked_total{component="src",task="1",topology="counted"} 949`,
+		`gale_bolt_acked_total{component="sink",task="3",topology="counted"} `,
 		`gale_spout_timed_out_total{component="src",task="1",topology="counted"} 1`,
 		`gale_bolt_process_latency_seconds_count{component="fan",task="2",topology="counted"} 1000`,
 	} {

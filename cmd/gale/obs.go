@@ -7,9 +7,11 @@ import (
 	"net"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/metrics"
 	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/ui"
 )
@@ -76,7 +78,12 @@ func (f *uiFlags) start(name string, rt *runtime.Runtime, stderr io.Writer) (*ui
 	if f.ln == nil {
 		return nil, nil
 	}
-	u, err := ui.New(ui.Options{Name: name, Runtime: rt, Token: f.token})
+	reg := prometheus.NewRegistry()
+	if err := metrics.RegisterProcess(reg); err != nil {
+		f.ln.Close()
+		return nil, err
+	}
+	u, err := ui.New(ui.Options{Name: name, Runtime: rt, Token: f.token, Registry: reg})
 	if err != nil {
 		f.ln.Close()
 		return nil, err
