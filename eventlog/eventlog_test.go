@@ -317,3 +317,58 @@ func TestLookupAfterReopen(t *testing.T) {
 		t.Fatalf("Lookup after reopen: %+v %v %v", e, ok, err)
 	}
 }
+
+// TestStatsAndOnCommit: Stats count the records, their encoded bytes, the ids in the
+// dedupe index and the failed group commits, and OnCommit reports each group once,
+// with its error; a reopen counts the index's ids again.
+func TestStatsAndOnCommit(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var failing atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && strings.HasSuffix(op.Path, ".log") &&
+			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	commits := make(chan Commit, 10)
+	l, err := Open(Options{Dir: "data", FS: errorfs.Wrap(mem, inj), OnCommit: func(c Commit) { commits <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	size := 0
+	for _, group := range [][]*event.Record{{rec("a"), rec("b")}, {rec("c")}} {
+		if err := l.Append(ctx, group...); err != nil {
+			t.Fatal(err)
+		}
+		gsize := 0
+		for _, r := range group {
+			gsize += len(r.Encode(nil))
+		}
+		size += gsize
+		if c := <-commits; c.Records != len(group) || c.Bytes != gsize || c.Err != nil || c.Elapsed <= 0 {
+			t.Errorf("OnCommit got %+v, want %d records of %d bytes, no error, a positive time", c, len(group), gsize)
+		}
+	}
+	st := l.Stats()
+	if st.Commits != 2 || st.Records != 3 || st.Bytes != uint64(size) || st.IDs != 3 || st.CommitFailures != 0 || st.CommitTime <= 0 {
+		t.Errorf("Stats = %+v, want 2 commits, 3 records, %d bytes, 3 ids, no failures", st, size)
+	}
+	failing.Store(true)
+	if err := l.Append(ctx, rec("d")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append during a sync failure: %v", err)
+	}
+	if c := <-commits; c.Records != 1 || !errors.Is(c.Err, syscall.EIO) {
+		t.Errorf("OnCommit of the failed group got %+v, want 1 record and the EIO", c)
+	}
+	if st := l.Stats(); st.CommitFailures != 1 || st.IDs != 3 {
+		t.Errorf("after the failed sync Stats = %+v, want 1 commit failure and still 3 ids", st)
+	}
+	_ = l.Close()
+	l2 := openT(t, mem.CrashClone(vfs.CrashCloneCfg{}))
+	defer l2.Close()
+	if st := l2.Stats(); st.IDs != 3 || st.Records != 0 {
+		t.Errorf("after reopen Stats = %+v, want the 3 durable ids and no records committed yet", st)
+	}
+}

@@ -492,9 +492,15 @@ func TestDedupeWindowTrim(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	now.Add(int64(45 * time.Minute)) // old is 75 min old, young 45
+	if ids := r.log.Stats().IDs; ids != 2 {
+		t.Fatalf("dedupe index holds %d ids before the trim, want 2", ids)
+	}
 	n, err := r.svc.Trim()
 	if err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want 1", n, err)
+	}
+	if ids := r.log.Stats().IDs; ids != 1 {
+		t.Fatalf("dedupe index holds %d ids after trimming one, want 1", ids)
 	}
 	if code, _ := r.get("/v1/events/old"); code != 404 {
 		t.Fatalf("trimmed event: GET %d, want 404", code)
@@ -505,6 +511,9 @@ func TestDedupeWindowTrim(t *testing.T) {
 	code, _, b := r.post("/v1/events?ack=processed", ev("old", `{"again":true}`))
 	if a := decode[Answer](t, b); code != 200 || a.Duplicate || a.Status != Processed || a.Seq != 3 {
 		t.Fatalf("an id past the window is a new event: %d %s", code, b)
+	}
+	if ids := r.log.Stats().IDs; ids != 2 {
+		t.Fatalf("dedupe index holds %d ids after the id came back, want 2", ids)
 	}
 }
 
