@@ -158,10 +158,12 @@ func (h *handler) postEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := event.Parse(body)
 	if err != nil {
+		h.s.answered(&ev, lvl, FailedFinal)
 		writeAnswer(w, invalid(0, ev.ID, err))
 		return
 	}
 	a := answerOf(h.s.Submit(r.Context(), []event.Event{ev}, lvl, wait)[0])
+	h.s.answered(&ev, lvl, a.Status)
 	writeAnswer(w, a)
 }
 
@@ -196,11 +198,13 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if int64(len(cur)) > h.o.MaxEventBytes {
+			h.s.answered(&event.Event{}, lvl, FailedFinal)
 			answers = append(answers, invalid(n, "", fmt.Errorf("line %d: %d bytes, larger than the %d allowed for one event", n, len(cur), h.o.MaxEventBytes)))
 			continue
 		}
 		ev, err := event.Parse(cur)
 		if err != nil {
+			h.s.answered(&ev, lvl, FailedFinal)
 			answers = append(answers, invalid(n, ev.ID, fmt.Errorf("line %d: %w", n, err)))
 			continue
 		}
@@ -214,6 +218,7 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 	for i, res := range h.s.Submit(r.Context(), evs, lvl, wait) {
 		a := answerOf(res)
 		a.Line = lines[i]
+		h.s.answered(&evs[i], lvl, a.Status)
 		answers = append(answers, a)
 	}
 	// In line order, as sent.

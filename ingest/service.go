@@ -93,6 +93,7 @@ type Service struct {
 	flushMu   sync.Mutex    // one flush at a time, so documents land in order
 	closeOnce sync.Once
 	inflight  sync.WaitGroup // submissions under way, so Close can answer them all
+	counts    counts         // for metrics (counts.go)
 
 	stop, stopped chan struct{}
 }
@@ -211,6 +212,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	}
 	now := s.now()
 	var recs []*event.Record
+	var srcs []*sourceCounts                 // recs' sources' counters
 	recOf := make([]*event.Record, len(evs)) // non-nil: a new event, and its record
 	// One lock for the decision: an id leaves memory only once its record is
 	// durable (then the index knows it), so "not held, and not in the index"
@@ -237,8 +239,12 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 		case Fresh:
 			recOf[i] = &event.Record{ReceivedAt: now, Hash: hashes[i], Event: evs[i]}
 			recs = append(recs, recOf[i])
+			sc := s.counts.source(evs[i].Source)
+			sc.status[Accepted].Add(1)
+			srcs = append(srcs, sc)
 			res[i] = Result{Status: st}
 		case Duplicate:
+			s.counts.dups.Add(1)
 			res[i] = Result{Status: st, Duplicate: true}
 		case Conflict:
 			res[i] = Result{Status: st, Err: fmt.Errorf("%w: stored %s, this request %s",
@@ -252,11 +258,13 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	if len(recs) > 0 {
 		if err := s.log.Submit(recs, func(err error) {
 			s.appended(recs, err)
+			s.counts.persisted(srcs, err)
 			appendErr = err
 			close(appended)
 		}); err != nil {
 			// Refused at once (overloaded, failed, closed): not even ACCEPTED.
 			s.appended(recs, err)
+			s.counts.persisted(srcs, err)
 			appendErr, refused = err, err
 			close(appended)
 		}
@@ -596,6 +604,7 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 		s.mu.Unlock()
 		return st, err
 	}
+	s.counts.event(&nrec.Event, Persisted)
 	s.mu.Lock()
 	st, _ = s.tr.Persisted(s.now(), id, nrec.Seq, nrec.Generation)
 	s.docs[id] = st

@@ -299,6 +299,7 @@ func (s *Service) processed(rec *event.Record) {
 		s.offsets.Done(rec.Seq) // its tree is over either way: never stall the offset
 		return
 	}
+	s.counts.event(&rec.Event, Processed)
 	s.unsynced[rec.Event.ID] = true
 	s.docs[rec.Event.ID] = st
 	if st.Generation > 0 {
@@ -326,6 +327,7 @@ func (s *Service) failed(rec *event.Record, reason string) (retryAt int64, final
 	if final {
 		s.deadLetterLocked(rec, st)
 	} else {
+		s.counts.source(rec.Event.Source).attemptFailures.Add(1)
 		s.cfg.Logger.Info("event attempt failed; retrying", "event_id", rec.Event.ID, "attempt", st.Attempts,
 			"retry_in", time.Duration(retryAt-now), "reason", reason)
 	}
@@ -392,6 +394,7 @@ func (s *Service) startRecovered(recs []event.Record) error {
 // both are durable, and its seq is finished (s.mu held).
 func (s *Service) deadLetterLocked(rec *event.Record, st EventStatus) {
 	id := rec.Event.ID
+	s.counts.event(&rec.Event, FailedFinal)
 	s.docs[id] = st
 	s.unsynced[id] = true
 	s.dead[id] = true
