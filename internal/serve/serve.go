@@ -112,7 +112,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			}
 		}
 	}()
-	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger})
+	commits := newCommitMetrics()
+	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: commits.observe})
 	if errors.Is(err, syscall.EAGAIN) || (err != nil && strings.Contains(err.Error(), "lock held")) {
 		return nil, fmt.Errorf("serve: the log in %s is locked: is another gale using --data %s? (%w)", filepath.Join(o.DataDir, "log"), o.DataDir, err)
 	}
@@ -193,14 +194,15 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if name == "" {
 		name = "events"
 	}
-	// One registry for /metrics: the topology's collector (ui adds it), the log's
-	// and the sink's.
+	// One registry for /metrics: the topology's collector (ui adds it), the
+	// process's, the log's, the ingest path's, HTTP's and the sink's.
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newLogCollector(s.Log)); err != nil {
-		return nil, fmt.Errorf("serve: registering the log's metrics: %w", err)
-	}
-	if err := registerSinkMetrics(reg, s.SinkHealth, s.SinkCounters); err != nil {
+	if err := registerMetrics(reg, s, commits); err != nil {
 		return nil, err
+	}
+	httpm, err := newHTTPMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("serve: registering the HTTP metrics: %w", err)
 	}
 	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Token: o.UIToken, Registry: reg}); err != nil {
 		return nil, err
@@ -229,7 +231,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	mux.Handle("/ui/", http.StripPrefix("/ui", s.UI))
 	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("/metrics", s.UI)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	s.http = &http.Server{Handler: httpm.wrap(mux), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	hctx, stopHist := context.WithCancel(context.Background())
 	s.stopHist, s.histDone = stopHist, make(chan struct{})
