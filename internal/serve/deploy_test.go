@@ -15,6 +15,7 @@ import (
 const (
 	dashboardFile = "../../deploy/grafana/gale.json"
 	rulesFile     = "../../deploy/prometheus/gale-alerts.yml"
+	rulesTestFile = "../../deploy/prometheus/gale-alerts_test.yml"
 )
 
 // alertRules is the part of a Prometheus rules file the tests read.
@@ -149,12 +150,16 @@ func promtool(t *testing.T) string {
 	return p
 }
 
-// TestPromtoolChecksRulesAndServeMetrics: promtool accepts the alert rules and
-// lints a real scrape of gale serve without a complaint.
+// TestPromtoolChecksRulesAndServeMetrics: promtool accepts the alert rules, their
+// unit tests pass, and it lints a real scrape of gale serve without a complaint.
 func TestPromtoolChecksRulesAndServeMetrics(t *testing.T) {
 	bin := promtool(t)
 	if out, err := exec.Command(bin, "check", "rules", rulesFile).CombinedOutput(); err != nil {
 		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
+	// The rules' unit tests: each alert fires on the series it is for, and not before its for:.
+	if out, err := exec.Command(bin, "test", "rules", rulesTestFile).CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
 	}
 	text, _ := scrape(t, trafficServe(t).URL())
 	cmd := exec.Command(bin, "check", "metrics")
