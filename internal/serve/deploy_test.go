@@ -2,8 +2,10 @@ package serve
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -151,7 +153,8 @@ func promtool(t *testing.T) string {
 }
 
 // TestPromtoolChecksRulesAndServeMetrics: promtool accepts the alert rules, their
-// unit tests pass, and it lints a real scrape of gale serve without a complaint.
+// unit tests pass, the dashboard's queries parse, and it lints a real scrape of
+// gale serve without a complaint.
 func TestPromtoolChecksRulesAndServeMetrics(t *testing.T) {
 	bin := promtool(t)
 	if out, err := exec.Command(bin, "check", "rules", rulesFile).CombinedOutput(); err != nil {
@@ -160,6 +163,22 @@ func TestPromtoolChecksRulesAndServeMetrics(t *testing.T) {
 	// The rules' unit tests: each alert fires on the series it is for, and not before its for:.
 	if out, err := exec.Command(bin, "test", "rules", rulesTestFile).CombinedOutput(); err != nil {
 		t.Errorf("promtool test rules: %v\n%s", err, out)
+	}
+	// The dashboard's queries parse: each, with Grafana's variables given values,
+	// as a recording rule that promtool checks.
+	var rec strings.Builder
+	rec.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	for i, e := range dashboardExprs(t) {
+		q, _ := json.Marshal(vars.Replace(e)) // a JSON string is a YAML string
+		fmt.Fprintf(&rec, "      - record: gale:dashboard:%d\n        expr: %s\n", i, q)
+	}
+	recFile := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(recFile, []byte(rec.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "check", "rules", recFile).CombinedOutput(); err != nil {
+		t.Errorf("the dashboard's queries: promtool check rules: %v\n%s", err, out)
 	}
 	text, _ := scrape(t, trafficServe(t).URL())
 	cmd := exec.Command(bin, "check", "metrics")
