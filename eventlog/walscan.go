@@ -209,6 +209,12 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 			p = q
 			continue
 		}
+		// Any later chunk's promise counts, as in Pebble's read-ahead: the first
+		// chunk after a group can carry the offset synced before that group's
+		// sync returned (group commits are pipelined).
+		for i := range damage {
+			damage[i].Synced = damage[i].Synced || c.syncOff > uint64(damage[i].Offset)
+		}
 		if pending != nil {
 			if c.syncOff > uint64(pending.Offset) {
 				pending.Synced = true
