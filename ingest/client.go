@@ -18,6 +18,15 @@ import (
 type Client struct {
 	URL  string // base URL, e.g. http://127.0.0.1:8080
 	HTTP *http.Client
+	// Token, if set, is sent as Authorization: Bearer (a token of the server's
+	// --tokens file with the scopes the calls need: write:SOURCE, read).
+	Token string
+}
+
+func (c *Client) authorize(req *http.Request) {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 }
 
 func (c *Client) http() *http.Client {
@@ -52,6 +61,7 @@ func (c *Client) Send(ctx context.Context, evs []event.Event, level Level, wait 
 		return nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/x-ndjson")
+	c.authorize(req)
 	// The batch is idempotent (event ids), and saying so lets net/http resend it on
 	// a fresh connection when a kept-alive one was closed under it (a server
 	// shutting down closes idle connections as a request may be on its way).
@@ -90,6 +100,7 @@ func (c *Client) Status(ctx context.Context, id string) (st EventStatus, found b
 	if err != nil {
 		return st, false, err
 	}
+	c.authorize(req)
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return st, false, fmt.Errorf("ingest client: %w", err)

@@ -22,6 +22,16 @@ type HTTPOptions struct {
 	MaxEventBytes int64
 	// MaxBatchBytes caps the body of POST /v1/events:batch (default 16 MiB).
 	MaxBatchBytes int64
+	// MaxBatchLines caps the events of one batch (default 10,000): 413 beyond, for
+	// the whole batch, as a body too large.
+	MaxBatchLines int
+	// Admit, when set, is asked about the parsed events of a write before they are
+	// submitted (the access guard: the sources a token may write, rate limits). It
+	// returns nil to admit all, or one error per event: nil admits that one, an error
+	// refuses it alone with the status its HTTPStatus() int gives (default 403),
+	// FAILED_RETRYABLE for 429 and 503 (Retry-After from its RetryAfter()
+	// time.Duration), else FAILED_FINAL.
+	Admit func(r *http.Request, evs []event.Event) []error
 	// Ready, when set, is consulted by /readyz besides the service (e.g. the
 	// topology is running).
 	Ready func() error
@@ -41,13 +51,18 @@ type HTTPOptions struct {
 // "duplicate": true), 202 ACCEPTED, 400 invalid (FAILED_FINAL, naming the field), 409
 // event_id reused with another payload, 413 too large, 422 FAILED_FINAL after max
 // attempts, 429 overloaded and 503 log failed or shutting down (FAILED_RETRYABLE,
-// with Retry-After).
+// with Retry-After); with HTTPOptions.Admit (ingest/access), 403 for an event whose
+// source the token may not write and 429 past a rate limit. The handler checks no
+// token, Origin or Content-Type itself: gale serve puts access.Guard in front.
 func (s *Service) Handler(o HTTPOptions) http.Handler {
 	if o.MaxEventBytes <= 0 {
 		o.MaxEventBytes = 1 << 20
 	}
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = 16 << 20
+	}
+	if o.MaxBatchLines <= 0 {
+		o.MaxBatchLines = DefaultMaxBatchLines
 	}
 	h := &handler{s: s, o: o}
 	mux := http.NewServeMux()
@@ -63,6 +78,10 @@ func (s *Service) Handler(o HTTPOptions) http.Handler {
 	mux.HandleFunc("GET /readyz", h.ready)
 	return mux
 }
+
+// DefaultMaxBatchLines is HTTPOptions.MaxBatchLines's default: a batch answer stays
+// about 1 MB, and one request's group commit bounded.
+const DefaultMaxBatchLines = 10000
 
 type handler struct {
 	s *Service
@@ -80,6 +99,7 @@ type Answer struct {
 	PayloadHash string `json:"payload_hash,omitempty"`
 	Error       string `json:"error,omitempty"`
 	code        int
+	retryAfter  time.Duration
 }
 
 func answerOf(r Result) Answer {
@@ -108,6 +128,31 @@ func answerOf(r Result) Answer {
 
 func invalid(line int, id string, err error) Answer {
 	return Answer{Line: line, EventID: id, Status: FailedFinal, Error: err.Error(), code: http.StatusBadRequest}
+}
+
+// refused is the answer for an event HTTPOptions.Admit did not let in.
+func refused(line int, id string, err error) Answer {
+	a := Answer{Line: line, EventID: id, Status: FailedFinal, Error: err.Error(), code: http.StatusForbidden}
+	var c interface{ HTTPStatus() int }
+	if errors.As(err, &c) {
+		a.code = c.HTTPStatus()
+	}
+	if a.code == http.StatusTooManyRequests || a.code == http.StatusServiceUnavailable {
+		a.Status = FailedRetryable
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) {
+			a.retryAfter = ra.RetryAfter()
+		}
+	}
+	return a
+}
+
+// admit asks HTTPOptions.Admit about evs; errs is nil when all are admitted.
+func (h *handler) admit(r *http.Request, evs []event.Event) []error {
+	if h.o.Admit == nil || len(evs) == 0 {
+		return nil
+	}
+	return h.o.Admit(r, evs)
 }
 
 func (h *handler) params(w http.ResponseWriter, r *http.Request) (Level, time.Duration, bool) {
@@ -162,6 +207,10 @@ func (h *handler) postEvent(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, invalid(0, ev.ID, err))
 		return
 	}
+	if errs := h.admit(r, []event.Event{ev}); errs != nil && errs[0] != nil {
+		writeAnswer(w, refused(0, ev.ID, errs[0]))
+		return
+	}
 	a := answerOf(h.s.Submit(r.Context(), []event.Event{ev}, lvl, wait)[0])
 	h.s.answered(&ev, lvl, a.Status)
 	writeAnswer(w, a)
@@ -186,6 +235,7 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 		evs     []event.Event
 		lines   []int
 		answers []Answer
+		events  int
 	)
 	for n, line := 1, body; len(line) > 0; n++ {
 		var cur []byte
@@ -196,6 +246,11 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(bytes.TrimSpace(cur)) == 0 {
 			continue
+		}
+		if events++; events > h.o.MaxBatchLines {
+			writeJSON(w, http.StatusRequestEntityTooLarge, Answer{Status: FailedFinal,
+				Error: fmt.Sprintf("batch of more than %d events (line %d): send at most %d per request", h.o.MaxBatchLines, n, h.o.MaxBatchLines)})
+			return
 		}
 		if int64(len(cur)) > h.o.MaxEventBytes {
 			h.s.answered(&event.Event{}, lvl, FailedFinal)
@@ -215,6 +270,17 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Answer{Status: FailedFinal, Error: "empty batch: send one JSON event per line"})
 		return
 	}
+	if errs := h.admit(r, evs); errs != nil {
+		kept, keptLines := evs[:0:0], lines[:0:0]
+		for i, err := range errs {
+			if err != nil {
+				answers = append(answers, refused(lines[i], evs[i].ID, err))
+			} else {
+				kept, keptLines = append(kept, evs[i]), append(keptLines, lines[i])
+			}
+		}
+		evs, lines = kept, keptLines
+	}
 	for i, res := range h.s.Submit(r.Context(), evs, lvl, wait) {
 		a := answerOf(res)
 		a.Line = lines[i]
@@ -224,18 +290,25 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 	// In line order, as sent.
 	sortAnswers(answers)
 	out := BatchAnswer{Results: answers, Counts: map[string]int{}}
-	allRetryable := true
+	allRetryable, sameCode := true, true
+	var retryAfter time.Duration
 	for _, a := range answers {
 		out.Counts[a.Status.String()]++
 		allRetryable = allRetryable && a.Status == FailedRetryable
+		sameCode = sameCode && a.code == answers[0].code
+		retryAfter = max(retryAfter, a.retryAfter)
 	}
 	code := http.StatusOK
 	if allRetryable {
 		code = answers[0].code
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfterHeader(retryAfter))
 	}
 	if len(evs) == 0 {
-		code = http.StatusBadRequest // every line is invalid
+		// No line went in: every one invalid (400), or all refused alike.
+		code = http.StatusBadRequest
+		if sameCode {
+			code = answers[0].code
+		}
 	}
 	writeBody(w, code, out.appendJSON(make([]byte, 0, 64+96*len(out.Results))))
 }
@@ -419,9 +492,14 @@ func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 
 func writeAnswer(w http.ResponseWriter, a Answer) {
 	if a.code == http.StatusTooManyRequests || a.code == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfterHeader(a.retryAfter))
 	}
 	writeJSON(w, a.code, a)
+}
+
+// retryAfterHeader is d in whole seconds, at least 1.
+func retryAfterHeader(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
