@@ -244,6 +244,7 @@ func ingestCmd() *cobra.Command {
 	var (
 		addr  string
 		level string
+		token string
 	)
 	c := &cobra.Command{
 		Use:   "ingest FILE.csv...",
@@ -262,7 +263,7 @@ Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason
 			o.level = lvl
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			c := &ingest.Client{URL: strings.TrimRight(addr, "/")}
+			c := &ingest.Client{URL: strings.TrimRight(addr, "/"), Token: token}
 			// Fail fast when nothing answers, rather than retrying every batch.
 			if resp, err := http.Get(c.URL + "/healthz"); err != nil {
 				return fmt.Errorf("no gale serve at %s: %w", c.URL, err)
@@ -283,6 +284,7 @@ Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason
 	}
 	c.Flags().StringVar(&addr, "url", "http://127.0.0.1:8080", "base URL of gale serve")
 	c.Flags().StringVar(&level, "ack", "processed", "ack level: accepted, persisted or processed")
+	c.Flags().StringVar(&token, "token", os.Getenv("GALE_TOKEN"), "bearer token for a gale serve with --tokens (scopes write:SOURCE and read; default $GALE_TOKEN)")
 	o.flags(c)
 	return c
 }

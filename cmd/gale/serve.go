@@ -51,9 +51,32 @@ func (f *serveFlags) register(c *cobra.Command, addr string) {
 	fl.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long to answer requests and drain trees before stopping")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr; debug logs failed and timed-out trees with their root ids)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
-	fl.StringVar(&f.o.UIToken, "ui-token", "", "require this token on the web UI (/ui/) and /metrics (Authorization: Bearer, or ?token=)")
+	fl.StringVar(&f.o.UIToken, "ui-token", "", "a token with the ui scope, for the web UI (/ui/) and /metrics (Authorization: Bearer, or ?token=); any token closes every route but the probes to requests without one")
 	fl.Float64Var(&f.lineageSample, "lineage-sample", lineage.DefaultConfig().Sample,
 		"fraction of tuple trees whose whole lineage is recorded (failed and timed-out trees are always recorded)")
+}
+
+// registerNetwork adds the flags of a server others reach: tokens, TLS, cross-site
+// checks and limits (gale serve only; gale orders serves itself on loopback).
+func (f *serveFlags) registerNetwork(c *cobra.Command) {
+	fl := c.Flags()
+	n := &f.o.Net
+	fl.StringVar(&n.TokensFile, "tokens", "", "tokens file: one a line, the token or sha256:<hex> of it, then its scopes (write:SOURCE, write:*, read, admin, ui); re-read on SIGHUP")
+	fl.StringSliceVar(&n.AllowOrigins, "allow-origin", nil, "browser Origins besides the server's own that may call it, e.g. https://app.example.com (others: 403)")
+	fl.StringSliceVar(&n.AllowHosts, "allow-host", nil, "Host header values answered, HOST:PORT or HOST for any port, * for any (default the listen address, localhost, 127.0.0.1, [::1], with the port)")
+	fl.BoolVar(&n.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --addr without any token: anyone who reaches it may write and read")
+	fl.StringVar(&n.TLSCert, "tls-cert", "", "TLS certificate (PEM) to serve HTTPS; re-read on SIGHUP")
+	fl.StringVar(&n.TLSKey, "tls-key", "", "TLS private key (PEM) of --tls-cert")
+	fl.StringVar(&n.TLSClientCA, "tls-client-ca", "", "require client certificates signed by this CA (PEM): mTLS")
+	fl.Float64Var(&n.RateLimit, "rate-limit", 0, "events per second per token (per source without tokens), answered 429 past it; 0: no limit")
+	fl.IntVar(&n.RateBurst, "rate-burst", 0, "events a token may send at once above --rate-limit (default the rate, at least 1)")
+	fl.IntVar(&n.MaxConns, "max-conns", 0, "connections served at once; more wait to be accepted (0: no cap)")
+	fl.DurationVar(&n.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time to read a request's headers")
+	fl.DurationVar(&n.ReadTimeout, "read-timeout", 60*time.Second, "time to read a whole request, body included")
+	fl.DurationVar(&n.IdleTimeout, "idle-timeout", 2*time.Minute, "how long a kept-alive connection may idle")
+	fl.Int64Var(&f.o.HTTP.MaxEventBytes, "max-event-bytes", 1<<20, "largest body of POST /v1/events, and line of a batch (413 beyond)")
+	fl.Int64Var(&f.o.HTTP.MaxBatchBytes, "max-batch-bytes", 16<<20, "largest body of POST /v1/events:batch (413 beyond)")
+	fl.IntVar(&f.o.HTTP.MaxBatchLines, "max-batch-lines", ingest.DefaultMaxBatchLines, "most events in one batch (413 beyond)")
 }
 
 func (f *serveFlags) options() (serve.Options, error) {
@@ -117,6 +140,10 @@ taken in, drains the topology and syncs before exiting.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Before Start: a SIGHUP's default action would end the process.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			s, err := serve.Start(context.Background(), o)
 			if errors.Is(err, eventlog.ErrDamaged) {
 				return fmt.Errorf("%w\nthe log is damaged: `gale log check --data %s` says what is intact; `gale log salvage --data %s` starts from it and records what is lost",
@@ -128,7 +155,13 @@ taken in, drains the topology and syncs before exiting.`,
 			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
 				o.Pipeline, o.DataDir, s.DB, s.URL())
 			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: web UI on %s/ui/, Prometheus metrics on %s/metrics\n", s.URL(), s.URL())
-			<-ctx.Done()
+			for ctx.Err() == nil {
+				select {
+				case <-hup:
+					_ = s.Reload() // logs what it reloaded, or why it kept the old
+				case <-ctx.Done():
+				}
+			}
 			fmt.Fprintln(cmd.ErrOrStderr(), "gale serve: shutting down: answering requests taken in, draining trees")
 			sctx, cancel := context.WithTimeout(context.Background(), f.shutdown)
 			defer cancel()
@@ -140,6 +173,7 @@ taken in, drains the topology and syncs before exiting.`,
 		},
 	}
 	f.register(c, "127.0.0.1:8080")
+	f.registerNetwork(c)
 	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
 	return c
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/gale-stream/gale/examples/events"
 	"github.com/gale-stream/gale/examples/orders"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/ingest/access"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/sink"
@@ -53,8 +54,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Lineage records tuple trees for the UI (default lineage.DefaultConfig()).
 	Lineage *lineage.Recorder
-	// UIToken, if set, protects /ui/ and /metrics.
+	// UIToken, if set, is a token with the ui scope (/ui/ and /metrics).
 	UIToken string
+	// Net: tokens, TLS, cross-site checks and limits.
+	Net NetOptions
 }
 
 // Server is a running gale serve.
@@ -74,6 +77,9 @@ type Server struct {
 
 	http     *http.Server
 	ln       net.Listener
+	bound    string // the listener's address
+	guard    *access.Guard
+	certs    *certs // nil without TLS
 	done     chan error
 	stopHist context.CancelFunc
 	histDone chan struct{}
@@ -99,11 +105,18 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.SinkURL == "" {
 		o.SinkURL = filepath.Join(o.DataDir, "sink.db")
 	}
+	// Tokens first: a bad tokens file or an open non-loopback address stops the
+	// start before anything is opened.
+	guard, err := newGuard(o)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("serve: data directory: %w", err)
 	}
 	// s stays valid for the cleanups below even when Start returns nil.
-	s := &Server{Options: o, SinkCounters: &sink.Counters{}, SinkHealth: sink.NewHealth(o.Logger), done: make(chan error, 1)}
+	s := &Server{Options: o, SinkCounters: &sink.Counters{}, SinkHealth: sink.NewHealth(o.Logger), done: make(chan error, 1),
+		guard: guard}
 	var closers []func()
 	defer func() {
 		if err != nil {
@@ -204,15 +217,20 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: registering the HTTP metrics: %w", err)
 	}
-	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Token: o.UIToken, Registry: reg}); err != nil {
+	if err := reg.Register(guard.Collector()); err != nil {
+		return nil, fmt.Errorf("serve: registering the refusal counter: %w", err)
+	}
+	// The guard checks the UI's token (the ui scope) with every other.
+	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Registry: reg}); err != nil {
 		return nil, err
 	}
 
-	s.ln, err = net.Listen("tcp", o.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
+	if err := s.listen(o); err != nil {
+		return nil, err
 	}
+	guard.AllowHosts(allowedHosts(o.Net, o.Addr, s.bound))
 	hopts := o.HTTP
+	hopts.Admit = guard.Admit
 	rt := s.Runtime
 	hopts.Ready = func() error {
 		select {
@@ -222,8 +240,6 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			return nil
 		}
 	}
-	// ReadTimeout bounds a body trickled in (a slow client holds memory and a
-	// request slot); 60 s carries a 16 MiB batch at ~300 KB/s.
 	// The ingest API at /v1/ and the probes, the operator's UI at /ui/, and the
 	// Prometheus metrics at /metrics, on one listener.
 	mux := http.NewServeMux()
@@ -231,8 +247,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	mux.Handle("/ui/", http.StripPrefix("/ui", s.UI))
 	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("/metrics", s.UI)
-	s.http = &http.Server{Handler: httpm.wrap(mux), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.http = httpServer(httpm.wrap(guard.Wrap(mux)), o.Net)
 	hctx, stopHist := context.WithCancel(context.Background())
 	s.stopHist, s.histDone = stopHist, make(chan struct{})
 	go func() { defer close(s.histDone); s.UI.History().Run(hctx, rt.Stats) }()
@@ -241,7 +256,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 }
 
 // URL is the base URL of the API.
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+func (s *Server) URL() string { return s.scheme() + s.bound }
 
 // Shutdown stops taking connections and answers every request already taken in
 // (bounded by ctx), then drains the topology (pending trees complete or are
