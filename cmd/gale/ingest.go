@@ -263,6 +263,9 @@ Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason
 			o.level = lvl
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if token == "" {
+				token = os.Getenv("GALE_TOKEN") // not the flag's default: --help would print it
+			}
 			c := &ingest.Client{URL: strings.TrimRight(addr, "/"), Token: token}
 			// Fail fast when nothing answers, rather than retrying every batch.
 			if resp, err := http.Get(c.URL + "/healthz"); err != nil {
@@ -284,7 +287,7 @@ Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason
 	}
 	c.Flags().StringVar(&addr, "url", "http://127.0.0.1:8080", "base URL of gale serve")
 	c.Flags().StringVar(&level, "ack", "processed", "ack level: accepted, persisted or processed")
-	c.Flags().StringVar(&token, "token", os.Getenv("GALE_TOKEN"), "bearer token for a gale serve with --tokens (scopes write:SOURCE and read; default $GALE_TOKEN)")
+	c.Flags().StringVar(&token, "token", "", "bearer token for a gale serve with --tokens (scopes write:SOURCE and read; default $GALE_TOKEN)")
 	o.flags(c)
 	return c
 }

@@ -73,6 +73,9 @@ type Token struct {
 	Where string
 }
 
+// compare is crypto/subtle's; a test counts its calls.
+var compare = subtle.ConstantTimeCompare
+
 // Set is the tokens a server knows. A nil or empty Set knows none.
 type Set struct {
 	tokens []Token
@@ -95,7 +98,7 @@ func (s *Set) Lookup(secret string) (*Token, bool) {
 	d := sha256.Sum256([]byte(secret))
 	found := -1
 	for i := range s.tokens {
-		if subtle.ConstantTimeCompare(d[:], s.tokens[i].Digest[:]) == 1 {
+		if compare(d[:], s.tokens[i].Digest[:]) == 1 {
 			found = i
 		}
 	}
