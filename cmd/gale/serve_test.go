@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -83,7 +82,7 @@ func freeAddr(t *testing.T) string {
 
 type child struct {
 	cmd    *exec.Cmd
-	stderr bytes.Buffer
+	stderr syncBuffer
 	url    string
 }
 

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a child's stderr, read by the test while the child writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func statusWith(t *testing.T, url, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+"/v1/lost", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// SIGHUP to a gale serve process re-reads its tokens file; a broken file is logged
+// and the tokens before it stay; the process keeps serving, and SIGTERM still stops
+// it cleanly.
+func TestSIGHUPReloadsTheTokensFile(t *testing.T) {
+	const a, b = "token-a-0123456789abcdef", "token-b-0123456789abcdef"
+	tokens := filepath.Join(t.TempDir(), "tokens.txt")
+	write := func(s string) {
+		if err := os.WriteFile(tokens+".tmp", []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tokens+".tmp", tokens); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a + " read\n")
+	c := startChild(t, "serve", "--data", t.TempDir(), "--addr", freeAddr(t), "--tokens", tokens, "--log-level", "info")
+	defer func() { _ = c.cmd.Process.Kill() }()
+	if got := [2]int{statusWith(t, c.url, a), statusWith(t, c.url, b)}; got != [2]int{200, 401} {
+		t.Fatalf("before SIGHUP: a %d, b %d", got[0], got[1])
+	}
+	write(b + " read\n")
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, "tokens reloaded")
+	if got := [2]int{statusWith(t, c.url, a), statusWith(t, c.url, b)}; got != [2]int{401, 200} {
+		t.Fatalf("after SIGHUP: a %d, b %d", got[0], got[1])
+	}
+	write(b + " read\n" + a + " reed\n")
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, "reload failed")
+	if log := c.stderr.String(); !strings.Contains(log, `tokens.txt:2: unknown scope \"reed\"`) || strings.Contains(log, a) || strings.Contains(log, b) {
+		t.Fatalf("the failed reload's log does not name the line, or shows a token:\n%s", log)
+	}
+	if got := statusWith(t, c.url, b); got != 200 {
+		t.Fatalf("after a failed reload: b %d", got)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("graceful stop: %v\n%s", err, c.stderr.String())
+	}
+}
+
+// waitFor polls the child's stderr (bounded) for s.
+func waitFor(t *testing.T, c *child, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.stderr.String(), s); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child never logged %q:\n%s", s, c.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
