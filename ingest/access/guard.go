@@ -357,7 +357,10 @@ func (g *Guard) refuse(w http.ResponseWriter, r *http.Request, e *Refusal, logAr
 		status = "FAILED_RETRYABLE"
 		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(e.Wait)))
 	}
-	b, _ := json.Marshal(map[string]string{"status": status, "error": e.Msg})
+	b, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	}{status, e.Msg})
 	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
