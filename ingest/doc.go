@@ -28,7 +28,10 @@
 // backoff without holding back later events, and dead-letters at max attempts; it
 // records attempts durably before running events that were pending at a restart, so
 // a poison event that crashes the process ends as a dead letter, not a crash loop.
-// Handler is the HTTP API on top, and Client its Go client.
+// Handler is the HTTP API on top, and Client its Go client. Who may call the API,
+// from where and how much is package access's (ingest/access): gale serve puts its
+// Guard in front of Handler and passes Guard.Admit as HTTPOptions.Admit, which
+// checks each event's source against the token's scopes and the rate.
 //
 // # Guarantees, and their sources
 //

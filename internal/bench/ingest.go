@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +27,7 @@ import (
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/ingest/access"
 	"github.com/gale-stream/gale/runtime"
 )
 
@@ -44,6 +47,10 @@ type IngestOptions struct {
 	Duration time.Duration
 	// Rows selects rows by number (1-4); empty runs all.
 	Rows []int
+	// Auth puts gale serve's access guard (ingest/access) in front of the HTTP rows,
+	// with a tokens file of one write:* token that every request sends, to measure
+	// its cost.
+	Auth bool
 }
 
 // Row is one measured line.
@@ -299,7 +306,28 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	srv := &http.Server{Handler: svc.Handler(ingest.HTTPOptions{})}
+	var h http.Handler
+	auth := ""
+	if o.Auth {
+		// A token file as an operator writes it: the digest, a scope.
+		secret := fmt.Sprintf("bench-%d-0123456789abcdef", time.Now().UnixNano())
+		d := sha256.Sum256([]byte(secret))
+		tokens := filepath.Join(o.Dir, "tokens-"+name)
+		if err := os.WriteFile(tokens, []byte("sha256:"+hex.EncodeToString(d[:])+" write:*\n"), 0o600); err != nil {
+			return Row{}, err
+		}
+		defer os.Remove(tokens)
+		g, err := access.New(access.Options{TokensFile: tokens})
+		if err != nil {
+			return Row{}, err
+		}
+		g.AllowHosts([]string{ln.Addr().String()})
+		h = g.Wrap(svc.Handler(ingest.HTTPOptions{Admit: g.Admit}))
+		auth = "Authorization: Bearer " + secret + "\r\n"
+	} else {
+		h = svc.Handler(ingest.HTTPOptions{})
+	}
+	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	url := "http://" + ln.Addr().String()
@@ -313,6 +341,9 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 		url += "/v1/events:batch?ack=persisted"
 	} else {
 		url += "/v1/events?ack=persisted"
+	}
+	if o.Auth {
+		row.Name += ", bearer token (write:*)"
 	}
 	path := url[strings.Index(url[len("http://"):], "/")+len("http://"):]
 	hostport := ln.Addr().String()
@@ -352,7 +383,9 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 				req = append(req, path...)
 				req = append(req, " HTTP/1.1\r\nHost: "...)
 				req = append(req, hostport...)
-				req = append(req, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+				req = append(req, "\r\n"...)
+				req = append(req, auth...)
+				req = append(req, "Content-Type: application/json\r\nContent-Length: "...)
 				req = strconv.AppendInt(req, int64(len(body)), 10)
 				req = append(req, "\r\n\r\n"...)
 				req = append(req, body...)
