@@ -380,6 +380,9 @@ func TestHostCheck(t *testing.T) {
 	if a := call(t, nil, "GET", s.URL()+"/healthz", "", "Host", "evil.example"); a.code != 200 {
 		t.Fatalf("/healthz with another Host: %d", a.code)
 	}
+	if got := refusals(t, s, ""); got["host"] != 4 {
+		t.Fatalf("refusals %v, want host 4", got)
+	}
 	s2 := startWith(t, Options{Net: NetOptions{AllowHosts: []string{"gale.internal", "api.example:8443"}}})
 	for host, code := range map[string]int{
 		"gale.internal:1234": 200, "gale.internal": 200, "api.example:8443": 200, "api.example:8444": 403,

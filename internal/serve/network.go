@@ -153,6 +153,8 @@ func (s *Server) listen(o Options) error {
 		}})
 	}
 	s.ln = ln
+	o.Logger.Info("listening", "addr", s.bound, "tls", cfg != nil, "client_certificates", n.TLSClientCA != "",
+		"tokens", s.guard.Configured(), "max_conns", n.MaxConns, "rate_limit", n.RateLimit)
 	return nil
 }
 
