@@ -247,6 +247,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	mux.Handle("/ui/", http.StripPrefix("/ui", s.UI))
 	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("/metrics", s.UI)
+	// Requests refused by the guard are counted by route and code too.
 	s.http = httpServer(httpm.wrap(guard.Wrap(mux)), o.Net)
 	hctx, stopHist := context.WithCancel(context.Background())
 	s.stopHist, s.histDone = stopHist, make(chan struct{})
