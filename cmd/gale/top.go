@@ -12,8 +12,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +38,9 @@ from the UI endpoint it serves: ` + "`gale wordcount --ui :8080`" + ` serves it 
 Columns follow Storm's UI: emitted (emit calls), transferred (tuples sent to consumer
 tasks), acked and failed (spouts: trees, with timeouts apart; bolts: inputs), complete,
 execute and process latency in ms, and capacity (share of the window spent in Execute;
-near 1 means the bolt needs more tasks).`,
+near 1 means the bolt needs more tasks). The output fits 80 columns: counts of a
+million and more are shown to 3 significant digits (1.23M; the web UI and /metrics
+have them exact), and a name longer than 14 characters gets a line of its own.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw := "http://127.0.0.1:8080/"
@@ -71,9 +73,16 @@ near 1 means the bolt needs more tasks).`,
 			client := &http.Client{Timeout: 10 * time.Second}
 			var topo ui.TopologyView
 			if err := fetch(ctx, client, base+"api/topology", token, &topo); err != nil {
-				// gale serve has the UI under /ui/, next to the ingest API.
-				if !errors.Is(err, errNotFound) || fetch(ctx, client, base+"ui/api/topology", token, &topo) != nil {
+				if !errors.Is(err, errNotFound) {
 					return err
+				}
+				// gale serve has the UI under /ui/, next to the ingest API: what
+				// that answers (a token refused, say) is the news, not the 404.
+				if err2 := fetch(ctx, client, base+"ui/api/topology", token, &topo); err2 != nil {
+					if errors.Is(err2, errNotFound) {
+						return err
+					}
+					return err2
 				}
 				base += "ui/"
 			}
@@ -142,8 +151,10 @@ func fetch(ctx context.Context, c *http.Client, url, token string, into any) err
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("%s: token required or wrong: pass --token", url)
+	case (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && token == "":
+		return fmt.Errorf("%s: %s: the UI needs a token: --token TOKEN (the one given to --ui-token)", url, resp.Status)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("%s: %s: the UI refused the token given with --token", url, resp.Status)
 	case resp.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%s: %w (is this a gale UI? gale serve has it at /ui/)", url, errNotFound)
 	case resp.StatusCode != http.StatusOK:
@@ -159,28 +170,83 @@ func lat(l *metrics.Latency) string {
 	if l == nil || l.Count == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.3f/%.3f", l.P50, l.P99)
+	return shortMs(l.P50) + "/" + shortMs(l.P99)
 }
 
-// renderTop prints the table as Storm's UI shows it.
+// shortMs prints milliseconds in at most 5 characters, so a latency cell stays narrow.
+func shortMs(v float64) string {
+	switch {
+	case v < 9.995:
+		return fmt.Sprintf("%.2f", v)
+	case v < 99.95:
+		return fmt.Sprintf("%.1f", v)
+	case v < 99999.5:
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.0fs", v/1000)
+}
+
+// count prints n exactly below a million and to 3 significant digits above (1.23M,
+// 45.6G), at most 6 characters, so that the tables fit 80 columns.
+func count[N int | uint64](n N) string {
+	v := float64(n)
+	if v < 1e6 {
+		return fmt.Sprint(n)
+	}
+	for _, u := range []struct {
+		div  float64
+		unit string
+	}{{1e6, "M"}, {1e9, "G"}, {1e12, "T"}} {
+		if x := v / u.div; x < 999.5 {
+			switch {
+			case x < 9.995:
+				return fmt.Sprintf("%.2f%s", x, u.unit)
+			case x < 99.95:
+				return fmt.Sprintf("%.1f%s", x, u.unit)
+			}
+			return fmt.Sprintf("%.0f%s", x, u.unit)
+		}
+	}
+	return fmt.Sprintf("%.0fT", v/1e12)
+}
+
+// topWidth is the terminal width gale top's output fits in, and topName the widest
+// component name kept in its row: a longer one gets a line of its own.
+const (
+	topWidth = 80
+	topName  = 14
+)
+
+// renderTop prints Storm's tables in 80 columns: counts, then latencies and capacity.
 func renderTop(w io.Writer, name, base string, t metrics.Table, now time.Time) {
-	fmt.Fprintf(w, "gale top: %s at %s, window %s (%.0f s), %s\n\n", name, base, t.Window, t.Seconds, now.Format("15:04:05"))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "SPOUT\tTASKS\tEMITTED\tTRANSFERRED\tACKED\tFAILED\tTIMED OUT\tPENDING\tCOMPLETE ms p50/p99\t")
+	fmt.Fprintf(w, "gale top: %s, window %s (%.0f s), %s\n", name, t.Window, t.Seconds, now.Format("15:04:05"))
+	fmt.Fprintf(w, "from %s\n\n", base)
+	spouts := [][]string{{"SPOUT", "TASKS", "EMITTED", "TRANSFERRED", "ACKED", "FAILED", "TIMED OUT", "PENDING"}}
 	for _, s := range t.Spouts {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", s.ID, s.Tasks, s.Emitted, s.Transferred,
-			s.Acked, s.Failed, s.TimedOut, s.Pending, lat(s.CompleteLatency))
+		spouts = append(spouts, []string{s.ID, count(s.Tasks), count(s.Emitted), count(s.Transferred),
+			count(s.Acked), count(s.Failed), count(s.TimedOut), count(s.Pending)})
 	}
-	fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t")
-	fmt.Fprintln(tw, "BOLT\tTASKS\tEXECUTED\tCAPACITY\tEXECUTE ms p50/p99\tPROCESS ms p50/p99\tACKED\tFAILED\tEMITTED\tTRANSFERRED\tQUEUE\t")
+	writeTable(w, spouts)
+	fmt.Fprintln(w)
+	bolts := [][]string{{"BOLT", "TASKS", "EXECUTED", "ACKED", "FAILED", "EMITTED", "TRANSFERRED", "QUEUE"}}
 	for _, b := range t.Bolts {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", b.ID, b.Tasks, b.Executed, b.Capacity,
-			lat(b.ExecuteLatency), lat(b.ProcessLatency), b.Acked, b.Failed, b.Emitted, b.Transferred, b.QueueDepth)
+		bolts = append(bolts, []string{b.ID, count(b.Tasks), count(b.Executed), count(b.Acked), count(b.Failed),
+			count(b.Emitted), count(b.Transferred), count(b.QueueDepth)})
 	}
-	tw.Flush()
+	writeTable(w, bolts)
+	fmt.Fprintln(w)
+	lats := [][]string{{"ms p50/p99", "COMPLETE", "EXECUTE", "PROCESS", "CAPACITY"}}
+	for _, s := range t.Spouts {
+		lats = append(lats, []string{s.ID, lat(s.CompleteLatency), "", "", ""})
+	}
+	for _, b := range t.Bolts {
+		lats = append(lats, []string{b.ID, "", lat(b.ExecuteLatency), lat(b.ProcessLatency), fmt.Sprintf("%.3f", b.Capacity)})
+	}
+	writeTable(w, lats)
 	a := t.Acker
-	fmt.Fprintf(w, "\nacker: %s, %d trees pending, %d completed, %d failed, %d expired, %d unmatched acks held, %d orphans dropped\n",
-		plural(a.Tasks, "task"), a.Pending, a.Completed, a.Failed, a.Expired, a.Unmatched, a.Orphans)
+	fmt.Fprintf(w, "\nacker: %s, %s trees pending, %s completed, %s failed, %s expired\n",
+		plural(a.Tasks, "task"), count(a.Pending), count(a.Completed), count(a.Failed), count(a.Expired))
+	fmt.Fprintf(w, "acker: %s unmatched acks held, %s orphans dropped\n", count(a.Unmatched), count(a.Orphans))
 	kinds := make([]string, 0, len(t.Misuse))
 	for k := range t.Misuse {
 		kinds = append(kinds, k)
@@ -191,13 +257,71 @@ func renderTop(w io.Writer, name, base string, t metrics.Table, now time.Time) {
 	}
 	for _, s := range t.Spouts {
 		if s.LastError != "" {
-			fmt.Fprintf(w, "last error of %s: %s\n", s.ID, s.LastError)
+			writeWrapped(w, "last error of "+s.ID+": "+s.LastError)
 		}
 	}
 	for _, b := range t.Bolts {
 		if b.LastError != "" {
-			fmt.Fprintf(w, "last error of %s: %s\n", b.ID, b.LastError)
+			writeWrapped(w, "last error of "+b.ID+": "+b.LastError)
 		}
+	}
+}
+
+// writeTable prints rows with the first column left-aligned and the others right-
+// aligned, two spaces apart. A first cell wider than topName is printed on a line
+// of its own, and its row's values on the next.
+func writeTable(w io.Writer, rows [][]string) {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			if n := utf8.RuneCountInString(c); (i > 0 || n <= topName) && n > widths[i] {
+				widths[i] = n
+			}
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		first := r[0]
+		if utf8.RuneCountInString(first) > topName {
+			fmt.Fprintln(w, first)
+			first = ""
+		}
+		b.WriteString(first + strings.Repeat(" ", widths[0]-utf8.RuneCountInString(first)))
+		for i, c := range r[1:] {
+			b.WriteString(strings.Repeat(" ", 2+widths[i+1]-utf8.RuneCountInString(c)) + c)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+// writeWrapped prints s in lines of at most topWidth columns, broken at spaces
+// (a word longer than a line is cut), continued lines indented by two.
+func writeWrapped(w io.Writer, s string) {
+	line, indent := "", ""
+	for _, word := range strings.Fields(s) {
+		for utf8.RuneCountInString(indent+word) > topWidth {
+			if line != "" {
+				fmt.Fprintln(w, line)
+				line = ""
+			}
+			r := []rune(word)
+			n := topWidth - utf8.RuneCountInString(indent)
+			fmt.Fprintln(w, indent+string(r[:n]))
+			word, indent = string(r[n:]), "  "
+		}
+		switch {
+		case line == "":
+			line = indent + word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= topWidth:
+			line += " " + word
+		default:
+			fmt.Fprintln(w, line)
+			indent = "  "
+			line = indent + word
+		}
+	}
+	if line != "" {
+		fmt.Fprintln(w, line)
 	}
 }
 

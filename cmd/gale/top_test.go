@@ -14,11 +14,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/gale-stream/gale/internal/testtopo"
 	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/metrics"
 	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
 	"github.com/gale-stream/gale/ui"
 )
 
@@ -67,15 +71,15 @@ func TestTopOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// SPOUT TASKS EMITTED TRANSFERRED ACKED FAILED TIMED-OUT PENDING COMPLETE
-	if f := fields(out, "src"); len(f) != 9 || f[1] != "1" || f[2] != "1000" || f[3] != "1000" || f[4] != "950" || f[5] != "50" || f[6] != "0" || f[7] != "0" {
+	// SPOUT TASKS EMITTED TRANSFERRED ACKED FAILED TIMED-OUT PENDING
+	if f := fields(out, "src"); len(f) != 8 || f[1] != "1" || f[2] != "1000" || f[3] != "1000" || f[4] != "950" || f[5] != "50" || f[6] != "0" || f[7] != "0" {
 		t.Errorf("src row %v in\n%s", f, out)
 	}
-	// BOLT TASKS EXECUTED CAPACITY EXECUTE PROCESS ACKED FAILED EMITTED TRANSFERRED QUEUE
-	if f := fields(out, "fan"); len(f) != 11 || f[2] != "1000" || f[6] != "950" || f[7] != "50" || f[8] != "2850" || f[9] != "2850" {
+	// BOLT TASKS EXECUTED ACKED FAILED EMITTED TRANSFERRED QUEUE
+	if f := fields(out, "fan"); len(f) != 8 || f[2] != "1000" || f[3] != "950" || f[4] != "50" || f[5] != "2850" || f[6] != "2850" {
 		t.Errorf("fan row %v in\n%s", f, out)
 	}
-	if f := fields(out, "sink"); len(f) != 11 || f[1] != "2" || f[2] != "2850" || f[6] != "2850" {
+	if f := fields(out, "sink"); len(f) != 8 || f[1] != "2" || f[2] != "2850" || f[3] != "2850" {
 		t.Errorf("sink row %v in\n%s", f, out)
 	}
 	if !strings.Contains(out, "acker: 1 task, 0 trees pending, 950 completed, 50 failed") {
@@ -194,3 +198,134 @@ func TestWordcountUIPortTaken(t *testing.T) {
 		t.Errorf("err %v, stdout %q: want a --ui error and no job summary", err, stdout)
 	}
 }
+
+// TestTopTokenUnderUI: against gale serve's layout (the UI under /ui/, the API
+// answering 404 elsewhere), a missing or refused token is named as such, not as
+// a 404 from the API root.
+func TestTopTokenUnderUI(t *testing.T) {
+	c := &testtopo.Counted{Roots: 10, Fanout: 1, SinkTasks: 1, DropAck: -1}
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	rt, err := c.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop(context.Background())
+	u, err := ui.New(ui.Options{Name: "counted", Runtime: rt, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", http.StripPrefix("/ui", u))
+	mux.HandleFunc("/forbidden/", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) })
+	served := httptest.NewServer(mux)
+	defer served.Close()
+	for _, tc := range []struct{ name, url, token, want string }{
+		{"no token", served.URL, "", "the UI needs a token: --token"},
+		{"wrong token", served.URL, "nope", "the UI refused the token given with --token"},
+		{"403", served.URL + "/forbidden/", "x", "the UI refused the token given with --token"},
+	} {
+		_, err := runTop("--once", "--token", tc.token, tc.url)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "404") {
+			t.Errorf("%s: %v; want %q and no 404", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestTopFits80Columns: gale top's table fits an 80-column terminal for a real
+// topology with long component names, and for counts in the billions.
+func TestTopFits80Columns(t *testing.T) {
+	b := topology.NewBuilder()
+	b.SetSpout("a-spout-with-a-rather-long-name", func() topology.Spout { return &nSpout{n: 500} }, 1).Output("i")
+	b.SetBolt("the-bolt-that-acks-everything-it-gets", func() topology.Bolt { return &ackBolt{} }, 2).
+		ShuffleGrouping("a-spout-with-a-rather-long-name")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	rt, err := runtime.Start(context.Background(), topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop(context.Background())
+	u, err := ui.New(ui.Options{Name: "a-topology-whose-name-is-long-too", Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ui.Start(u, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var out string
+	for range 500 { // until the 500 trees are acked (bounded)
+		if out, err = runTop("--once", "--window", "all", srv.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		if f := fields(out, "a-spout-with-a-rather-long-name"); len(f) == 1 && strings.Contains(out, "500 completed") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	checkWidth(t, out)
+	// The long name is on a line of its own, its values on the next.
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "a-spout-with-a-rather-long-name" {
+			if f := strings.Fields(lines[i+1]); len(f) != 7 || f[0] != "1" || f[1] != "500" || f[3] != "500" {
+				t.Errorf("spout values %v in\n%s", f, out)
+			}
+			break
+		}
+	}
+	if !strings.Contains(out, "500 completed") {
+		t.Errorf("trees not completed:\n%s", out)
+	}
+
+	var big bytes.Buffer
+	lat := &metrics.Latency{Count: 1, P50: 1234.5, P99: 98765.4}
+	renderTop(&big, "big", "http://127.0.0.1:8080/ui/", metrics.Table{Window: "all", Seconds: 86400,
+		Spouts: []metrics.Spout{{ID: "spout", Tasks: 1000, Emitted: 9_876_543_210, Transferred: 98_765_432_109, Acked: 9_876_543_000,
+			Failed: 123_456_789, TimedOut: 4_000_000_000, Pending: 50000, CompleteLatency: lat,
+			LastError: strings.Repeat("a long error message ", 10)}},
+		Bolts: []metrics.Bolt{{ID: "bolt", Tasks: 1000, Executed: 9_876_543_210, Capacity: 1.5, ExecuteLatency: lat, ProcessLatency: lat,
+			Acked: 9_876_543_210, Failed: 999_999, Emitted: 99_999_999_999, Transferred: 999_999_999_999, QueueDepth: 123456}},
+		Acker: metrics.Acker{Tasks: 16, Pending: 5_000_000, Completed: 9_876_543_210, Failed: 123_456_789, Expired: 123_456_789,
+			Unmatched: 1_000_000, Orphans: 123_456_789},
+	}, time.Now())
+	checkWidth(t, big.String())
+	if f := fields(big.String(), "spout"); len(f) != 8 || f[2] != "9.88G" || f[5] != "123M" {
+		t.Errorf("big spout row %v in\n%s", f, big.String())
+	}
+	if f := fields(big.String(), "bolt"); len(f) != 8 || f[4] != "999999" {
+		t.Errorf("big bolt row %v in\n%s", f, big.String())
+	}
+}
+
+func checkWidth(t *testing.T, out string) {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("%d columns: %q in\n%s", n, l, out)
+		}
+	}
+}
+
+// nSpout emits n tracked tuples.
+type nSpout struct {
+	topology.BaseSpout
+	n, next int
+}
+
+func (s *nSpout) NextTuple() {
+	if s.next < s.n {
+		s.Out.Emit(tuple.Values{s.next}, s.next)
+		s.next++
+	}
+}
+
+type ackBolt struct{ topology.BaseBolt }
+
+func (b *ackBolt) Execute(t *tuple.Tuple) { b.Out.Ack(t) }
