@@ -41,7 +41,7 @@ func runOrders(ctx context.Context, o serve.Options, files []string, io ingestOp
 		_ = s.Shutdown(sctx)
 	}()
 	if progress != nil {
-		fmt.Fprintf(progress, "gale orders: serving on %s (log in %s, sink %s)\n", s.URL(), o.DataDir, s.DB)
+		fmt.Fprintf(progress, "gale orders: serving on %s (log in %s, sink %s)\n", s.URL(), filepath.Join(o.DataDir, "log"), s.DB)
 	}
 	rep, err := runIngest(ctx, &ingest.Client{URL: s.URL()}, files, io, progress)
 	res.Ingest = rep
@@ -61,6 +61,7 @@ func runOrders(ctx context.Context, o serve.Options, files []string, io ingestOp
 
 func ordersCmd() *cobra.Command {
 	var f serveFlags
+	var keep bool
 	io := defaultIngestOptions()
 	c := &cobra.Command{
 		Use:   "orders [FILE.csv...]",
@@ -69,8 +70,9 @@ func ordersCmd() *cobra.Command {
 id → decision anchored to both → idempotent SQL sink) in this process, posts every row
 of the CSV files to it as gale ingest does, and reports the final status of every
 event, the rows in the sink and the duplicates it absorbed. Without --data a fresh
-directory is used (and kept, named in the report). Exit status 1 if any event ends
-neither PROCESSED nor FAILED_FINAL with a reason.`,
+gale-orders-* directory in the system's temp dir is used and removed at the end
+(--keep keeps it). Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL
+with a reason.`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if len(files) == 0 {
 				m, _ := filepath.Glob("testdata/retail/*.csv")
@@ -79,12 +81,17 @@ neither PROCESSED nor FAILED_FINAL with a reason.`,
 				}
 				files = m
 			}
+			temp := ""
 			if !cmd.Flags().Changed("data") {
 				d, err := os.MkdirTemp("", "gale-orders-")
 				if err != nil {
 					return err
 				}
-				f.o.DataDir = d
+				f.o.DataDir, temp = d, d
+				if !keep {
+					// runOrders has shut the server down (log and sink closed) by then.
+					defer os.RemoveAll(temp)
+				}
 			}
 			o, err := f.options()
 			if err != nil {
@@ -98,7 +105,14 @@ neither PROCESSED nor FAILED_FINAL with a reason.`,
 				printIngestReport(w, res.Ingest)
 				fmt.Fprintf(w, "sink %s: %d order_lines rows, %d invoice_summary rows, %d duplicate rows absorbed in %d batches\n",
 					res.SinkDB, res.OrderLines, res.Invoices, res.SinkDuplicates, res.SinkBatches)
-				fmt.Fprintf(w, "data directory: %s\n", res.DataDir)
+				switch {
+				case temp == "":
+					fmt.Fprintf(w, "data directory: %s\n", res.DataDir)
+				case keep:
+					fmt.Fprintf(w, "data directory: %s (kept)\n", res.DataDir)
+				default:
+					fmt.Fprintf(w, "data directory: %s, removed (--keep keeps it)\n", res.DataDir)
+				}
 			}
 			if err != nil {
 				return err
@@ -112,8 +126,9 @@ neither PROCESSED nor FAILED_FINAL with a reason.`,
 	}
 	f.register(c, "127.0.0.1:0")
 	io.flags(c)
+	c.Flags().BoolVar(&keep, "keep", false, "keep the fresh data directory made without --data (named in the report)")
 	d := c.Flags().Lookup("data")
-	d.Usage = "data directory (default: a fresh gale-orders-* directory in the system's temp dir, kept and named in the report)"
+	d.Usage = "data directory, kept (default: a fresh gale-orders-* directory in the system's temp dir, removed at the end unless --keep)"
 	d.DefValue = ""
 	c.Flags().Lookup("log-level").DefValue = "warn"
 	_ = c.Flags().Set("log-level", "warn")
