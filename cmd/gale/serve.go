@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -125,10 +126,21 @@ func serveCmd() *cobra.Command {
 		Short: "the ingest API (HTTP) over a durable log, feeding a topology that writes to an idempotent SQL sink",
 		Long: `gale serve takes events in at POST /v1/events and /v1/events:batch and answers each
 with how far it got: ACCEPTED (memory), PERSISTED (fsynced in the log), PROCESSED (tuple
-tree complete, sink committed), FAILED_RETRYABLE or FAILED_FINAL. GET /v1/events/{id}
-shows an event's history; GET /v1/dead-letters lists events that failed max attempts.
-The log (Pebble) and the SQLite sink live in --data; SIGTERM answers every request
-taken in, drains the topology and syncs before exiting.`,
+tree complete, sink committed), FAILED_RETRYABLE or FAILED_FINAL. The log (Pebble) is
+DATA/log and the SQLite sink DATA/sink.db (--data); SIGTERM answers every request taken
+in, drains the topology and syncs before exiting.
+
+Endpoints:
+  POST /v1/events              one JSON event    ?ack=accepted|persisted|processed&wait=10s
+  POST /v1/events:batch        NDJSON, one event per line (same parameters)
+  GET  /v1/events/{id}         an event's status, attempts and transitions
+  POST /v1/events/{id}:retry   send a dead letter again, as a new attempt
+  GET  /v1/dead-letters        events that failed --max-attempts times   ?limit=100
+  GET  /v1/lost                seq ranges (and ids) a log salvage lost: send them again
+  GET  /healthz                the process answers
+  GET  /readyz                 ready to take events (503 after a failed fsync)
+  GET  /ui/                    the web UI (--ui-token)
+  GET  /metrics                Prometheus metrics (--ui-token)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := f.options()
@@ -153,7 +165,7 @@ taken in, drains the topology and syncs before exiting.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
-				o.Pipeline, o.DataDir, s.DB, s.URL())
+				o.Pipeline, filepath.Join(o.DataDir, "log"), s.DB, s.URL())
 			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: web UI on %s/ui/, Prometheus metrics on %s/metrics\n", s.URL(), s.URL())
 			for ctx.Err() == nil {
 				select {

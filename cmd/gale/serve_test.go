@@ -221,3 +221,63 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 	}
 	t.Logf("%d events answered PERSISTED before kill -9, all PROCESSED once after restart; %d rows in the sink", len(ids), len(rows))
 }
+
+// TestServeHelpListsEndpoints: gale serve --help lists every endpoint of the HTTP
+// API, as ingest/server.go's Handler documents them, and the UI's.
+func TestServeHelpListsEndpoints(t *testing.T) {
+	src, err := os.ReadFile("../../ingest/server.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doc, _ := strings.Cut(string(src), "// Handler returns the HTTP API of s:")
+	doc, _, _ = strings.Cut(doc, "func (s *Service) Handler")
+	var endpoints []string
+	for _, l := range strings.Split(doc, "\n") {
+		f := strings.Fields(strings.TrimPrefix(l, "//"))
+		if len(f) >= 2 && (f[0] == "GET" || f[0] == "POST") {
+			for _, p := range strings.Split(strings.Join(f[1:], " "), ",") {
+				if p = strings.Fields(p)[0]; strings.HasPrefix(p, "/") {
+					endpoints = append(endpoints, f[0]+" "+p)
+				}
+			}
+		}
+	}
+	if len(endpoints) < 8 {
+		t.Fatalf("found only %v in Handler's doc", endpoints)
+	}
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"serve", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range append(endpoints, "GET /ui/", "GET /metrics") {
+		method, path, _ := strings.Cut(e, " ")
+		found := false
+		for _, l := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == method && f[1] == path {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("serve --help has no line for %s:\n%s", e, out.String())
+		}
+	}
+}
+
+// TestServeStartLineNamesLog: the start line names the log's own directory.
+func TestServeStartLineNamesLog(t *testing.T) {
+	dir := t.TempDir()
+	c := startChild(t, "serve", "--data", dir, "--addr", freeAddr(t), "--log-level", "error")
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, c.stderr.String())
+	}
+	want := "; log in " + filepath.Join(dir, "log") + ";"
+	if !strings.Contains(c.stderr.String(), want) {
+		t.Errorf("start line lacks %q:\n%s", want, c.stderr.String())
+	}
+}
