@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/examples/wordcount"
@@ -212,13 +213,11 @@ func mustWd() string {
 	return wd
 }
 
+// isTerminal reports whether w is a terminal (not merely a character device:
+// /dev/null is one too).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 type wordCount struct {
