@@ -30,8 +30,13 @@ type ordersResult struct {
 // reads the sink, and shuts down.
 func runOrders(ctx context.Context, o serve.Options, files []string, io ingestOptions, progress io.Writer) (*ordersResult, error) {
 	o.Pipeline = "orders"
+	in, err := openInputs(files)
+	if err != nil {
+		return nil, err
+	}
 	s, err := serve.Start(ctx, o)
 	if err != nil {
+		closeInputs(in)
 		return nil, err
 	}
 	res := &ordersResult{DataDir: o.DataDir, SinkDB: s.DB.String()}
@@ -43,7 +48,7 @@ func runOrders(ctx context.Context, o serve.Options, files []string, io ingestOp
 	if progress != nil {
 		fmt.Fprintf(progress, "gale orders: serving on %s (log in %s, sink %s)\n", s.URL(), filepath.Join(o.DataDir, "log"), s.DB)
 	}
-	rep, err := runIngest(ctx, &ingest.Client{URL: s.URL()}, files, io, progress)
+	rep, err := runIngest(ctx, &ingest.Client{URL: s.URL()}, in, io, newIngestProgress(progress, "gale orders"))
 	res.Ingest = rep
 	if err != nil {
 		return res, err
