@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -191,16 +192,71 @@ func (e *Event) Validate() error {
 	return nil
 }
 
-// Hash is the SHA-256 of what defines the event's content (everything but the id),
-// used to tell a retry (same hash) from a conflicting reuse of an id (409).
-func (e *Event) Hash() [32]byte {
+// HashRule names how a content hash covers the payload. Stored hashes keep their
+// rule, so events stored under an older rule still answer their retries.
+type HashRule uint8
+
+const (
+	// HashRaw covers the payload's bytes as sent: gale's rule before HashCanonical,
+	// shown "sha256:...". Key order or whitespace changed the hash.
+	HashRaw HashRule = 0
+	// HashCanonical covers the payload's canonical form (AppendCanonical), shown
+	// "c1:sha256:...": a retry with its keys in another order, or other whitespace,
+	// or other string escapes, is the same content.
+	HashCanonical HashRule = 1
+)
+
+// hashPrefixes are the rules' prefixes as the API shows them.
+var hashPrefixes = [...]string{HashRaw: "sha256:", HashCanonical: "c1:sha256:"}
+
+// Known reports whether r is a rule this version knows.
+func (r HashRule) Known() bool { return int(r) < len(hashPrefixes) }
+
+// ContentHash is the SHA-256 of what defines an event's content (everything but
+// the id) under a rule: it tells a retry (same content) from a conflicting reuse
+// of an id (409).
+type ContentHash struct {
+	Rule HashRule
+	Sum  [32]byte
+}
+
+// String is the hash as the API shows it: the rule's prefix ("c1:sha256:" or
+// "sha256:") and the first 16 hex digits.
+func (h ContentHash) String() string {
+	p := "unknown-rule:"
+	if h.Rule.Known() {
+		p = hashPrefixes[h.Rule]
+	}
+	return p + hex.EncodeToString(h.Sum[:8])
+}
+
+// HashRuleOf is the rule of a hash as String shows it.
+func HashRuleOf(s string) (HashRule, bool) {
+	// Longest prefix first: "c1:sha256:" is not "sha256:".
+	for _, r := range []HashRule{HashCanonical, HashRaw} {
+		if strings.HasPrefix(s, hashPrefixes[r]) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// Hash is the event's content hash under the current rule, HashCanonical.
+func (e *Event) Hash() ContentHash { return e.HashAs(HashCanonical) }
+
+// HashAs is the event's content hash under rule: the SHA-256 of
+// "len(source):source|len(type):type|len(key):key|version|" (version -1 when
+// absent) and then the payload, as sent (HashRaw) or in canonical form
+// (HashCanonical; a payload that is no JSON value, which Validate refuses, is
+// taken as sent).
+func (e *Event) HashAs(rule HashRule) ContentHash {
 	h := sha256.New()
 	var v int64 = -1
 	if e.Version != nil {
 		v = *e.Version
 	}
-	// "len:source|len:type|len:key|version|" then the payload, written without fmt
-	// (which cost more than the SHA-256 itself on the ingest path).
+	// Written without fmt (which cost more than the SHA-256 itself on the ingest
+	// path).
 	var buf [64]byte
 	b := buf[:0]
 	for _, f := range []string{e.Source, e.Type, e.Key} {
@@ -218,14 +274,41 @@ func (e *Event) Hash() [32]byte {
 	b = strconv.AppendInt(b, v, 10)
 	b = append(b, '|')
 	h.Write(b)
-	h.Write(e.Payload)
-	var out [32]byte
-	h.Sum(out[:0])
+	payload := e.Payload
+	if rule == HashCanonical {
+		c := canonPool.Get().(*canonicalizer)
+		defer canonPool.Put(c)
+		if cp, err := c.canonical(c.buf[:0], e.Payload); err == nil {
+			payload, c.buf = cp, cp
+		}
+		c.src, c.out = nil, nil
+	}
+	h.Write(payload)
+	out := ContentHash{Rule: rule}
+	h.Sum(out.Sum[:0])
 	return out
 }
 
-// HashString is the hash as the API shows it: "sha256:" and 16 hex digits.
-func HashString(h [32]byte) string { return "sha256:" + hex.EncodeToString(h[:8]) }
+// Matches reports whether the stored hash h is e's content, e's hash under the
+// current rule being in: under h's rule, computed again if h's rule is another.
+func (h ContentHash) Matches(e *Event, in ContentHash) bool {
+	if h.Rule == in.Rule {
+		return h == in
+	}
+	return h.Rule.Known() && h == e.HashAs(h.Rule)
+}
+
+// MatchesString is Matches for a stored hash as String shows it.
+func MatchesString(stored string, e *Event, in ContentHash) bool {
+	r, ok := HashRuleOf(stored)
+	if !ok {
+		return false
+	}
+	if r == in.Rule {
+		return stored == in.String()
+	}
+	return stored == e.HashAs(r).String()
+}
 
 // hasNULEscape reports whether JSON text holds the escape \u0000 (not an escaped
 // backslash followed by "u0000").

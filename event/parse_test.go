@@ -188,8 +188,8 @@ func TestHashIsTheDocumentedConcatenation(t *testing.T) {
 			ver = *e.Version
 		}
 		want := sha256.Sum256([]byte(fmt.Sprintf("%d:%s|%d:%s|%d:%s|%d|%s", len(e.Source), e.Source, len(e.Type), e.Type, len(e.Key), e.Key, ver, e.Payload)))
-		if got := e.Hash(); got != want {
-			t.Errorf("%+v: hash differs from the documented form", e)
+		if got := e.HashAs(HashRaw); got.Sum != want || got.Rule != HashRaw {
+			t.Errorf("%+v: raw hash differs from the documented form", e)
 		}
 	}
 }

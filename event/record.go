@@ -14,14 +14,19 @@ type Record struct {
 	Seq        uint64 // log position, from 1, contiguous
 	ReceivedAt int64  // Unix nanoseconds when the ingest API took it in
 	Generation uint32
-	Hash       [32]byte // Event.Hash at receipt
+	Hash       ContentHash // Event.Hash at receipt, under the rule of that time
 	Event      Event
 }
 
 // ErrCorrupt is wrapped by Decode when a record's checksum or framing is wrong.
 var ErrCorrupt = errors.New("corrupt log record")
 
-const recordFormat = 1
+// Record formats: 1 has no hash rule (its hash is HashRaw); 2 has the rule's byte
+// after the hash.
+const (
+	recordFormatRaw = 1
+	recordFormat    = 2
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -34,7 +39,8 @@ func (r *Record) Encode(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, r.Seq)
 	dst = binary.AppendVarint(dst, r.ReceivedAt)
 	dst = binary.AppendUvarint(dst, uint64(r.Generation))
-	dst = append(dst, r.Hash[:]...)
+	dst = append(dst, r.Hash.Sum[:]...)
+	dst = append(dst, byte(r.Hash.Rule))
 	var v int64 = -1
 	if r.Event.Version != nil {
 		v = *r.Event.Version
@@ -57,7 +63,7 @@ func Decode(src []byte) (Record, error) {
 	if len(src) < 5 {
 		return r, fmt.Errorf("%w: %d bytes, shorter than a header", ErrCorrupt, len(src))
 	}
-	if src[0] != recordFormat {
+	if src[0] != recordFormat && src[0] != recordFormatRaw {
 		return r, fmt.Errorf("%w: unknown format %d", ErrCorrupt, src[0])
 	}
 	if want, got := binary.LittleEndian.Uint32(src[1:]), crc32.Checksum(src[5:], castagnoli); want != got {
@@ -85,8 +91,15 @@ func Decode(src []byte) (Record, error) {
 	if len(b) < 32 {
 		return bad("hash")
 	}
-	copy(r.Hash[:], b)
+	copy(r.Hash.Sum[:], b)
 	b = b[32:]
+	if src[0] == recordFormat {
+		if len(b) < 1 || !HashRule(b[0]).Known() {
+			return bad("hash rule")
+		}
+		r.Hash.Rule = HashRule(b[0])
+		b = b[1:]
+	}
 	v, n := binary.Varint(b)
 	if n <= 0 {
 		return bad("version")

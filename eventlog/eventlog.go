@@ -70,7 +70,7 @@ type Entry struct {
 	Seq        uint64
 	ReceivedAt int64 // Unix nanoseconds
 	Generation uint32
-	Hash       [32]byte
+	Hash       event.ContentHash
 }
 
 // Namespace names a keyspace for per-event documents kept beside the log.
@@ -1035,22 +1035,30 @@ func (f fatalMsg) Unwrap() error { return f.cause }
 // fatalError is what pebbleLogger.Fatalf panics with.
 type fatalError struct{ err error }
 
+// encodeEntry writes an entry in 53 bytes: seq, receipt time, generation, hash, and
+// the hash's rule. An entry of 52 bytes (without the rule) is an older one: HashRaw.
 func encodeEntry(dst []byte, e Entry) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(e.ReceivedAt))
 	dst = binary.BigEndian.AppendUint32(dst, e.Generation)
-	return append(dst, e.Hash[:]...)
+	dst = append(dst, e.Hash.Sum[:]...)
+	return append(dst, byte(e.Hash.Rule))
 }
 
 func decodeEntry(b []byte) (Entry, error) {
-	if len(b) != 8+8+4+32 {
-		return Entry{}, fmt.Errorf("%d bytes, want 52: %w", len(b), event.ErrCorrupt)
+	if len(b) != 8+8+4+32 && len(b) != 8+8+4+32+1 {
+		return Entry{}, fmt.Errorf("%d bytes, want 53 (or 52 before hash rules): %w", len(b), event.ErrCorrupt)
 	}
 	var e Entry
 	e.Seq = binary.BigEndian.Uint64(b)
 	e.ReceivedAt = int64(binary.BigEndian.Uint64(b[8:]))
 	e.Generation = binary.BigEndian.Uint32(b[16:])
-	copy(e.Hash[:], b[20:])
+	copy(e.Hash.Sum[:], b[20:52])
+	if len(b) == 53 {
+		if e.Hash.Rule = event.HashRule(b[52]); !e.Hash.Rule.Known() {
+			return Entry{}, fmt.Errorf("unknown hash rule %d: %w", b[52], event.ErrCorrupt)
+		}
+	}
 	return e, nil
 }
 

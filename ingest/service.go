@@ -192,7 +192,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	s.mu.Unlock()
 	defer s.inflight.Done()
 
-	hashes := make([][32]byte, len(evs))
+	hashes := make([]event.ContentHash, len(evs))
 	for i := range evs {
 		hashes[i] = evs[i].Hash()
 	}
@@ -234,7 +234,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 			}
 			known = k
 		}
-		v, st := s.tr.Receive(now, id, hashes[i], known)
+		v, st := s.tr.Receive(now, &evs[i], hashes[i], known)
 		switch v {
 		case Fresh:
 			recOf[i] = &event.Record{ReceivedAt: now, Hash: hashes[i], Event: evs[i]}
@@ -247,8 +247,13 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 			s.counts.dups.Add(1)
 			res[i] = Result{Status: st, Duplicate: true}
 		case Conflict:
+			// The request's hash under the stored one's rule, so the two compare.
+			mine := hashes[i]
+			if r, ok := event.HashRuleOf(st.PayloadHash); ok && r != mine.Rule {
+				mine = evs[i].HashAs(r)
+			}
 			res[i] = Result{Status: st, Err: fmt.Errorf("%w: stored %s, this request %s",
-				ErrConflict, st.PayloadHash, event.HashString(hashes[i]))}
+				ErrConflict, st.PayloadHash, mine)}
 		}
 	}
 	s.mu.Unlock()
@@ -483,7 +488,7 @@ func (s *Service) durableStatus(id string) (*EventStatus, error) {
 		return doc, nil
 	}
 	st := &EventStatus{EventID: id, Status: Persisted, Seq: e.Seq, Generation: e.Generation,
-		PayloadHash: event.HashString(e.Hash)}
+		PayloadHash: e.Hash.String()}
 	if doc != nil { // an older generation's history, then the resubmitted record
 		st.Attempts, st.Transitions = doc.Attempts, doc.Transitions
 	}

@@ -67,7 +67,7 @@ type Tracker struct {
 
 type entry struct {
 	st          EventStatus
-	hash        [32]byte
+	hash        event.ContentHash
 	genAttempts int
 	tbuf        [4]Transition // the first transitions, without a second allocation
 }
@@ -104,25 +104,27 @@ func (e *entry) step(tr Transition) {
 	e.st.Transitions = append(e.st.Transitions, tr)
 }
 
-// Receive decides what to do with an event arriving at now with content hash, and
-// returns its status without the history. known
-// is its durable status when the caller found the id in the log's dedupe index (nil
-// otherwise); the index is authoritative only for durable records, so an id whose
-// append failed is New again (NATS #6415). On Fresh the event is held as ACCEPTED.
-func (t *Tracker) Receive(now int64, id string, hash [32]byte, known *EventStatus) (Verdict, EventStatus) {
+// Receive decides what to do with event ev arriving at now with content hash (its
+// Hash), and returns its status without the history. known is its durable status
+// when the caller found the id in the log's dedupe index (nil otherwise); the index
+// is authoritative only for durable records, so an id whose append failed is New
+// again (NATS #6415). A stored hash of an older rule is compared with ev's hash
+// under that rule. On Fresh the event is held as ACCEPTED.
+func (t *Tracker) Receive(now int64, ev *event.Event, hash event.ContentHash, known *EventStatus) (Verdict, EventStatus) {
+	id := ev.ID
 	if e, ok := t.m[id]; ok {
-		if e.hash != hash {
+		if !e.hash.Matches(ev, hash) {
 			return Conflict, e.light()
 		}
 		return Duplicate, e.light()
 	}
 	if known != nil {
-		if known.PayloadHash != event.HashString(hash) {
+		if !event.MatchesString(known.PayloadHash, ev, hash) {
 			return Conflict, *known
 		}
 		return Duplicate, *known
 	}
-	e := &entry{hash: hash, st: EventStatus{EventID: id, PayloadHash: event.HashString(hash)}}
+	e := &entry{hash: hash, st: EventStatus{EventID: id, PayloadHash: hash.String()}}
 	e.st.Transitions = e.tbuf[:0]
 	e.step(Transition{Step: StepReceived, Status: Accepted, At: now})
 	t.m[id] = e
@@ -182,7 +184,7 @@ func (t *Tracker) Load(rec *event.Record, doc *EventStatus) EventStatus {
 		}
 	} else {
 		// Out of memory since: the exact sync time is not kept, the receipt time is.
-		e.st = EventStatus{EventID: rec.Event.ID, PayloadHash: event.HashString(rec.Hash)}
+		e.st = EventStatus{EventID: rec.Event.ID, PayloadHash: rec.Hash.String()}
 		e.step(Transition{Step: StepReceived, Status: Accepted, At: rec.ReceivedAt})
 		e.step(Transition{Step: StepPersisted, Status: Persisted, At: rec.ReceivedAt})
 	}
@@ -279,7 +281,7 @@ func (t *Tracker) Processed(now int64, id string) (EventStatus, error) {
 //
 // The entry takes the new generation at once, so a reader of the log can tell the
 // old record (to skip) from the new one (to process).
-func (t *Tracker) Resubmit(now int64, id string, doc *EventStatus, hash [32]byte) (EventStatus, error) {
+func (t *Tracker) Resubmit(now int64, id string, doc *EventStatus, hash event.ContentHash) (EventStatus, error) {
 	e, ok := t.m[id]
 	if !ok {
 		if doc == nil {

@@ -9,9 +9,11 @@ import (
 	"github.com/gale-stream/gale/event"
 )
 
-func h(s string) [32]byte {
-	e := event.Event{Source: "s", Type: "t", Payload: []byte(s)}
-	return e.Hash()
+func h(s string) event.ContentHash { return in("", s).Hash() }
+
+// in is an event with that id and payload, whose content hash is h(payload).
+func in(id, payload string) *event.Event {
+	return &event.Event{ID: id, Source: "s", Type: "t", Payload: []byte(payload)}
 }
 
 func steps(st EventStatus) []Step {
@@ -37,14 +39,14 @@ func eqSteps(a []Step, b ...Step) bool {
 // Every status transition, in order, with the attempt count and backoff.
 func TestTrackerLifecycle(t *testing.T) {
 	tr := NewTracker(TrackerConfig{MaxAttempts: 3, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
-	v, st := tr.Receive(10, "e1", h(`{"a":1}`), nil)
+	v, st := tr.Receive(10, in("e1", `{"a":1}`), h(`{"a":1}`), nil)
 	if v != Fresh || st.Status != Accepted {
 		t.Fatalf("Receive = %v %v", v, st.Status)
 	}
-	if v, st := tr.Receive(11, "e1", h(`{"a":1}`), nil); v != Duplicate || st.Status != Accepted {
+	if v, st := tr.Receive(11, in("e1", `{"a":1}`), h(`{"a":1}`), nil); v != Duplicate || st.Status != Accepted {
 		t.Fatalf("same id, same payload while ACCEPTED: %v %v", v, st.Status)
 	}
-	if v, _ := tr.Receive(12, "e1", h(`{"a":2}`), nil); v != Conflict {
+	if v, _ := tr.Receive(12, in("e1", `{"a":2}`), h(`{"a":2}`), nil); v != Conflict {
 		t.Fatalf("same id, other payload: %v", v)
 	}
 	st, _ = tr.Persisted(20, "e1", 7, 0)
@@ -105,12 +107,12 @@ func TestTrackerLifecycle(t *testing.T) {
 // NATS #6415: an id whose append failed is not a duplicate; its retry is New.
 func TestTrackerFailedAppendDoesNotSwallowRetry(t *testing.T) {
 	tr := NewTracker(TrackerConfig{})
-	tr.Receive(1, "e", h("{}"), nil)
+	tr.Receive(1, in("e", "{}"), h("{}"), nil)
 	st := tr.PersistFailed(2, "e", errors.New("fsync: input/output error"))
 	if st.Status != FailedRetryable || st.LastError != "fsync: input/output error" {
 		t.Fatalf("PersistFailed = %+v", st)
 	}
-	if v, _ := tr.Receive(3, "e", h("{}"), nil); v != Fresh {
+	if v, _ := tr.Receive(3, in("e", "{}"), h("{}"), nil); v != Fresh {
 		t.Fatalf("retry after a failed append: %v, want Fresh", v)
 	}
 }
@@ -118,11 +120,11 @@ func TestTrackerFailedAppendDoesNotSwallowRetry(t *testing.T) {
 // The durable index answers for ids no longer held in memory.
 func TestTrackerKnownFromIndex(t *testing.T) {
 	tr := NewTracker(TrackerConfig{})
-	known := &EventStatus{EventID: "e", Status: Processed, PayloadHash: event.HashString(h("{}"))}
-	if v, st := tr.Receive(1, "e", h("{}"), known); v != Duplicate || st.Status != Processed {
+	known := &EventStatus{EventID: "e", Status: Processed, PayloadHash: h("{}").String()}
+	if v, st := tr.Receive(1, in("e", "{}"), h("{}"), known); v != Duplicate || st.Status != Processed {
 		t.Fatalf("known same: %v %v", v, st.Status)
 	}
-	if v, _ := tr.Receive(1, "e", h(`{"x":1}`), known); v != Conflict {
+	if v, _ := tr.Receive(1, in("e", `{"x":1}`), h(`{"x":1}`), known); v != Conflict {
 		t.Fatalf("known other: %v", v)
 	}
 	if tr.Len() != 0 {
@@ -225,5 +227,25 @@ func TestTrackerInterruptedIsNotCharged(t *testing.T) {
 	}
 	if _, err := after.Interrupted(101, "x", ""); err == nil {
 		t.Fatal("interruption of an unknown event accepted")
+	}
+}
+
+// An event held in memory under the raw-byte hash of the version before (loaded
+// from its record) is a duplicate for a byte-identical retry, which the tracker
+// hashes again under that rule; other bytes are a conflict.
+func TestTrackerRawHashOfOlderRecord(t *testing.T) {
+	tr := NewTracker(TrackerConfig{})
+	old := in("e", `{"b":1,"a":2}`)
+	tr.Load(&event.Record{Seq: 1, Hash: old.HashAs(event.HashRaw), Event: *old}, nil)
+	if v, st := tr.Receive(2, old, old.Hash(), nil); v != Duplicate || st.PayloadHash != old.HashAs(event.HashRaw).String() {
+		t.Fatalf("byte-identical retry: %v %+v", v, st)
+	}
+	if v, _ := tr.Receive(2, in("e", `{"a":2,"b":1}`), h(`{"a":2,"b":1}`), nil); v != Conflict {
+		t.Fatalf("reordered retry under the raw rule: %v, want Conflict", v)
+	}
+	// Under the canonical rule (a record of this version), reordered is the same.
+	tr.Load(&event.Record{Seq: 2, Hash: h(`{"b":1,"a":2}`), Event: *in("f", `{"b":1,"a":2}`)}, nil)
+	if v, _ := tr.Receive(3, in("f", `{"a":2, "b":1}`), h(`{"a":2, "b":1}`), nil); v != Duplicate {
+		t.Fatalf("reordered retry under the canonical rule: %v, want Duplicate", v)
 	}
 }
