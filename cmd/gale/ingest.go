@@ -364,7 +364,7 @@ func runIngest(parent context.Context, c *ingest.Client, files []inputFile, o in
 					send = again
 				}
 				mu.Lock()
-				if rep.Sent/10000 != (rep.Sent-len(b))/10000 && !p.tty {
+				if rep.Sent/10000 != (rep.Sent-len(b))/10000 && p != nil && !p.tty {
 					p.say("sent %d events", rep.Sent)
 				}
 				showStatus(false)
