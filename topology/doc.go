@@ -14,6 +14,10 @@
 // receives each tuple: shuffle, fields (hash of named fields), all, global, direct,
 // local-or-shuffle, none, or custom.
 //
+// A component embeds BaseSpout, BaseBolt or BaseBasicBolt (Storm's BaseRichSpout,
+// BaseRichBolt and BaseBasicBolt) for the methods it leaves empty; Example_wordCount
+// is a whole topology built so, and the README quotes it.
+//
 // # Reliable processing
 //
 // A spout emit with a message id roots a tuple tree. A bolt that emits with anchors
