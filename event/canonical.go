@@ -220,12 +220,7 @@ func (c *canonicalizer) object(depth int) error {
 			return err
 		}
 		m.colon = len(c.out)
-		for _, b := range c.key(m)[:min(8, m.colon-m.start-2)] {
-			m.prefix = m.prefix<<8 | uint64(b)
-		}
-		if n := m.colon - m.start - 2; n < 8 {
-			m.prefix <<= 8 * uint(8-n)
-		}
+		m.prefix = keyPrefix(c.key(m))
 		c.ws()
 		if c.i >= len(c.src) || c.src[c.i] != ':' {
 			return c.errf("want : after a key")
@@ -266,6 +261,18 @@ func (c *canonicalizer) object(depth int) error {
 
 // key is a member's canonical key without its quotes.
 func (c *canonicalizer) key(m member) []byte { return c.out[m.start+1 : m.colon-1] }
+
+// keyPrefix is k's first 8 bytes as a big-endian integer, zero-padded.
+func keyPrefix(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var p uint64
+	for _, b := range k {
+		p = p<<8 | uint64(b)
+	}
+	return p << (8 * uint(8-len(k)))
+}
 
 // compare orders members by key.
 func (c *canonicalizer) compare(a, b member) int {
