@@ -20,19 +20,19 @@ import (
 	"github.com/gale-stream/gale/ingest"
 )
 
-// syncBuffer is a bytes.Buffer safe for the writers of a run and a test reading it.
-type syncBuffer struct {
+// ingestOutput is a bytes.Buffer safe for the writers of a run and a test reading it.
+type ingestOutput struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *ingestOutput) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *ingestOutput) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -45,7 +45,7 @@ func runIngestCmd(t *testing.T, args ...string) (stdout, stderr string, err erro
 	defer cancel()
 	c := ingestCmd()
 	c.SilenceUsage, c.SilenceErrors = true, true
-	var out, errb syncBuffer
+	var out, errb ingestOutput
 	c.SetOut(&out)
 	c.SetErr(&errb)
 	c.SetArgs(args)
