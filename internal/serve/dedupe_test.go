@@ -42,7 +42,7 @@ func retail(t *testing.T, n int) []event.Event {
 
 // eventJSON is e as a client writes it, with the payload's text as given and sep
 // between members (whitespace a client may put there).
-func eventJSON(e event.Event, payload []byte, sep string) string {
+func retailEventJSON(e event.Event, payload []byte, sep string) string {
 	return fmt.Sprintf(`{"event_id":%q,%s"source":%q,%s"type":%q,%s"key":%q,%s"payload":%s}`,
 		e.ID, sep, e.Source, sep, e.Type, sep, e.Key, sep, payload)
 }
@@ -115,14 +115,14 @@ func TestRetryWithOtherKeyOrderIsDuplicate(t *testing.T) {
 	defer shutdown(t, s)
 	evs := retail(t, 60)
 	for _, e := range evs {
-		if code, a := postEvent(t, s.URL(), eventJSON(e, e.Payload, "")); code != 200 || a.Status != ingest.Processed || a.Duplicate ||
+		if code, a := postEvent(t, s.URL(), retailEventJSON(e, e.Payload, "")); code != 200 || a.Status != ingest.Processed || a.Duplicate ||
 			!strings.HasPrefix(a.PayloadHash, "c1:sha256:") {
 			t.Fatalf("%s: %d %+v", e.ID, code, a)
 		}
 	}
 	for i, e := range evs {
 		sep := []string{" ", "\n\t", "\r\n  "}[i%3]
-		code, a := postEvent(t, s.URL(), eventJSON(e, reversed(t, e.Payload, sep), sep))
+		code, a := postEvent(t, s.URL(), retailEventJSON(e, reversed(t, e.Payload, sep), sep))
 		if code != 200 || !a.Duplicate || a.Status != ingest.Processed {
 			t.Fatalf("%s with its keys reversed: %d %+v", e.ID, code, a)
 		}
@@ -132,18 +132,18 @@ func TestRetryWithOtherKeyOrderIsDuplicate(t *testing.T) {
 	if bytes.Equal(changed, e.Payload) {
 		t.Fatalf("no quantity 6 in %s", e.Payload)
 	}
-	if code, a := postEvent(t, s.URL(), eventJSON(e, reversed(t, changed, " "), "")); code != 409 || a.Status != ingest.FailedFinal {
+	if code, a := postEvent(t, s.URL(), retailEventJSON(e, reversed(t, changed, " "), "")); code != 409 || a.Status != ingest.FailedFinal {
 		t.Fatalf("a changed quantity: %d %+v", code, a)
 	}
 	// (not an order line: the orders pipeline dead-letters it, so ack=persisted)
 	big := event.Event{ID: "big", Source: "test", Type: "t"}
-	if code, a := postAck(t, s.URL(), "persisted", eventJSON(big, []byte(`{"n":9007199254740992}`), "")); code != 200 || a.Duplicate {
+	if code, a := postAck(t, s.URL(), "persisted", retailEventJSON(big, []byte(`{"n":9007199254740992}`), "")); code != 200 || a.Duplicate {
 		t.Fatalf("big: %d %+v", code, a)
 	}
-	if code, a := postAck(t, s.URL(), "persisted", eventJSON(big, []byte(`{ "n" : 9007199254740992 }`), "")); code != 200 || !a.Duplicate {
+	if code, a := postAck(t, s.URL(), "persisted", retailEventJSON(big, []byte(`{ "n" : 9007199254740992 }`), "")); code != 200 || !a.Duplicate {
 		t.Fatalf("big with spaces: %d %+v", code, a)
 	}
-	if code, a := postAck(t, s.URL(), "persisted", eventJSON(big, []byte(`{"n":9007199254740993}`), "")); code != 409 {
+	if code, a := postAck(t, s.URL(), "persisted", retailEventJSON(big, []byte(`{"n":9007199254740993}`), "")); code != 409 {
 		t.Fatalf("2^53+1 after 2^53: %d %+v", code, a)
 	}
 }
@@ -183,12 +183,12 @@ func TestRawHashStillAnswersRetries(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		for _, e := range evs {
-			code, a := postEvent(t, s.URL(), eventJSON(e, e.Payload, ""))
+			code, a := postEvent(t, s.URL(), retailEventJSON(e, e.Payload, ""))
 			if code != 200 || !a.Duplicate || a.Status != ingest.Processed || a.PayloadHash != e.HashAs(event.HashRaw).String() {
 				t.Fatalf("restart %d: byte-identical retry of %s: %d %+v", restart, e.ID, code, a)
 			}
 		}
-		code, a := postEvent(t, s.URL(), eventJSON(evs[0], reversed(t, evs[0].Payload, ""), ""))
+		code, a := postEvent(t, s.URL(), retailEventJSON(evs[0], reversed(t, evs[0].Payload, ""), ""))
 		other := evs[0]
 		other.Payload = reversed(t, evs[0].Payload, "")
 		if code != 409 || !strings.Contains(a.Error, "stored "+raw+", this request "+other.HashAs(event.HashRaw).String()) {
@@ -196,7 +196,7 @@ func TestRawHashStillAnswersRetries(t *testing.T) {
 		}
 		// A new event takes the canonical rule.
 		fresh := retail(t, 3)[2]
-		if code, a := postEvent(t, s.URL(), eventJSON(fresh, fresh.Payload, "")); code != 200 || a.PayloadHash != fresh.Hash().String() {
+		if code, a := postEvent(t, s.URL(), retailEventJSON(fresh, fresh.Payload, "")); code != 200 || a.PayloadHash != fresh.Hash().String() {
 			t.Fatalf("restart %d: a new event: %d %+v", restart, code, a)
 		}
 		shutdown(t, s)
