@@ -522,7 +522,7 @@ func (b *boltExec) stop() {
 	e.mu.Lock()
 	e.flush(b.rt.hard)
 	e.stopped = true
-	e.publish() // with the histograms: the counts are final
+	e.publish() // the counts are final
 	e.mu.Unlock()
 	if err := callErr(b.cleanup); err != nil {
 		e.reportError(fmt.Errorf("bolt Cleanup: %w", err))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -52,9 +51,8 @@ type emitter struct {
 	log     *slog.Logger
 	// pub is a copy of stats made at every flush, so that Stats never waits for mu,
 	// which a send blocked by backpressure can hold for long.
-	pubMu     sync.Mutex
-	pub       taskStats
-	wantHists atomic.Bool // Stats asks for fresh histogram copies
+	pubMu sync.Mutex
+	pub   taskStats
 	// beforeBlock, if set, is called (mu held) with true before a send blocks and with
 	// false after it: a bolt task with lineage on leaves a copy of its held inputs
 	// readable without mu meanwhile.
@@ -280,8 +278,10 @@ func (e *emitter) flushHeld() {
 	}
 }
 
-// publish copies the counters for Stats (mu held). Histograms (8 KiB each) are copied
-// only when Stats has asked since the last copy, or when the task exits.
+// publish copies the counters for Stats (mu held). The histograms' copies are
+// brought up to date with them at every publish, by copying only the buckets changed
+// since the last one: a histogram may never lag the counts it belongs to, or the
+// latency of an interval would be computed from another interval's trees.
 func (e *emitter) publish() {
 	e.pubMu.Lock()
 	defer e.pubMu.Unlock()
@@ -298,16 +298,13 @@ func (e *emitter) publish() {
 			misuse[k] = v
 		}
 	}
-	copyHists := e.wantHists.Swap(false) || e.stopped
 	for i, src := range [3]*Histogram{e.stats.latency, e.stats.execLat, e.stats.procLat} {
 		dst := hists[i]
 		if src != nil {
 			if dst == nil {
 				dst = &Histogram{}
 			}
-			if copyHists && dst.n != src.n {
-				*dst = *src
-			}
+			src.syncTo(dst)
 		}
 		hists[i] = dst
 	}
@@ -359,10 +356,8 @@ func (e *emitter) taskEntry() *ComponentStats {
 	return &ComponentStats{ID: e.comp.ID, Spout: e.comp.IsSpout(), Tasks: 1, Task: int(e.task), Misuse: map[string]uint64{}}
 }
 
-// snapshot adds this task's counters, as of its last flush, to cs, and asks for fresh
-// histogram copies.
+// snapshot adds this task's counters and histograms, as of its last flush, to cs.
 func (e *emitter) snapshot(cs *ComponentStats) {
-	e.wantHists.Store(true)
 	// An idle task would never flush again: publish for it, unless the task holds mu
 	// (busy, or blocked in a send), in which case its next flush publishes.
 	if e.mu.TryLock() {

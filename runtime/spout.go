@@ -404,7 +404,7 @@ loop:
 	s.e.mu.Lock()
 	s.e.flush(rt.hard)
 	s.e.stopped = true
-	s.e.publish() // with the histograms: the counts are final
+	s.e.publish() // the counts are final
 	s.e.mu.Unlock()
 	s.call("Close", func() {
 		if err := s.spout.Close(); err != nil {

@@ -60,8 +60,8 @@ type ComponentStats struct {
 	// from the start of Execute to the ack of that input (Storm's definition), measured
 	// to the end of the Execute call during which the ack came, or to the ack itself
 	// when it came between batches (an async or joining bolt). Both nil when
-	// Config.LatencyMetrics is off. Histograms are refreshed when Stats asks for them,
-	// so during a run they may lag the counters by one Stats call.
+	// Config.LatencyMetrics is off. Like the counters, they are as of the task's last
+	// flush.
 	ExecuteLatency, ProcessLatency *Histogram
 	// SkippedMaxSpout (spouts): time NextTuple was not called because max spout pending
 	// was reached (Storm's __skipped-max-spout-ms).
@@ -163,6 +163,9 @@ type Histogram struct {
 	n      uint64
 	sum    int64
 	max    int64
+	// dirty marks the buckets Record changed since the last syncTo, a bit each, so
+	// that a task's flush copies a few buckets, not 8 KiB.
+	dirty [64 * 16 / 64]uint64
 }
 
 func histIndex(v int64) int {
@@ -188,10 +191,26 @@ func histLower(i int) int64 {
 
 // Record adds one duration in nanoseconds.
 func (h *Histogram) Record(ns int64) {
-	h.counts[histIndex(ns)]++
+	i := histIndex(ns)
+	h.counts[i]++
+	h.dirty[i/64] |= 1 << (i % 64)
 	h.n++
 	h.sum += ns
 	h.max = max(h.max, ns)
+}
+
+// syncTo makes dst equal to h, where dst is a copy of h as of the previous syncTo
+// (or both were empty then): it copies the buckets changed since and clears the marks.
+func (h *Histogram) syncTo(dst *Histogram) {
+	for w, m := range h.dirty {
+		for m != 0 {
+			i := w*64 + bits.TrailingZeros64(m)
+			dst.counts[i] = h.counts[i]
+			m &= m - 1
+		}
+		h.dirty[w] = 0
+	}
+	dst.n, dst.sum, dst.max = h.n, h.sum, h.max
 }
 
 // Buckets calls fn for every non-empty bucket in increasing order, with its bounds in

@@ -1,0 +1,61 @@
+package runtime
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/gale-stream/gale/topology"
+)
+
+// TestStatsLatencyMatchesCounts: a spout's complete-latency histogram in Stats counts
+// the same trees as its Acked, whether or not the task is busy when Stats asks. (It
+// did not: histograms were copied only at a flush after a Stats call, so a Stats that
+// found the task busy right after one that found it idle got the counters of now and
+// the histogram of the previous call, and the UI's latency chart drew 0 ms while
+// thousands of trees were acked.)
+func TestStatsLatencyMatchesCounts(t *testing.T) {
+	rec := newRecorder()
+	var budget atomic.Int64
+	sp := &listSpout{rec: rec, n: 1 << 30}
+	sp.onNext = func(topology.SpoutCollector) {
+		if int64(sp.next) >= budget.Load() {
+			sp.n = sp.next // nothing to emit until the budget grows
+		} else {
+			sp.n = 1 << 30
+		}
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return sp }, 1).Output("id")
+	b.SetBolt("ack", ackAll, 1).ShuffleGrouping("s")
+	rt := start(t, mustBuild(t, b), quietConfig())
+	e := rt.spouts[0].e
+	published := func(n uint64) func() bool {
+		return func() bool {
+			e.pubMu.Lock()
+			defer e.pubMu.Unlock()
+			return e.pub.acked == n
+		}
+	}
+	check := func(when string, want uint64) {
+		t.Helper()
+		c := rt.Stats().Components["s"]
+		if c.Acked != want || c.CompleteLatency.Count() != c.Acked {
+			t.Errorf("%s: Acked %d (want %d), complete latency counts %d trees", when, c.Acked, want, c.CompleteLatency.Count())
+		}
+	}
+	budget.Store(100)
+	rec.waitFor(t, "100 acks", func(acks, _ int) bool { return acks == 100 })
+	waitUntil(t, "100 acks published", published(100))
+	check("idle task", 100)
+
+	budget.Store(200)
+	rec.waitFor(t, "200 acks", func(acks, _ int) bool { return acks == 200 })
+	waitUntil(t, "200 acks published", published(200))
+	e.mu.Lock() // the task is busy (emitting, or blocked in a send) when Stats asks
+	c := rt.Stats().Components["s"]
+	e.mu.Unlock()
+	if c.Acked != 200 || c.CompleteLatency.Count() != 200 {
+		t.Errorf("busy task: Acked %d, complete latency counts %d trees, want 200 and 200", c.Acked, c.CompleteLatency.Count())
+	}
+	check("idle again", 200)
+}
