@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"os"
 	"slices"
 	"sync"
@@ -107,6 +108,7 @@ type Log struct {
 	bytes, commitFailures         atomic.Uint64
 	ids64                         atomic.Int64 // entries in the dedupe index
 	onCommit                      func(Commit)
+	commitBuckets                 [CommitBuckets]atomic.Uint64
 }
 
 // Commit describes one group commit, for Options.OnCommit.
@@ -130,13 +132,54 @@ type Stats struct {
 	IDs       int64
 	Durable   uint64
 	Committed uint64
+	// ByCommitTime counts the synced commits by their time (append to fsync
+	// returned): entry i those under CommitBucketBound(i), and at least the bound of
+	// i-1. An atomic add per commit, so that the UI and /metrics can show the fsync
+	// latency's distribution, not only its mean.
+	ByCommitTime [CommitBuckets]uint64
+}
+
+// CommitBuckets is the number of commit-time buckets: powers of two from 1 µs up, the
+// last one open-ended.
+const CommitBuckets = 28
+
+// CommitBucketBound is the upper bound of commit-time bucket i (the last one's is
+// about 134 s, and holds longer commits too).
+func CommitBucketBound(i int) time.Duration { return time.Microsecond << i }
+
+func commitBucket(d time.Duration) int {
+	return min(bits.Len64(uint64(max(d, 0)/time.Microsecond)), CommitBuckets-1)
+}
+
+// CommitQuantile is the upper bound of the commit-time bucket holding the q-quantile
+// (0 < q ≤ 1) of the commits counted in s, 0 if there are none.
+func (s Stats) CommitQuantile(q float64) time.Duration {
+	var n uint64
+	for _, c := range s.ByCommitTime {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	rank := min(max(uint64(q*float64(n)+0.5), 1), n)
+	var seen uint64
+	for i, c := range s.ByCommitTime {
+		if seen += c; seen >= rank {
+			return CommitBucketBound(i)
+		}
+	}
+	return CommitBucketBound(CommitBuckets - 1)
 }
 
 // Stats returns the counters.
 func (l *Log) Stats() Stats {
-	return Stats{Commits: l.commits.Load(), Records: l.records.Load(), Bytes: l.bytes.Load(),
+	s := Stats{Commits: l.commits.Load(), Records: l.records.Load(), Bytes: l.bytes.Load(),
 		CommitTime: time.Duration(l.commitNanos.Load()), CommitFailures: l.commitFailures.Load(),
 		IDs: l.ids64.Load(), Durable: l.durable.Load(), Committed: l.committed.Load()}
+	for i := range s.ByCommitTime {
+		s.ByCommitTime[i] = l.commitBuckets[i].Load()
+	}
+	return s
 }
 
 type request struct {
@@ -728,6 +771,7 @@ func (l *Log) syncer(q <-chan pendingSync, free chan<- struct{}, done chan<- str
 		l.records.Add(p.last - p.first + 1)
 		l.bytes.Add(uint64(p.bytes))
 		l.commitNanos.Add(uint64(elapsed))
+		l.commitBuckets[commitBucket(elapsed)].Add(1)
 		if err != nil {
 			l.commitFailures.Add(1)
 		}
