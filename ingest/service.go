@@ -651,6 +651,8 @@ func (s *Service) sinkErr() error {
 type Stats struct {
 	Held, Waiters, AheadOfOffset int
 	Committed, Durable           uint64
+	// Steps counts the events' transitions by step since the start (Tracker.Steps).
+	Steps map[Step]uint64
 }
 
 // Stats returns current gauges.
@@ -658,7 +660,7 @@ func (s *Service) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{Held: s.tr.Len(), Waiters: len(s.waiters), AheadOfOffset: s.offsets.Ahead(),
-		Committed: s.offsets.Committed(), Durable: s.log.Durable()}
+		Committed: s.offsets.Committed(), Durable: s.log.Durable(), Steps: s.tr.Steps()}
 }
 
 func (s *Service) flusher() {

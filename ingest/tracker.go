@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/gale-stream/gale/event"
@@ -61,8 +62,9 @@ const (
 // It holds in memory only events in progress; a finished event's status is kept in
 // the log's status documents and Forget drops it here.
 type Tracker struct {
-	cfg TrackerConfig
-	m   map[string]*entry
+	cfg   TrackerConfig
+	m     map[string]*entry
+	steps map[Step]uint64 // transitions made, by step (see Steps)
 }
 
 type entry struct {
@@ -75,7 +77,7 @@ type entry struct {
 // NewTracker returns an empty tracker.
 func NewTracker(cfg TrackerConfig) *Tracker {
 	cfg.defaults()
-	return &Tracker{cfg: cfg, m: map[string]*entry{}}
+	return &Tracker{cfg: cfg, m: map[string]*entry{}, steps: map[Step]uint64{}}
 }
 
 // Config is the effective configuration.
@@ -96,6 +98,18 @@ func (e *entry) snapshot() EventStatus {
 	s.Transitions = append([]Transition(nil), e.st.Transitions...)
 	return s
 }
+
+// step makes tr and counts it.
+func (t *Tracker) step(e *entry, tr Transition) {
+	t.steps[tr.Step]++
+	e.step(tr)
+}
+
+// Steps returns how many transitions of each step the events held have made since
+// the tracker was made (those of events read back from the log at a start included),
+// so a dashboard can show events received, persisted, completed, retried and
+// dead-lettered.
+func (t *Tracker) Steps() map[Step]uint64 { return maps.Clone(t.steps) }
 
 func (e *entry) step(tr Transition) {
 	if tr.Status != 0 {
@@ -126,7 +140,7 @@ func (t *Tracker) Receive(now int64, ev *event.Event, hash event.ContentHash, kn
 	}
 	e := &entry{hash: hash, st: EventStatus{EventID: id, PayloadHash: hash.String()}}
 	e.st.Transitions = e.tbuf[:0]
-	e.step(Transition{Step: StepReceived, Status: Accepted, At: now})
+	t.step(e, Transition{Step: StepReceived, Status: Accepted, At: now})
 	t.m[id] = e
 	return Fresh, e.light()
 }
@@ -143,7 +157,7 @@ func (t *Tracker) Persisted(now int64, id string, seq uint64, gen uint32) (Event
 		return e.snapshot(), true
 	}
 	e.st.Seq, e.st.Generation = seq, gen
-	e.step(Transition{Step: StepPersisted, Status: Persisted, At: now})
+	t.step(e, Transition{Step: StepPersisted, Status: Persisted, At: now})
 	return e.snapshot(), true
 }
 
@@ -157,7 +171,7 @@ func (t *Tracker) PersistFailed(now int64, id string, err error) EventStatus {
 	}
 	delete(t.m, id)
 	e.st.LastError = err.Error()
-	e.step(Transition{Step: StepFailed, Status: FailedRetryable, At: now, Error: err.Error()})
+	t.step(e, Transition{Step: StepFailed, Status: FailedRetryable, At: now, Error: err.Error()})
 	return e.snapshot()
 }
 
@@ -185,8 +199,8 @@ func (t *Tracker) Load(rec *event.Record, doc *EventStatus) EventStatus {
 	} else {
 		// Out of memory since: the exact sync time is not kept, the receipt time is.
 		e.st = EventStatus{EventID: rec.Event.ID, PayloadHash: rec.Hash.String()}
-		e.step(Transition{Step: StepReceived, Status: Accepted, At: rec.ReceivedAt})
-		e.step(Transition{Step: StepPersisted, Status: Persisted, At: rec.ReceivedAt})
+		t.step(e, Transition{Step: StepReceived, Status: Accepted, At: rec.ReceivedAt})
+		t.step(e, Transition{Step: StepPersisted, Status: Persisted, At: rec.ReceivedAt})
 	}
 	e.st.Seq, e.st.Generation = rec.Seq, rec.Generation
 	t.m[rec.Event.ID] = e
@@ -205,7 +219,7 @@ func (t *Tracker) Started(now int64, id string) (int, error) {
 	}
 	e.st.Attempts++
 	e.genAttempts++
-	e.step(Transition{Step: StepStarted, At: now, Attempt: e.st.Attempts})
+	t.step(e, Transition{Step: StepStarted, At: now, Attempt: e.st.Attempts})
 	return e.st.Attempts, nil
 }
 
@@ -222,11 +236,11 @@ func (t *Tracker) Failed(now int64, id, reason string) (final bool, retryAt int6
 	}
 	e.st.LastError = reason
 	if e.genAttempts >= t.cfg.MaxAttempts {
-		e.step(Transition{Step: StepDeadLetter, Status: FailedFinal, At: now, Attempt: e.st.Attempts, Error: reason})
+		t.step(e, Transition{Step: StepDeadLetter, Status: FailedFinal, At: now, Attempt: e.st.Attempts, Error: reason})
 		return true, 0, e.snapshot(), nil
 	}
 	retryAt = now + int64(t.cfg.Backoff(e.genAttempts))
-	e.step(Transition{Step: StepFailed, At: now, Attempt: e.st.Attempts, Error: reason, RetryAt: retryAt})
+	t.step(e, Transition{Step: StepFailed, At: now, Attempt: e.st.Attempts, Error: reason, RetryAt: retryAt})
 	return false, retryAt, e.snapshot(), nil
 }
 
@@ -239,7 +253,7 @@ func (t *Tracker) Interrupted(now int64, id, reason string) (EventStatus, error)
 	if !ok || e.st.Status != Persisted || e.genAttempts == 0 {
 		return EventStatus{}, fmt.Errorf("ingest: interruption of %q, which is not in progress", id)
 	}
-	e.step(Transition{Step: StepInterrupted, At: now, Attempt: e.st.Attempts, Error: reason})
+	t.step(e, Transition{Step: StepInterrupted, At: now, Attempt: e.st.Attempts, Error: reason})
 	e.st.Attempts--
 	e.genAttempts--
 	return e.snapshot(), nil
@@ -254,7 +268,7 @@ func (t *Tracker) GiveUp(now int64, id, reason string) (EventStatus, error) {
 		return EventStatus{}, fmt.Errorf("ingest: give up on %q, which is not in progress", id)
 	}
 	e.st.LastError = reason
-	e.step(Transition{Step: StepDeadLetter, Status: FailedFinal, At: now, Attempt: e.st.Attempts, Error: reason})
+	t.step(e, Transition{Step: StepDeadLetter, Status: FailedFinal, At: now, Attempt: e.st.Attempts, Error: reason})
 	return e.snapshot(), nil
 }
 
@@ -271,7 +285,7 @@ func (t *Tracker) Processed(now int64, id string) (EventStatus, error) {
 		return EventStatus{}, fmt.Errorf("ingest: completion of %q, which is not in progress", id)
 	}
 	e.st.LastError = ""
-	e.step(Transition{Step: StepCompleted, Status: Processed, At: now, Attempt: e.st.Attempts})
+	t.step(e, Transition{Step: StepCompleted, Status: Processed, At: now, Attempt: e.st.Attempts})
 	return e.snapshot(), nil
 }
 
@@ -294,7 +308,7 @@ func (t *Tracker) Resubmit(now int64, id string, doc *EventStatus, hash event.Co
 	}
 	e.genAttempts = 0
 	e.st.Generation++
-	e.step(Transition{Step: StepResubmitted, Status: Accepted, At: now})
+	t.step(e, Transition{Step: StepResubmitted, Status: Accepted, At: now})
 	t.m[id] = e
 	return e.snapshot(), nil
 }

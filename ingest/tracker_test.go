@@ -249,3 +249,33 @@ func TestTrackerRawHashOfOlderRecord(t *testing.T) {
 		t.Fatalf("reordered retry under the canonical rule: %v, want Duplicate", v)
 	}
 }
+
+// Steps counts every transition made, including those of events no longer held.
+func TestTrackerSteps(t *testing.T) {
+	tr := NewTracker(TrackerConfig{MaxAttempts: 2})
+	for _, id := range []string{"ok", "bad"} {
+		tr.Receive(1, in(id, `{}`), h(`{}`), nil)
+		tr.Persisted(2, id, 1, 0)
+	}
+	tr.Started(3, "ok")
+	tr.Failed(4, "ok", "first try")
+	tr.Started(5, "ok")
+	tr.Processed(6, "ok")
+	for range 2 {
+		tr.Started(7, "bad")
+		tr.Failed(8, "bad", "always")
+	}
+	tr.Receive(9, in("lost", `{}`), h(`{}`), nil)
+	tr.PersistFailed(10, "lost", errors.New("disk full"))
+	tr.Steps()[StepReceived] = 100 // a copy
+	want := map[Step]uint64{StepReceived: 3, StepPersisted: 2, StepStarted: 4, StepFailed: 3, StepCompleted: 1, StepDeadLetter: 1}
+	got := tr.Steps()
+	if len(got) != len(want) {
+		t.Errorf("steps %v, want %v", got, want)
+	}
+	for s, n := range want {
+		if got[s] != n {
+			t.Errorf("%s: %d, want %d (all: %v)", s, got[s], n, got)
+		}
+	}
+}
