@@ -59,3 +59,17 @@ func TestStatsLatencyMatchesCounts(t *testing.T) {
 	}
 	check("idle again", 200)
 }
+
+// TestFinished: zero while the topology runs, set by the time Done is closed.
+func TestFinished(t *testing.T) {
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: newRecorder(), n: 1} }, 1).Output("id")
+	rt := start(t, mustBuild(t, b), quietConfig())
+	if f := rt.Finished(); !f.IsZero() {
+		t.Errorf("Finished = %v while running", f)
+	}
+	stop(t, rt)
+	if f := rt.Finished(); f.Before(rt.Started()) {
+		t.Errorf("Finished = %v after Done, started %v", f, rt.Started())
+	}
+}

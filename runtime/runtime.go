@@ -30,7 +30,8 @@ type Runtime struct {
 	transport transport.Transport
 	log       *slog.Logger
 	epoch     time.Time
-	epochUnix int64 // epoch in Unix nanoseconds
+	epochUnix int64        // epoch in Unix nanoseconds
+	finished  atomic.Int64 // when every task had exited, Unix nanoseconds (0: running)
 
 	// Lineage (WithLineage): the recorder, its sampling bound, and the roots whose
 	// holders are asked for after a timeout.
@@ -188,6 +189,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		r.hardCancel()
 		<-sweeper
 		<-flusher
+		r.finished.Store(time.Now().UnixNano())
 		close(r.done)
 	}()
 	go func() {
@@ -423,6 +425,15 @@ func (r *Runtime) AckerTasks() []int { return slices.Clone(r.ackerTasks) }
 
 // Started is when Start was called.
 func (r *Runtime) Started() time.Time { return r.epoch }
+
+// Finished is when every task had exited (zero until Done is closed): a UI shows a
+// finished job's run time, not a running uptime.
+func (r *Runtime) Finished() time.Time {
+	if ns := r.finished.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
 
 // Done is closed when every task has exited.
 func (r *Runtime) Done() <-chan struct{} { return r.done }
