@@ -14,11 +14,12 @@ type Point struct {
 	EmittedPerS float64            `json:"emitted_per_s"`
 	AckedPerS   float64            `json:"acked_per_s"`
 	FailedPerS  float64            `json:"failed_per_s"` // spout trees failed or timed out
-	Complete    PointLatency       `json:"complete_ms"`
-	Capacity    map[string]float64 `json:"capacity"` // per bolt: its busiest task
+	Complete    *PointLatency      `json:"complete_ms"`  // nil: no tree completed in the interval
+	Capacity    map[string]float64 `json:"capacity"`     // per bolt: its busiest task
 }
 
-// PointLatency is the complete latency of the trees finished in one interval.
+// PointLatency is the complete latency of the trees finished in one interval. An
+// interval without any has none (not 0 ms, which would read as fast trees).
 type PointLatency struct {
 	P50 float64 `json:"p50"`
 	P99 float64 `json:"p99"`
@@ -126,7 +127,9 @@ func pointOf(now time.Time, dt float64, prev, cur *runtime.Stats) Point {
 		}
 		p.Capacity[id] = capacity
 	}
-	p.Complete = PointLatency{P50: ms(lat.Quantile(0.5)), P99: ms(lat.Quantile(0.99))}
+	if lat.Count() > 0 {
+		p.Complete = &PointLatency{P50: ms(lat.Quantile(0.5)), P99: ms(lat.Quantile(0.99))}
+	}
 	return p
 }
 
@@ -152,13 +155,22 @@ func (h *History) Table(window string, now time.Time, started time.Time, cur run
 }
 
 // Run observes src every Interval until ctx is done.
-func (h *History) Run(ctx context.Context, src func() runtime.Stats) {
+func (h *History) Run(ctx context.Context, src func() runtime.Stats) { h.RunUntil(ctx, nil, src) }
+
+// RunUntil observes src every Interval until ctx is done, or until done (a
+// runtime's Done) is closed: then it observes a last time, for the final counts,
+// and returns, so that the chart ends where the job did instead of drawing idle
+// intervals after it. A nil done is never closed.
+func (h *History) RunUntil(ctx context.Context, done <-chan struct{}, src func() runtime.Stats) {
 	t := time.NewTicker(h.cfg.Interval)
 	defer t.Stop()
 	h.Observe(time.Now(), src())
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-done:
+			h.Observe(time.Now(), src())
 			return
 		case now := <-t.C:
 			h.Observe(now, src())

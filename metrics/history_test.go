@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +44,7 @@ func TestHistoryPointsAndWindows(t *testing.T) {
 	if p.EmittedPerS != 50 || p.AckedPerS != 50 || p.FailedPerS != 5.5 || p.Capacity["b"] != 0.5 {
 		t.Errorf("last point %+v", p)
 	}
-	if p.Complete.P50 < 0.97 || p.Complete.P50 > 1.03 {
+	if p.Complete == nil || p.Complete.P50 < 0.97 || p.Complete.P50 > 1.03 {
 		t.Errorf("complete p50 = %v ms, want about 1", p.Complete.P50)
 	}
 	now := start.Add(20 * time.Second)
@@ -63,5 +66,50 @@ func TestHistoryPointsAndWindows(t *testing.T) {
 	h2.Observe(start, stats(0, 0, 0, 0, 0, 0))
 	if y := h2.Table("10m", start.Add(5*time.Second), start, cur); y.Spouts[0].Acked != 1000 || y.Seconds != 5 {
 		t.Errorf("young window = %+v", y)
+	}
+}
+
+// TestHistoryIdleIntervalHasNoLatency: an interval in which no tree completed has no
+// complete latency (null in JSON, a gap in the chart), not 0 ms.
+func TestHistoryIdleIntervalHasNoLatency(t *testing.T) {
+	h := NewHistory(HistoryConfig{Interval: 2 * time.Second})
+	start := time.Unix(1_000_000, 0)
+	for i, acked := range []uint64{0, 100, 100} {
+		h.Observe(start.Add(time.Duration(2*i)*time.Second), stats(acked, acked, 0, 0, acked, 0))
+	}
+	pts := h.Points()
+	if len(pts) != 2 || pts[0].Complete == nil || pts[0].Complete.P50 < 0.97 || pts[0].Complete.P50 > 1.03 || pts[0].AckedPerS != 50 {
+		t.Fatalf("points %+v, want a first one with p50 1 ms", pts)
+	}
+	if pts[1].Complete != nil || pts[1].AckedPerS != 0 {
+		t.Errorf("idle point %+v, want no latency", pts[1])
+	}
+	b, _ := json.Marshal(pts[1])
+	if !strings.Contains(string(b), `"complete_ms":null`) {
+		t.Errorf("idle point in JSON: %s", b)
+	}
+}
+
+// TestHistoryRunUntilDone: RunUntil observes once more when done closes, then
+// returns; the chart ends where the job did.
+func TestHistoryRunUntilDone(t *testing.T) {
+	h := NewHistory(HistoryConfig{Interval: time.Hour})
+	done := make(chan struct{})
+	calls := make(chan int, 2)
+	n := 0
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		h.RunUntil(context.Background(), done, func() runtime.Stats {
+			n++
+			calls <- n
+			return stats(uint64(n)*10, uint64(n)*10, 0, 0, 0, 0)
+		})
+	}()
+	<-calls // the first observation, at the start
+	close(done)
+	<-finished
+	if n != 2 {
+		t.Errorf("%d observations, want 2 (start and done)", n)
 	}
 }
