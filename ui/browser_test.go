@@ -64,19 +64,22 @@ func TestBrowserTopologyPage(t *testing.T) {
 		}
 	}
 	src := rowOf(t, dom, "spouts", "src")
-	for col, want := range map[string]string{"emitted": "1000", "acked": "949", "failed": "50", "timed_out": "1"} {
+	for col, want := range map[string]string{"emitted": "1,000", "acked": "949", "failed": "50", "timed_out": "1"} {
 		if got := cell(t, src, col); got != want {
 			t.Errorf("spout %s = %q, want %s", col, got, want)
 		}
 	}
 	fan := rowOf(t, dom, "bolts", "fan")
-	for col, want := range map[string]string{"executed": "1000", "emitted": "2850", "acked": "950", "failed": "50"} {
+	for col, want := range map[string]string{"executed": "1,000", "emitted": "2,850", "acked": "950", "failed": "50"} {
 		if got := cell(t, fan, col); got != want {
 			t.Errorf("fan %s = %q, want %s", col, got, want)
 		}
 	}
-	if got := cell(t, rowOf(t, dom, "bolts", "sink"), "acked"); got != "2847" {
-		t.Errorf("sink acked = %q, want 2847", got)
+	if got := cell(t, rowOf(t, dom, "bolts", "sink"), "acked"); got != "2,847" {
+		t.Errorf("sink acked = %q, want 2,847", got)
+	}
+	if got := element(t, dom, "live", "</span>"); !strings.Contains(got, "live · updated") {
+		t.Errorf("a running job's header: %s", got)
 	}
 	if n := strings.Count(element(t, dom, "recent-failed", "</ul>"), "<li"); n != 50 {
 		t.Errorf("%d recent failed trees listed, want 50", n)
@@ -102,7 +105,14 @@ func TestBrowserTopologyPage(t *testing.T) {
 // names the bolt and the task holding each pending tuple.
 func TestBrowserStuckTree(t *testing.T) {
 	srv, _ := startCounted(t, "")
-	pending := element(t, page(t, srv.URL+"/#/tree/7", "outcome-timed_out"), "pending", "</table>")
+	dom := page(t, srv.URL+"/#/tree/7", "outcome-timed_out")
+	if name := element(t, dom, "topo-name", "</span>"); name != `id="topo-name">counted` {
+		t.Errorf("the tree page's header lacks the topology's name: %s", name)
+	}
+	if !strings.Contains(dom, "<title>gale · counted · tree ") {
+		t.Errorf("the tree page's title lacks the topology's name: %.300s", dom)
+	}
+	pending := element(t, dom, "pending", "</table>")
 	// Each of root 7's 3 tuples is held by sink, task 3 or 4 (shuffle picks).
 	if n := strings.Count(pending, `data-col="component">sink<`); n != 3 {
 		t.Errorf("%d pending rows name sink, want root 7's 3 tuples: %s", n, pending)

@@ -42,6 +42,10 @@ type Options struct {
 	// Registry, if set, also gets the topology's collector and is what /metrics
 	// serves (for processes with metrics of their own); default a new registry.
 	Registry *prometheus.Registry
+	// Ingest, if set, is the ingest path in front of the topology (gale serve's): the
+	// page then shows its statuses, rates, fsync latency and dead letters, and the
+	// lookup takes an event id.
+	Ingest Ingest
 }
 
 // UI serves the web UI, its JSON API and /metrics for one running topology. It is
@@ -51,6 +55,7 @@ type UI struct {
 	lin     *lineage.Recorder
 	mux     *http.ServeMux
 	metrics http.Handler
+	rates   ingestRates
 }
 
 // New returns the UI's handler. Mount it at / or under a prefix with
@@ -84,6 +89,8 @@ func New(o Options) (*UI, error) {
 	u.mux.HandleFunc("GET /api/history", u.history)
 	u.mux.HandleFunc("GET /api/trees", u.trees)
 	u.mux.HandleFunc("GET /api/trees/{id...}", u.tree)
+	u.mux.HandleFunc("GET /api/ingest", u.ingest)
+	u.mux.HandleFunc("GET /api/events/{id...}", u.event)
 	return u, nil
 }
 
@@ -129,13 +136,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // TopologyView is the DAG: components, streams and groupings, and a layered layout.
 type TopologyView struct {
-	Name          string              `json:"name"`
-	UptimeSeconds float64             `json:"uptime_seconds"`
-	Components    []ComponentView     `json:"components"`
-	Edges         []EdgeView          `json:"edges"`
-	Ackers        AckersView          `json:"ackers"`
-	Layout        map[string]Position `json:"layout"`
-	Config        ConfigView          `json:"config"`
+	Name string `json:"name"`
+	// UptimeSeconds runs from the start to now, or to the end once Finished.
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	StartedAt     int64   `json:"started_at"` // Unix milliseconds
+	Finished      bool    `json:"finished"`
+	FinishedAt    int64   `json:"finished_at,omitempty"` // Unix milliseconds
+	// Ingest says whether the process has an ingest path (/api/ingest, /api/events).
+	Ingest     bool                `json:"ingest"`
+	Components []ComponentView     `json:"components"`
+	Edges      []EdgeView          `json:"edges"`
+	Ackers     AckersView          `json:"ackers"`
+	Layout     map[string]Position `json:"layout"`
+	Config     ConfigView          `json:"config"`
 }
 
 // AckersView lists the acker tasks.
@@ -186,7 +199,11 @@ type ConfigView struct {
 func (u *UI) topology(w http.ResponseWriter, r *http.Request) {
 	rt := u.o.Runtime
 	topo := rt.Topology()
-	v := TopologyView{Name: u.o.Name, UptimeSeconds: time.Since(rt.Started()).Seconds(), Layout: map[string]Position{}}
+	v := TopologyView{Name: u.o.Name, UptimeSeconds: time.Since(rt.Started()).Seconds(), StartedAt: rt.Started().UnixMilli(),
+		Ingest: u.o.Ingest != nil, Layout: map[string]Position{}}
+	if end := rt.Finished(); !end.IsZero() {
+		v.Finished, v.FinishedAt, v.UptimeSeconds = true, end.UnixMilli(), end.Sub(rt.Started()).Seconds()
+	}
 	v.Ackers.Tasks = rt.AckerTasks()
 	cfg := rt.Config()
 	v.Config = ConfigView{Ackers: cfg.Ackers, MessageTimeoutSec: cfg.MessageTimeout.Seconds(), MaxSpoutPending: cfg.MaxSpoutPending}
@@ -462,7 +479,7 @@ func Serve(u *UI, ln net.Listener) *Server {
 	s := &Server{srv: &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}, ln: ln, cancel: cancel}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = s.srv.Serve(ln) }()
-	go func() { defer s.wg.Done(); u.o.History.Run(ctx, u.o.Runtime.Stats) }()
+	go func() { defer s.wg.Done(); u.o.History.RunUntil(ctx, u.o.Runtime.Done(), u.o.Runtime.Stats) }()
 	return s
 }
 

@@ -23,6 +23,14 @@ import (
 // the topology running; the UI is served by an httptest server.
 func startCounted(t *testing.T, token string) (*httptest.Server, *testtopo.Counted) {
 	t.Helper()
+	srv, c, _ := startCountedWith(t, ui.Options{Token: token})
+	return srv, c
+}
+
+// startCountedWith is startCounted with more options (Name, Runtime and, unless
+// set, History are filled in) and the runtime.
+func startCountedWith(t *testing.T, o ui.Options) (*httptest.Server, *testtopo.Counted, *runtime.Runtime) {
+	t.Helper()
 	c := &testtopo.Counted{Roots: 1000, Fanout: 3, FailEvery: 20, SinkTasks: 2, DropAck: 7}
 	rec, err := lineage.New(lineage.DefaultConfig())
 	if err != nil {
@@ -42,19 +50,22 @@ func startCounted(t *testing.T, token string) (*httptest.Server, *testtopo.Count
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Three observations 2 s apart make two chart points (the run itself took less).
-	h := metrics.NewHistory(metrics.HistoryConfig{})
-	now := time.Now()
-	for i := 2; i >= 0; i-- {
-		h.Observe(now.Add(-time.Duration(2*i)*time.Second), rt.Stats())
+	if o.History == nil {
+		// Three observations 2 s apart make two chart points (the run itself took less).
+		o.History = metrics.NewHistory(metrics.HistoryConfig{})
+		now := time.Now()
+		for i := 2; i >= 0; i-- {
+			o.History.Observe(now.Add(-time.Duration(2*i)*time.Second), rt.Stats())
+		}
 	}
-	u, err := ui.New(ui.Options{Name: "counted", Runtime: rt, History: h, Token: token})
+	o.Name, o.Runtime = "counted", rt
+	u, err := ui.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(u)
 	t.Cleanup(srv.Close)
-	return srv, c
+	return srv, c, rt
 }
 
 func holdersIn(rec *lineage.Recorder) bool {

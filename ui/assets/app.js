@@ -21,8 +21,17 @@
 
   // ---- formatting ----
   const num = (v) => typeof v === 'number' && isFinite(v);
-  const int = (v) => (num(v) ? String(Math.round(v)) : '');
-  const dec = (v) => (num(v) ? v.toFixed(3) : '');
+  // Counts get thousands separators (en-US, whatever the browser's locale, so that a
+  // number reads the same everywhere); ids (tasks, seqs) do not.
+  const NF0 = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+  const NF1 = new Intl.NumberFormat('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  const NF3 = new Intl.NumberFormat('en-US', { minimumFractionDigits: 3, maximumFractionDigits: 3 });
+  const NFS = new Intl.NumberFormat('en-US', { maximumSignificantDigits: 3 });
+  const int = (v) => (num(v) ? NF0.format(Math.round(v)) : '');
+  const dec = (v) => (num(v) ? NF3.format(v) : '');
+  const rate = (v) => (num(v) ? NF1.format(v) : '');
+  const sig = (v) => (num(v) ? NFS.format(v) : '');
+  const ident = (v) => (num(v) ? String(v) : '');
   const pad = (n, w = 2) => String(n).padStart(w, '0');
   function clock(ms, withMs) {
     const d = new Date(ms);
@@ -37,7 +46,7 @@
     if (h) return `${h}h ${pad(m % 60)}m ${pad(s % 60)}s`;
     return `${m}m ${pad(s % 60)}s`;
   }
-  const ms = (v) => (num(v) ? `${Math.round(v)} ms` : '');
+  const ms = (v) => (num(v) ? `${int(v)} ms` : '');
 
   // ---- API ----
   async function api(path) {
@@ -56,7 +65,11 @@
       throw new Error(token ? 'token required: the server refused the token in this URL'
         : 'token required: open this page with ?token=YOUR_TOKEN');
     }
-    if (!res.ok) throw new Error((body && body.error) || `${path}: HTTP ${res.status} ${text.slice(0, 200)}`);
+    if (!res.ok) {
+      const err = new Error((body && body.error) || `${path}: HTTP ${res.status} ${text.slice(0, 200)}`);
+      err.status = res.status;
+      throw err;
+    }
     if (body === null) throw new Error(`${path}: the answer is not JSON`);
     return body;
   }
@@ -64,6 +77,7 @@
   // ---- page state and routing ----
   let gen = 0;          // bumped on every route change; stale answers are dropped
   let timer = null;
+  let finishedAt = null; // when the job finished (Unix ms), once the server says so
   function showError(msg) {
     $('error').textContent = msg;
     $('error').hidden = false;
@@ -73,7 +87,27 @@
     $('error').hidden = true;
     $('error').textContent = '';
     document.body.dataset.ready = '1';
-    $('live').textContent = `live · updated ${clock(Date.now())}`;
+    if (finishedAt == null) {
+      $('live').textContent = `live · updated ${clock(Date.now())}`;
+      $('live').dataset.state = 'live';
+    }
+  }
+
+  // renderHeader shows the topology's name and its uptime, or, once the job has
+  // finished, how long it ran and when it finished: nothing is live any more.
+  function renderHeader(topo, what) {
+    const name = topo.name || 'topology';
+    $('topo-name').textContent = topo.name || '';
+    document.title = `gale · ${name}` + (what ? ` · ${what}` : '');
+    if (topo.finished) {
+      finishedAt = topo.finished_at;
+      $('uptime').textContent = 'ran ' + duration(topo.uptime_seconds);
+      $('live').textContent = `finished at ${clock(topo.finished_at)}`;
+      $('live').dataset.state = 'finished';
+    } else {
+      $('uptime').textContent = 'up ' + duration(topo.uptime_seconds);
+    }
+    $('lookup-id').placeholder = topo.ingest ? 'event id, message id or root id' : 'message id or root id';
   }
 
   function route() {
@@ -81,14 +115,15 @@
     clearTimeout(timer);
     delete document.body.dataset.ready;
     $('error').hidden = true;
-    const m = location.hash.match(/^#\/tree\/(.+)$/);
+    const m = location.hash.match(/^#\/(tree|event|find)\/(.+)$/);
     $('overview').hidden = !!m;
     $('tree-page').hidden = !m;
     if (m) {
-      let id = m[1];
+      let id = m[2];
       try { id = decodeURIComponent(id); } catch (_) { /* keep it raw */ }
       $('tree').replaceChildren(el('p', { class: 'muted' }, 'loading…'));
-      loop(gen, (g) => loadTree(g, id));
+      const load = { tree: loadTree, event: loadEvent, find: loadFind }[m[1]];
+      loop(gen, (g) => load(g, id));
     } else {
       loop(gen, loadOverview);
     }
@@ -110,24 +145,27 @@
   // ---- overview ----
   async function loadOverview(g) {
     const win = $('window').value;
-    const [topo, stats, hist, failed, timedOut, sampled] = await Promise.all([
-      api('api/topology'),
+    const topo = await api('api/topology');
+    if (g !== gen) return false;
+    const [stats, hist, failed, timedOut, sampled, ingest] = await Promise.all([
       api('api/stats?window=' + encodeURIComponent(win)),
       api('api/history'),
       api('api/trees?kind=failed&limit=50'),
       api('api/trees?kind=timed_out&limit=50'),
       api('api/trees?kind=sampled&limit=50'),
+      topo.ingest ? api('api/ingest') : null,
     ]);
     if (g !== gen) return false;
-    $('topo-name').textContent = topo.name || '';
-    $('uptime').textContent = 'up ' + duration(topo.uptime_seconds);
-    document.title = `gale · ${topo.name || 'topology'}`;
+    renderHeader(topo);
     renderDag(topo, stats);
     renderStats(stats);
     renderCharts(hist);
     renderTreeList($('recent-failed'), failed.trees);
     renderTreeList($('recent-timed-out'), timedOut.trees);
     renderTreeList($('recent-sampled'), sampled.trees);
+    $('ingest-box').hidden = !ingest;
+    if (ingest) renderIngest(ingest);
+    return !topo.finished; // a finished job's numbers do not change: stop refreshing
   }
 
   // ---- DAG ----
@@ -339,6 +377,114 @@
     ] : []));
   }
 
+  // ---- ingest path (gale serve) ----
+  const STATUS_COLS = [{ key: 'id', label: 'Status', tip: 'The status events entered' },
+    intCol('count', 'Events', 'Events that entered this status since the start (an event retried enters FAILED_RETRYABLE once per failed attempt)'),
+    { key: 'per_s', label: 'Per second', num: true, fmt: (r) => rate(r.per_s), tip: 'Events per second entering this status over the last interval' }];
+  const LOG_COLS = [{ key: 'label', label: 'Log', tip: 'The durable event log' },
+    { key: 'value', label: 'Value', num: true, fmt: (r) => r.fmt(r.value) }];
+
+  function renderIngest(p) {
+    renderTable($('ingest-statuses'), STATUS_COLS, (p.statuses || []).map((s) => ({ id: s.status, count: s.count, per_s: s.per_s })), false);
+    $('ingest-held').textContent = `${int(p.held)} event${p.held === 1 ? '' : 's'} in progress (held in memory)` +
+      (num(p.interval_seconds) && p.interval_seconds ? ` · rates over the last ${duration(p.interval_seconds)}` : '');
+    const l = p.log || {};
+    renderTable($('ingest-log'), LOG_COLS, [
+      { id: 'durable', label: 'Newest durable seq', value: l.durable, fmt: ident },
+      { id: 'committed', label: 'Committed offset (next seq to process)', value: l.committed, fmt: ident },
+      { id: 'lag', label: 'Durable records not finished', value: l.lag, fmt: int },
+      { id: 'records', label: 'Records synced', value: l.records, fmt: int },
+      { id: 'records_per_s', label: 'Records synced per second', value: l.records_per_s, fmt: rate },
+      { id: 'commits', label: 'Group commits (fsyncs)', value: l.commits, fmt: int },
+      { id: 'commits_per_s', label: 'Group commits per second', value: l.commits_per_s, fmt: rate },
+      { id: 'commit_mean_ms', label: 'Commit (fsync) latency, mean over the interval (ms)', value: l.commit_mean_ms, fmt: dec },
+      { id: 'commit_p50_ms', label: 'Commit latency p50 since start, at most (ms)', value: l.commit_p50_ms, fmt: dec },
+      { id: 'commit_p99_ms', label: 'Commit latency p99 since start, at most (ms)', value: l.commit_p99_ms, fmt: dec },
+    ], false);
+    const dl = p.dead_letters || [];
+    const table = $('dead-letters');
+    const key = JSON.stringify(dl);
+    if (sigs.get(table) === key) return;
+    sigs.set(table, key);
+    table.replaceChildren(
+      el('thead', {}, el('tr', {}, ['Event', 'Seq', 'Attempts', 'When', 'Reason'].map((h, i) =>
+        el('th', { class: i === 1 || i === 2 ? 'num' : null }, h)))),
+      el('tbody', {}, dl.length ? dl.map((d) => el('tr', { 'data-id': d.event_id },
+        el('td', { 'data-col': 'event_id' }, el('a', { href: '#/event/' + encodeURIComponent(d.event_id) }, d.event_id)),
+        el('td', { 'data-col': 'seq', class: 'num' }, ident(d.seq)),
+        el('td', { 'data-col': 'attempts', class: 'num' }, int(d.attempts)),
+        el('td', { 'data-col': 'at', title: new Date(d.at).toISOString() }, clock(d.at)),
+        el('td', { 'data-col': 'reason', class: 'reason' }, d.reason))) :
+        el('tr', { class: 'none' }, el('td', { colspan: 5, class: 'muted' }, 'none'))));
+  }
+
+  // ---- lookup: an event id (with an ingest path), else a message id or root id ----
+  async function loadFind(g, id) {
+    const topo = await api('api/topology');
+    if (g !== gen) return false;
+    if (topo.ingest) {
+      try {
+        const p = await api('api/events/' + encodeURIComponent(id));
+        if (g !== gen) return false;
+        history.replaceState(null, '', location.pathname + location.search + '#/event/' + encodeURIComponent(id));
+        renderHeader(topo, `event ${id}`);
+        renderEvent(p);
+        return !topo.finished;
+      } catch (e) {
+        if (e.status !== 404) throw e;
+      }
+    }
+    if (g !== gen) return false;
+    history.replaceState(null, '', location.pathname + location.search + '#/tree/' + encodeURIComponent(id));
+    return loadTree(g, id);
+  }
+
+  async function loadEvent(g, id) {
+    let topo, p;
+    try {
+      [topo, p] = await Promise.all([api('api/topology'), api('api/events/' + encodeURIComponent(id))]);
+    } catch (e) {
+      if (g === gen) $('tree').replaceChildren();
+      throw e;
+    }
+    if (g !== gen) return false;
+    renderHeader(topo, `event ${id}`);
+    renderEvent(p);
+    return !topo.finished;
+  }
+
+  function renderEvent(p) {
+    const ev = p.event || {};
+    const field = (k, v, attrs) => [el('dt', {}, k), el('dd', attrs || {}, v)];
+    const head = el('div', { class: 'tree-head' },
+      el('h2', {}, 'Event ', el('code', {}, ev.event_id || ''), ' ',
+        el('span', { class: `outcome status-${ev.status}`, 'data-col': 'status' }, ev.status)),
+      el('dl', { class: 'meta' },
+        field('Event id', el('code', {}, ev.event_id || ''), { 'data-col': 'event_id' }),
+        field('Status', ev.status || '', { 'data-col': 'status' }),
+        field('Seq (message id)', ident(ev.seq), { 'data-col': 'seq' }),
+        field('Generation', ident(ev.generation), { 'data-col': 'generation' }),
+        field('Attempts', int(ev.attempts), { 'data-col': 'attempts' }),
+        ev.last_error ? field('Last error', ev.last_error, { 'data-col': 'last_error', class: 'reason' }) : null));
+    const trs = ev.transitions || [];
+    const ttable = el('table', { id: 'transitions', class: 'stats' },
+      el('thead', {}, el('tr', {}, ['Step', 'Status', 'When', 'Attempt', 'Error'].map((h, i) =>
+        el('th', { class: i === 3 ? 'num' : null }, h)))),
+      el('tbody', {}, trs.map((t, i) => el('tr', { 'data-id': String(i) },
+        el('td', { 'data-col': 'step' }, t.step),
+        el('td', { 'data-col': 'status' }, t.status || ''),
+        el('td', { 'data-col': 'at', title: new Date(t.at).toISOString() }, clock(t.at, true)),
+        el('td', { 'data-col': 'attempt', class: 'num' }, t.attempt ? int(t.attempt) : ''),
+        el('td', { 'data-col': 'error', class: 'reason' }, t.error || '')))));
+    const trees = el('ul', { id: 'event-trees', class: 'tree-list' });
+    renderTreeList(trees, p.trees);
+    $('tree').replaceChildren(...[head,
+      el('h3', {}, 'History'), el('div', { class: 'scroll' }, ttable),
+      el('h3', { title: 'The tuple trees recorded for this event (its message id in the topology is its seq): sampled, failed or timed out' }, 'Tuple trees'),
+      trees,
+      p.note ? el('p', { class: 'note' }, p.note) : null].filter(Boolean));
+  }
+
   // ---- charts ----
   function niceScale(max) {
     if (!(max > 0)) return { max: 1, step: 0.25 };
@@ -346,7 +492,7 @@
     const step = mag * (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10);
     return { max: Math.ceil(max / step - 1e-9) * step, step };
   }
-  const tick = (v) => (Math.abs(v) >= 10000 ? `${+(v / 1000).toPrecision(3)}k` : String(+v.toPrecision(3)));
+  const tick = (v) => (Math.abs(v) >= 10000 ? `${sig(v / 1000)}k` : sig(v));
 
   // lineChart draws series [{name, color, unit, pts: [[t, v|null], ...]}] into box.
   function lineChart(box, series, opts = {}) {
@@ -381,17 +527,27 @@
       svg('text', { class: 'axis-label', x: (L + W - R) / 2, y: H - 4, 'text-anchor': 'middle' }, 'time'),
       svg('text', { class: 'axis-label', x: 12, y: (T + H - B) / 2, 'text-anchor': 'middle', transform: `rotate(-90 12 ${(T + H - B) / 2})` }, opts.yLabel || ''));
     const legend = el('ul', { class: 'legend' });
+    // A point without a value (no tree completed) or missing (no sample: more than
+    // 1.5 intervals since the previous one) lifts the pen: a gap, not a line to 0.
+    const maxStep = opts.intervalMs ? 1.5 * opts.intervalMs : Infinity;
     for (const s of series) {
-      let d = '', pen = false, last = null;
+      let d = '', pen = false, last = null, prevT = null;
+      const segs = [];
       for (const [t, v] of s.pts) {
+        if (prevT != null && t - prevT > maxStep) pen = false;
+        prevT = t;
         if (!num(v)) { pen = false; continue; }
         d += `${pen ? 'L' : 'M'}${x(t).toFixed(1)},${y(v).toFixed(1)}`;
+        if (!pen) segs.push([]);
+        segs[segs.length - 1].push(+v.toFixed(3));
         pen = true;
         last = v;
       }
-      root.append(svg('path', { class: 'series', d: d || 'M0,0', stroke: s.color, 'data-series': s.name }, svg('title', {}, s.name)));
+      // data-values: the values drawn, a segment of the line per "|".
+      root.append(svg('path', { class: 'series', d: d || 'M0,0', stroke: s.color, 'data-series': s.name,
+        'data-values': segs.map((g) => g.join(',')).join('|') }, svg('title', {}, s.name)));
       legend.append(el('li', { 'data-series': s.name }, el('span', { class: 'swatch', style: `background:${s.color}` }), s.name,
-        el('span', { class: 'muted' }, last == null ? '' : ` ${+last.toPrecision(3)}${s.unit || ''}`)));
+        el('span', { class: 'muted' }, last == null ? '' : ` ${sig(last)}${s.unit || ''}`)));
     }
     box.replaceChildren(root, legend);
   }
@@ -399,20 +555,21 @@
   function renderCharts(hist) {
     const pts = (hist && hist.points) || [];
     const ser = (name, color, get, unit) => ({ name, color, unit, pts: pts.map((p) => [p.t, get(p)]) });
-    const lat = (p, q) => p.complete_ms && p.complete_ms[q];
+    const lat = (p, q) => (p.complete_ms ? p.complete_ms[q] : null);
+    const intervalMs = hist && hist.interval_seconds ? hist.interval_seconds * 1000 : 0;
     lineChart($('chart-throughput'), [
       ser('emitted', PALETTE[0], (p) => p.emitted_per_s, '/s'),
       ser('acked', PALETTE[1], (p) => p.acked_per_s, '/s'),
       ser('failed', PALETTE[2], (p) => p.failed_per_s, '/s'),
-    ], { yLabel: 'tuples/s', label: 'throughput' });
+    ], { yLabel: 'tuples/s', label: 'throughput', intervalMs });
     lineChart($('chart-latency'), [
       ser('p50', PALETTE[0], (p) => lat(p, 'p50'), ' ms'),
       ser('p99', PALETTE[4], (p) => lat(p, 'p99'), ' ms'),
-    ], { yLabel: 'ms', label: 'complete latency' });
+    ], { yLabel: 'ms', label: 'complete latency', intervalMs });
     const bolts = [...new Set(pts.flatMap((p) => Object.keys(p.capacity || {})))].sort();
     lineChart($('chart-capacity'), bolts.length ? bolts.map((b, i) =>
       ser(b, PALETTE[i % PALETTE.length], (p) => p.capacity && p.capacity[b])) : [ser('capacity', PALETTE[0], () => null)],
-    { yLabel: 'capacity', label: 'bolt capacity', minMax: 1, marks: [0.8] });
+    { yLabel: 'capacity', label: 'bolt capacity', minMax: 1, marks: [0.8], intervalMs });
   }
 
   // ---- tree lists ----
@@ -426,30 +583,30 @@
       return el('li', { 'data-root': t.root },
         el('a', { href: '#/tree/' + encodeURIComponent(id) }, el('code', {}, id)),
         t.msg_id ? el('span', { class: 'muted' }, ` msg ${t.msg_id}`) : null,
-        el('span', { class: 'muted' }, ` · ${t.spout}[${t.spout_task}] · ${clock(t.ended_at || t.started_at)}`),
+        el('span', { class: 'muted' }, ` · ${t.spout}[${t.spout_task}] · ${t.outcome} · ${clock(t.ended_at || t.started_at)}`),
         t.reason ? el('div', { class: 'reason' }, t.reason) : null);
     }) : [el('li', { class: 'none muted' }, 'none')]));
   }
 
   // ---- tree page ----
   async function loadTree(g, id) {
-    let t;
+    let topo, t;
     try {
-      t = await api('api/trees/' + encodeURIComponent(id));
+      [topo, t] = await Promise.all([api('api/topology'), api('api/trees/' + encodeURIComponent(id))]);
     } catch (e) {
       if (g === gen) $('tree').replaceChildren();
       throw e;
     }
     if (g !== gen) return false;
+    renderHeader(topo, `tree ${t.root || t.msg_id}`);
     renderTree(t);
-    return t.outcome === 'pending';
+    return t.outcome === 'pending' && !topo.finished;
   }
 
   function renderTree(t) {
     const start = t.started_at;
-    const rel = (ts) => (num(ts) && ts ? `+${Math.round(ts - start)} ms` : '');
+    const rel = (ts) => (num(ts) && ts ? `+${ms(ts - start)}` : '');
     const took = t.ended_at ? ms(t.ended_at - start) : `${ms(Date.now() - start)} so far`;
-    document.title = `gale · tree ${t.root || t.msg_id}`;
     const field = (k, v, attrs) => [el('dt', {}, k), el('dd', attrs || {}, v)];
     const head = el('div', { class: 'tree-head' },
       el('h2', {}, 'Tuple tree ', el('code', {}, t.root || ''), ' ',
@@ -502,7 +659,7 @@
       el('tbody', {}, (t.pending || []).length ? t.pending.map((p) => el('tr', { 'data-id': p.node },
         el('td', { 'data-col': 'node' }, el('code', {}, p.node || '')),
         el('td', { 'data-col': 'component' }, p.component),
-        el('td', { 'data-col': 'task', class: 'num' }, int(p.task)),
+        el('td', { 'data-col': 'task', class: 'num' }, ident(p.task)),
         el('td', { 'data-col': 'since', title: new Date(p.since).toISOString() }, `${clock(p.since, true)} (${rel(p.since)})`),
         el('td', { 'data-col': 'age_ms', class: 'num' }, int(p.age_ms)),
         el('td', { 'data-col': 'source' }, p.source || ''))) : el('tr', { class: 'none' }, el('td', { colspan: 6, class: 'muted' }, 'nothing pending'))));
@@ -513,7 +670,7 @@
         el('th', { class: i === 1 ? 'num' : null }, h)))),
       el('tbody', {}, fails.map((f) => el('tr', {},
         el('td', { 'data-col': 'component' }, f.component),
-        el('td', { 'data-col': 'task', class: 'num' }, int(f.task)),
+        el('td', { 'data-col': 'task', class: 'num' }, ident(f.task)),
         el('td', { 'data-col': 'from' }, `${f.from}[${f.from_task}]`),
         el('td', { 'data-col': 'stream' }, f.stream),
         el('td', { 'data-col': 'at' }, rel(f.at)),
@@ -537,9 +694,9 @@
     let state;
     if (n.state === 'pending') {
       const age = num(n.age_ms) ? n.age_ms : pend && num(pend.age_ms) ? pend.age_ms : Date.now() - n.emitted_at;
-      state = el('span', { class: 'state state-pending' }, `PENDING: held by ${to} for ${Math.round(age)} ms`);
+      state = el('span', { class: 'state state-pending' }, `PENDING: held by ${to} for ${ms(age)}`);
     } else {
-      const after = num(n.done_at) && n.done_at ? ` after ${Math.round(n.done_at - n.emitted_at)} ms` : '';
+      const after = num(n.done_at) && n.done_at ? ` after ${ms(n.done_at - n.emitted_at)}` : '';
       const by = n.done_by_task ? ` by task ${n.done_by_task}` : '';
       state = el('span', { class: `state state-${n.state}` }, `${n.state}${by}${after}`);
     }
@@ -566,7 +723,7 @@
     $('lookup').addEventListener('submit', (ev) => {
       ev.preventDefault();
       const v = $('lookup-id').value.trim();
-      if (v) location.hash = '#/tree/' + encodeURIComponent(v);
+      if (v) location.hash = '#/find/' + encodeURIComponent(v);
     });
     window.addEventListener('hashchange', route);
     route();
