@@ -105,10 +105,10 @@ func (t *Tracker) step(e *entry, tr Transition) {
 	e.step(tr)
 }
 
-// Steps returns how many transitions of each step the events held have made since
-// the tracker was made (those of events read back from the log at a start included),
-// so a dashboard can show events received, persisted, completed, retried and
-// dead-lettered.
+// Steps returns how many transitions of each step the events have made since the
+// tracker was made, so a dashboard can show events received, persisted, completed,
+// retried and dead-lettered. The history Load rebuilds for an event read back from
+// the log is not counted again.
 func (t *Tracker) Steps() map[Step]uint64 { return maps.Clone(t.steps) }
 
 func (e *entry) step(tr Transition) {
@@ -199,8 +199,10 @@ func (t *Tracker) Load(rec *event.Record, doc *EventStatus) EventStatus {
 	} else {
 		// Out of memory since: the exact sync time is not kept, the receipt time is.
 		e.st = EventStatus{EventID: rec.Event.ID, PayloadHash: rec.Hash.String()}
-		t.step(e, Transition{Step: StepReceived, Status: Accepted, At: rec.ReceivedAt})
-		t.step(e, Transition{Step: StepPersisted, Status: Persisted, At: rec.ReceivedAt})
+		// Rebuilt, not made now: not counted in Steps (the receipt was counted when
+		// it happened, or by an earlier process).
+		e.step(Transition{Step: StepReceived, Status: Accepted, At: rec.ReceivedAt})
+		e.step(Transition{Step: StepPersisted, Status: Persisted, At: rec.ReceivedAt})
 	}
 	e.st.Seq, e.st.Generation = rec.Seq, rec.Generation
 	t.m[rec.Event.ID] = e
