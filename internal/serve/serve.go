@@ -221,7 +221,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("serve: registering the refusal counter: %w", err)
 	}
 	// The guard checks the UI's token (the ui scope) with every other.
-	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Registry: reg}); err != nil {
+	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Registry: reg,
+		Ingest: ingestView{svc: s.Service, log: s.Log}}); err != nil {
 		return nil, err
 	}
 
