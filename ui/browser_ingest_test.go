@@ -106,8 +106,16 @@ func TestBrowserChartGaps(t *testing.T) {
 			t.Errorf("the throughput chart lacks %s: %.3000s", want, throughput)
 		}
 	}
-	if latency := element(t, dom, "chart-latency", "</figure>"); !strings.Contains(latency, `> 5 ms<`) {
+	latency := element(t, dom, "chart-latency", "</figure>")
+	if !strings.Contains(latency, `> 5 ms<`) {
 		t.Errorf("the latency legend lacks the last p50, 5 ms: %.3000s", latency)
+	}
+	// Each p50 segment is one point: drawn as a dot, or it would not show at all.
+	if n := strings.Count(latency, `<circle class="dot"`); n != 6 {
+		t.Errorf("%d dots in the latency chart, want 3 for p50 and 3 for p99: %.3000s", n, latency)
+	}
+	if n := strings.Count(throughput, `<circle class="dot"`); n != 0 {
+		t.Errorf("%d dots in the throughput chart, whose segments are lines", n)
 	}
 }
 

@@ -397,7 +397,7 @@
       { id: 'records_per_s', label: 'Records synced per second', value: l.records_per_s, fmt: rate },
       { id: 'commits', label: 'Group commits (fsyncs)', value: l.commits, fmt: int },
       { id: 'commits_per_s', label: 'Group commits per second', value: l.commits_per_s, fmt: rate },
-      { id: 'commit_mean_ms', label: 'Commit (fsync) latency, mean over the interval (ms)', value: l.commit_mean_ms, fmt: dec },
+      { id: 'commit_mean_ms', label: 'Commit (fsync) latency, mean over the interval (ms)', value: l.commit_mean_ms, fmt: (v) => (num(v) ? dec(v) : '–') },
       { id: 'commit_p50_ms', label: 'Commit latency p50 since start, at most (ms)', value: l.commit_p50_ms, fmt: dec },
       { id: 'commit_p99_ms', label: 'Commit latency p99 since start, at most (ms)', value: l.commit_p99_ms, fmt: dec },
     ], false);
@@ -532,13 +532,13 @@
     const maxStep = opts.intervalMs ? 1.5 * opts.intervalMs : Infinity;
     for (const s of series) {
       let d = '', pen = false, last = null, prevT = null;
-      const segs = [];
+      const segs = [], starts = [];
       for (const [t, v] of s.pts) {
         if (prevT != null && t - prevT > maxStep) pen = false;
         prevT = t;
         if (!num(v)) { pen = false; continue; }
         d += `${pen ? 'L' : 'M'}${x(t).toFixed(1)},${y(v).toFixed(1)}`;
-        if (!pen) segs.push([]);
+        if (!pen) { segs.push([]); starts.push([t, v]); }
         segs[segs.length - 1].push(+v.toFixed(3));
         pen = true;
         last = v;
@@ -546,6 +546,13 @@
       // data-values: the values drawn, a segment of the line per "|".
       root.append(svg('path', { class: 'series', d: d || 'M0,0', stroke: s.color, 'data-series': s.name,
         'data-values': segs.map((g) => g.join(',')).join('|') }, svg('title', {}, s.name)));
+      // A segment of one point has no length: a dot shows it.
+      segs.forEach((g, i) => {
+        if (g.length === 1) {
+          root.append(svg('circle', { class: 'dot', cx: x(starts[i][0]).toFixed(1), cy: y(starts[i][1]).toFixed(1), r: 2.5,
+            fill: s.color, 'data-series': s.name }));
+        }
+      });
       legend.append(el('li', { 'data-series': s.name }, el('span', { class: 'swatch', style: `background:${s.color}` }), s.name,
         el('span', { class: 'muted' }, last == null ? '' : ` ${sig(last)}${s.unit || ''}`)));
     }
