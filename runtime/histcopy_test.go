@@ -73,3 +73,27 @@ func TestFinished(t *testing.T) {
 		t.Errorf("Finished = %v after Done, started %v", f, rt.Started())
 	}
 }
+
+// TestHistogramSyncTo: a copy kept up to date with syncTo equals the histogram after
+// Record, Merge and Sub, whatever buckets they touched.
+func TestHistogramSyncTo(t *testing.T) {
+	var h, cp, other Histogram
+	for _, ns := range []int64{3, 17, 1e6, 5e6, 5e6} {
+		h.Record(ns)
+	}
+	h.syncTo(&cp)
+	other.Record(2e9)
+	other.Record(1e6)
+	h.Merge(&other)
+	h.Record(40)
+	h.syncTo(&cp)
+	if cp != h {
+		t.Fatalf("after Merge: copy %d values, histogram %d", cp.Count(), h.Count())
+	}
+	h.Sub(&other)
+	h.syncTo(&cp)
+	cp.dirty, h.dirty = [16]uint64{}, [16]uint64{}
+	if cp != h || cp.Count() != 6 || cp.Quantile(1) != h.Quantile(1) {
+		t.Fatalf("after Sub: copy %d values, histogram %d", cp.Count(), h.Count())
+	}
+}

@@ -163,8 +163,8 @@ type Histogram struct {
 	n      uint64
 	sum    int64
 	max    int64
-	// dirty marks the buckets Record changed since the last syncTo, a bit each, so
-	// that a task's flush copies a few buckets, not 8 KiB.
+	// dirty marks the buckets changed since the last syncTo, a bit each, so that a
+	// task's flush copies a few buckets, not 8 KiB.
 	dirty [64 * 16 / 64]uint64
 }
 
@@ -230,7 +230,10 @@ func (h *Histogram) Sum() time.Duration { return time.Duration(h.sum) }
 // kept.
 func (h *Histogram) Sub(o *Histogram) {
 	for i, c := range o.counts {
-		h.counts[i] -= c
+		if c != 0 {
+			h.counts[i] -= c
+			h.dirty[i/64] |= 1 << (i % 64)
+		}
 	}
 	h.n -= o.n
 	h.sum -= o.sum
@@ -239,7 +242,10 @@ func (h *Histogram) Sub(o *Histogram) {
 // Merge adds o's counts to h.
 func (h *Histogram) Merge(o *Histogram) {
 	for i, c := range o.counts {
-		h.counts[i] += c
+		if c != 0 {
+			h.counts[i] += c
+			h.dirty[i/64] |= 1 << (i % 64)
+		}
 	}
 	h.n += o.n
 	h.sum += o.sum
