@@ -11,5 +11,6 @@
 // the counts are the runtime's exact counters, read at scrape time.
 //
 // History is a plain value fed by Observe(now, stats), so windows and charts are tested
-// without a clock; Run is the thin loop that feeds it on a ticker.
+// without a clock; Run (and RunUntil, which stops when the job is done) is the thin
+// loop that feeds it on a ticker.
 package metrics

@@ -6,7 +6,13 @@
 //     latency and capacity, and a message page that shows a tuple tree;
 //   - GET /metrics     Prometheus metrics (package metrics);
 //   - GET /api/...     the JSON the page reads: topology, stats?window=10m|all,
-//     history, trees?kind=failed|timed_out|sampled, trees/{root id or message id}.
+//     history, trees?kind=failed|timed_out|sampled, trees/{root id or message id},
+//     and with Options.Ingest (gale serve) ingest and events/{event id}.
+//
+// Options.Ingest is the small interface through which a process with an ingest path
+// in front of its topology shows it (statuses, rates, fsync latency, dead letters,
+// events by id); the package knows nothing of the ingest service, so a topology fed
+// otherwise (gale wordcount --ui) leaves it nil and the page shows no such section.
 //
 // It is read-only: every route is GET. With Options.Token set, every request must
 // carry it ("Authorization: Bearer TOKEN", or ?token=TOKEN from a browser).
