@@ -138,6 +138,7 @@ must be on the disk to measure, and are removed afterwards.`,
 	f.BoolVar(&asJSON, "json", false, "print the rows as JSON")
 	f.IntSliceVar(&o.Rows, "rows", nil, "run only these rows (1-4), e.g. --rows 2,3")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	f.BoolVar(&o.Metrics, "metrics", false, "rows 3 and 4 with gale serve's ingest metrics, gathered every second (their cost)")
 	f.BoolVar(&o.Auth, "auth", false, "rows 3 and 4 behind gale serve's access checks, each request with a bearer token (their cost)")
 	return c
 }

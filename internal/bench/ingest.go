@@ -24,10 +24,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/ingest/access"
+	"github.com/gale-stream/gale/internal/serve"
 	"github.com/gale-stream/gale/runtime"
 )
 
@@ -47,6 +50,10 @@ type IngestOptions struct {
 	Duration time.Duration
 	// Rows selects rows by number (1-4); empty runs all.
 	Rows []int
+	// Metrics adds gale serve's ingest metrics to the HTTP rows (requests by route
+	// and code, group commit histograms, the service's and log's counters) and
+	// gathers them every second, as a Prometheus scrape does, to measure their cost.
+	Metrics bool
 	// Auth puts gale serve's access guard (ingest/access) in front of the HTTP rows,
 	// with a tokens file of one write:* token that every request sends, to measure
 	// its cost.
@@ -62,6 +69,8 @@ type Row struct {
 	Elapsed  time.Duration
 	Latency  *runtime.Histogram // per request (per record for disk rows)
 	Log      eventlog.Stats     // the log's group commits (HTTP rows)
+	// Counted is what gale_http_requests_total counted (HTTP rows with Metrics).
+	Counted uint64
 }
 
 // EventsPerSec is the throughput of acknowledged events.
@@ -292,7 +301,19 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 	}
 	dir := filepath.Join(o.Dir, "log-"+name)
 	defer os.RemoveAll(dir)
-	l, err := eventlog.Open(eventlog.Options{Dir: dir})
+	var (
+		im  *serve.IngestMetrics
+		err error
+	)
+	reg := prometheus.NewRegistry()
+	lo := eventlog.Options{Dir: dir}
+	if o.Metrics {
+		if im, err = serve.NewIngestMetrics(reg); err != nil {
+			return Row{}, err
+		}
+		lo.OnCommit = im.OnCommit
+	}
+	l, err := eventlog.Open(lo)
 	if err != nil {
 		return Row{}, err
 	}
@@ -302,6 +323,27 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 		return Row{}, err
 	}
 	defer svc.Close()
+	if o.Metrics {
+		if err := im.Register(svc, l); err != nil {
+			return Row{}, err
+		}
+		scrapes := time.NewTicker(time.Second)
+		done := make(chan struct{})
+		var scraper sync.WaitGroup
+		scraper.Add(1)
+		go func() {
+			defer scraper.Done()
+			for {
+				select {
+				case <-done:
+					return
+				case <-scrapes.C:
+					_, _ = reg.Gather()
+				}
+			}
+		}()
+		defer func() { scrapes.Stop(); close(done); scraper.Wait() }()
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return Row{}, err
@@ -327,6 +369,9 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 	} else {
 		h = svc.Handler(ingest.HTTPOptions{})
 	}
+	if o.Metrics {
+		h = im.Wrap(h)
+	}
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
@@ -344,6 +389,9 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 	}
 	if o.Auth {
 		row.Name += ", bearer token (write:*)"
+	}
+	if o.Metrics {
+		row.Name += ", metrics"
 	}
 	path := url[strings.Index(url[len("http://"):], "/")+len("http://"):]
 	hostport := ln.Addr().String()
@@ -410,6 +458,26 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 	row.Requests, row.Events, row.Errors = reqs.Load(), evs.Load(), errs.Load()
 	row.Latency = merge(hists)
 	row.Log = l.Stats()
+	if o.Metrics {
+		// Every handler has returned, so has counted its request.
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := srv.Shutdown(sctx)
+		cancel()
+		if err != nil {
+			return row, err
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			return row, err
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "gale_http_requests_total" {
+				for _, m := range mf.GetMetric() {
+					row.Counted += uint64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
 	if p := firstErr.Load(); p != nil {
 		return row, fmt.Errorf("bench: %s: %d bad answers, the first: %s", row.Name, row.Errors, *p)
 	}

@@ -1,25 +1,17 @@
 package serve
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/metrics"
 )
 
-// registerMetrics adds to reg everything gale serve exports but the topology's
-// (ui adds it) and HTTP's: the process's, the log's health and counters, the
-// ingest service's counts, the group commit histograms and the sink's counts.
-func registerMetrics(reg *prometheus.Registry, s *Server, commits *commitMetrics) error {
+// registerMetrics adds to reg what gale serve exports beside the topology's (ui
+// adds it) and the ingest path's (IngestMetrics): the process's and the sink's.
+func registerMetrics(reg *prometheus.Registry, s *Server) error {
 	if err := metrics.RegisterProcess(reg); err != nil {
 		return err
-	}
-	for _, c := range []prometheus.Collector{newLogCollector(s.Log), newIngestCollector(s.Service, s.Log), commits.records, commits.sync} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("serve: registering the log's and ingest metrics: %w", err)
-		}
 	}
 	if err := registerSinkMetrics(reg, s.SinkHealth, s.SinkCounters); err != nil {
 		return err

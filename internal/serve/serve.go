@@ -125,8 +125,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			}
 		}
 	}()
-	commits := newCommitMetrics()
-	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: commits.observe})
+	// One registry for /metrics: the topology's collector (ui adds it), the
+	// process's, the ingest path's (HTTP, the log, the service) and the sink's.
+	reg := prometheus.NewRegistry()
+	im, err := NewIngestMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: im.OnCommit})
 	if errors.Is(err, syscall.EAGAIN) || (err != nil && strings.Contains(err.Error(), "lock held")) {
 		return nil, fmt.Errorf("serve: the log in %s is locked: is another gale using --data %s? (%w)", filepath.Join(o.DataDir, "log"), o.DataDir, err)
 	}
@@ -207,15 +213,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if name == "" {
 		name = "events"
 	}
-	// One registry for /metrics: the topology's collector (ui adds it), the
-	// process's, the log's, the ingest path's, HTTP's and the sink's.
-	reg := prometheus.NewRegistry()
-	if err := registerMetrics(reg, s, commits); err != nil {
+	if err := im.Register(s.Service, s.Log); err != nil {
 		return nil, err
 	}
-	httpm, err := newHTTPMetrics(reg)
-	if err != nil {
-		return nil, fmt.Errorf("serve: registering the HTTP metrics: %w", err)
+	if err := registerMetrics(reg, s); err != nil {
+		return nil, err
 	}
 	if err := reg.Register(guard.Collector()); err != nil {
 		return nil, fmt.Errorf("serve: registering the refusal counter: %w", err)
@@ -249,7 +251,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("/metrics", s.UI)
 	// Requests refused by the guard are counted by route and code too.
-	s.http = httpServer(httpm.wrap(guard.Wrap(mux)), o.Net)
+	s.http = httpServer(im.Wrap(guard.Wrap(mux)), o.Net)
 	hctx, stopHist := context.WithCancel(context.Background())
 	s.stopHist, s.histDone = stopHist, make(chan struct{})
 	go func() { defer close(s.histDone); s.UI.History().Run(hctx, rt.Stats) }()

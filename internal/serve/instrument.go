@@ -1,0 +1,52 @@
+package serve
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/ingest"
+)
+
+// IngestMetrics are gale serve's metrics of the ingest path: HTTP requests by
+// route and code, the log's group commit histograms, and (Register) the service's
+// and the log's counters read at scrape time. gale serve uses them, and gale bench
+// ingest puts them around its bare ingest service to measure what they cost.
+type IngestMetrics struct {
+	reg     prometheus.Registerer
+	commits *commitMetrics
+	http    *httpMetrics
+}
+
+// NewIngestMetrics registers the HTTP and group commit metrics in reg.
+func NewIngestMetrics(reg prometheus.Registerer) (*IngestMetrics, error) {
+	m := &IngestMetrics{reg: reg, commits: newCommitMetrics()}
+	for _, c := range []prometheus.Collector{m.commits.records, m.commits.sync} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("serve: registering the group commit metrics: %w", err)
+		}
+	}
+	var err error
+	if m.http, err = newHTTPMetrics(reg); err != nil {
+		return nil, fmt.Errorf("serve: registering the HTTP metrics: %w", err)
+	}
+	return m, nil
+}
+
+// OnCommit is the log's eventlog.Options.OnCommit.
+func (m *IngestMetrics) OnCommit(c eventlog.Commit) { m.commits.observe(c) }
+
+// Wrap counts the requests h answers.
+func (m *IngestMetrics) Wrap(h http.Handler) http.Handler { return m.http.wrap(h) }
+
+// Register adds the counters of svc and of its log l, and the log's health.
+func (m *IngestMetrics) Register(svc *ingest.Service, l *eventlog.Log) error {
+	for _, c := range []prometheus.Collector{newLogCollector(l), newIngestCollector(svc, l)} {
+		if err := m.reg.Register(c); err != nil {
+			return fmt.Errorf("serve: registering the log's and ingest metrics: %w", err)
+		}
+	}
+	return nil
+}
