@@ -73,6 +73,14 @@ type Options struct {
 	// up to RetryMax. Keep RetryMax under the topology's MessageTimeout: each retry
 	// restarts the held inputs' message timeouts. Defaults 100 ms and 5 s.
 	RetryMin, RetryMax time.Duration
+	// GiveUpAfter, if set, bounds an outage for a run no one repairs the database
+	// during (gale sink rebuild): once the database has failed as a whole for that
+	// long (from the first failure, checked at each retry), the task stops
+	// retrying, keeps holding its inputs (neither acked nor failed: the events are
+	// not at fault) and tells the Health, whose GaveUp channel closes so the caller
+	// ends the run with the database's error. 0 (gale serve): retry until the
+	// database takes the writes again.
+	GiveUpAfter time.Duration
 	// Health, if set, is told when the database stops and starts taking this bolt's
 	// writes (share it with whoever must know, e.g. the ingest service's
 	// Config.Sink, and with every sink bolt writing to the same database). Default:
@@ -235,6 +243,8 @@ func compile(opts Options) (*config, error) {
 		return bad("BatchDelay %v is negative", opts.BatchDelay)
 	case opts.FlushTimeout < 0:
 		return bad("FlushTimeout %v is negative", opts.FlushTimeout)
+	case opts.GiveUpAfter < 0:
+		return bad("GiveUpAfter %v is negative", opts.GiveUpAfter)
 	case opts.RetryMin < 0 || opts.RetryMax < 0:
 		return bad("RetryMin %v or RetryMax %v is negative", opts.RetryMin, opts.RetryMax)
 	case opts.RetryMax > 0 && opts.RetryMin > opts.RetryMax:
@@ -301,6 +311,10 @@ type Bolt struct {
 	outage  error
 	retryAt time.Time
 	backoff time.Duration
+	// outageSince is when the outage began; gaveUp is set once it outlasted
+	// GiveUpAfter: the task then writes nothing more.
+	outageSince time.Time
+	gaveUp      bool
 }
 
 // Prepare implements topology.Bolt. ctx (the runtime's Start context) bounds every
@@ -384,7 +398,7 @@ func (b *Bolt) flush() { b.flushAt(time.Now()) }
 
 // flushAt is flush at time now (a tick's).
 func (b *Bolt) flushAt(now time.Time) {
-	if b.outage != nil && now.Before(b.retryAt) {
+	if b.gaveUp || (b.outage != nil && now.Before(b.retryAt)) {
 		return
 	}
 	for len(b.inputs) > 0 && b.ctx.Err() == nil {
@@ -487,8 +501,10 @@ func (b *Bolt) release(n int) {
 // retry, restarts the held trees' message timeouts and, at the first failure of an
 // outage, reports it (once) and tells the Health.
 func (b *Bolt) unavailable(err error, rows int) {
+	now := time.Now()
 	if b.outage == nil {
 		b.cfg.Counters.Outages.Add(1)
+		b.outageSince = now
 		b.backoff = b.cfg.RetryMin
 		b.out.ReportError(fmt.Errorf("sink: %s fails as a whole, not because of the inputs: holding %d inputs and retrying every %v to %v (a transaction of %d rows rolled back: %w)",
 			b.cfg.DB, len(b.inputs), b.cfg.RetryMin, b.cfg.RetryMax, rows, err))
@@ -496,8 +512,18 @@ func (b *Bolt) unavailable(err error, rows int) {
 		b.backoff = min(2*b.backoff, b.cfg.RetryMax)
 	}
 	b.outage = err
-	b.retryAt = time.Now().Add(b.backoff)
+	b.retryAt = now.Add(b.backoff)
 	b.cfg.Health.report(b.task, err, b.cfg.DB)
+	if g := b.cfg.GiveUpAfter; g > 0 && now.Sub(b.outageSince) >= g {
+		// No one repairs the database during this run: stop retrying, and let the
+		// caller end the run. The held inputs are not failed: not their fault.
+		b.gaveUp = true
+		err = fmt.Errorf("%s failed as a whole for %v (GiveUpAfter %v), holding %d inputs: %w",
+			b.cfg.DB, now.Sub(b.outageSince).Round(time.Millisecond), g, len(b.inputs), err)
+		b.out.ReportError(fmt.Errorf("sink: giving up: %w", err))
+		b.cfg.Health.giveUp(err)
+		return
+	}
 	// The wait is the database's, not the trees': keep them from timing out (a
 	// tree that does time out is replayed later, and written once).
 	for _, t := range b.inputs {

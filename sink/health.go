@@ -13,6 +13,10 @@ import (
 // writes.
 var ErrUnavailable = errors.New("sink unavailable")
 
+// ErrGaveUp is wrapped by HealthState.GaveUp once a task gave up on its database
+// (Options.GiveUpAfter).
+var ErrGaveUp = errors.New("sink gave up on its database")
+
 // Health tells whether a sink's database takes writes. The tasks of the sink bolts
 // given it (Options.Health) report to it: a task whose write failed for a reason of
 // the database as a whole (see the bolt's doc) is down until one of its writes
@@ -34,6 +38,8 @@ type Health struct {
 	down    map[int]error // task id -> why it cannot write
 	since   time.Time     // when the current state began
 	changed chan struct{}
+	gaveUp  chan struct{} // closed at the first giveUp
+	gaveErr error
 }
 
 // HealthState is a snapshot of a Health.
@@ -48,6 +54,9 @@ type HealthState struct {
 	Since time.Time
 	// Outages is how many outages have begun so far.
 	Outages uint64
+	// GaveUp is nil unless a task gave up on the database (Options.GiveUpAfter):
+	// then it wraps ErrGaveUp and the database's error.
+	GaveUp error
 }
 
 // NewHealth returns the health of a sink that is available. logger receives the
@@ -56,14 +65,14 @@ func NewHealth(logger *slog.Logger) *Health {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Health{logger: logger, down: map[int]error{}, since: time.Now(), changed: make(chan struct{})}
+	return &Health{logger: logger, down: map[int]error{}, since: time.Now(), changed: make(chan struct{}), gaveUp: make(chan struct{})}
 }
 
 // State returns the current state.
 func (h *Health) State() HealthState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return HealthState{Available: len(h.down) == 0, Reason: h.reasonLocked(), Since: h.since, Outages: h.outages.Load()}
+	return HealthState{Available: len(h.down) == 0, Reason: h.reasonLocked(), Since: h.since, Outages: h.outages.Load(), GaveUp: h.gaveErr}
 }
 
 // Err is nil while the sink is available, else an error wrapping ErrUnavailable and
@@ -88,6 +97,23 @@ func (h *Health) Changed() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.changed
+}
+
+// GaveUp returns a channel closed when a task gave up on the database (see
+// Options.GiveUpAfter; HealthState.GaveUp says why): the run should end, as the
+// sink writes nothing more.
+func (h *Health) GaveUp() <-chan struct{} { return h.gaveUp }
+
+// giveUp records that a task stopped retrying because of err (the first one counts).
+func (h *Health) giveUp(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gaveErr != nil {
+		return
+	}
+	h.gaveErr = fmt.Errorf("%w: %w", ErrGaveUp, err)
+	close(h.gaveUp)
+	h.logger.Error("sink gave up: its database failed as a whole for longer than the run allows; no event is charged", "err", err)
 }
 
 func (h *Health) reasonLocked() error {

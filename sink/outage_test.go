@@ -444,3 +444,45 @@ func startRuntime(t *testing.T, topo *topology.Topology, cfg topology.Config) *r
 	})
 	return rt
 }
+
+// Options.GiveUpAfter (for gale sink rebuild, which no one repairs a database
+// during): once an outage outlasted it, the task stops retrying, fails and acks
+// nothing (the inputs are not at fault), and the Health's GaveUp channel closes
+// with the database's error. Without it a rebuild into a damaged database retried
+// forever (review finding E).
+func TestGiveUpAfterEndsTheRetries(t *testing.T) {
+	e := newSQLiteEnv(t)
+	e.createTables()
+	c := &Counters{}
+	opts := e.options(c)
+	opts.DB = e.open()
+	opts.BatchRows = 1
+	opts.GiveUpAfter = time.Nanosecond // the first retry is past it
+	b, out := newTestBolt(t, opts)
+	opts.DB.Close() // "database is closed": sink-wide
+	b.Execute(ingestTuple(record("x", "", -1, `{}`)))
+	select {
+	case <-b.Health().GaveUp():
+		t.Fatal("gave up at the first failure, before any retry")
+	default:
+	}
+	b.Execute(future()) // the retry fails too: past GiveUpAfter
+	select {
+	case <-b.Health().GaveUp():
+	default:
+		t.Fatalf("did not give up after an outage past GiveUpAfter; counters %+v", c.Snapshot())
+	}
+	st := b.Health().State()
+	if !errors.Is(st.GaveUp, ErrGaveUp) || !strings.Contains(st.GaveUp.Error(), "database is closed") || st.Available {
+		t.Errorf("state %+v, want unavailable and GaveUp wrapping ErrGaveUp and the database's error", st)
+	}
+	b.Execute(future()) // no more writes once it gave up
+	b.Execute(ingestTuple(record("y", "", -1, `{}`)))
+	acked, failed, _ := out.state()
+	eqList(t, "acked", acked, nil)
+	eqList(t, "failed", failed, nil)
+	eq(t, "counters", c.Snapshot(), CountersSnapshot{Failures: 2, Outages: 1, Retries: 1})
+	if in, _ := b.Pending(); in != 2 {
+		t.Errorf("%d inputs held, want 2", in)
+	}
+}

@@ -47,8 +47,11 @@ locked while it runs). Writes are idempotent (insert-once by event id, newest ve
 per key), so the command may run again, or over rows already there. It does not
 change the log: statuses and the committed offset stay as they are. With --pipeline
 orders, stock levels are running state recomputed in log order, so those columns may
-differ from the ones first written. The exit status
-is 1 if any record could not be written (each is listed), 2 if it could not run.`,
+differ from the ones first written. A sink-wide error (the database full, damaged,
+read-only or unreachable) is retried for --give-up-after, then ends the rebuild:
+no record is at fault, so none is failed for it. The exit status is 1 if any
+record could not be written (each is listed), 2 if it could not run (or gave up on
+the database: the message names its error and the records not written).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.sinkURL == "" {
@@ -73,6 +76,7 @@ is 1 if any record could not be written (each is listed), 2 if it could not run.
 	fl.StringVar(&o.pipeline, "pipeline", "events", "the pipeline gale serve runs: events or orders")
 	fl.IntVar(&o.maxAttempts, "max-attempts", 3, "attempts per record before it is reported as not written")
 	fl.DurationVar(&o.timeout, "timeout", 30*time.Second, "message timeout of a tuple tree")
+	fl.DurationVar(&o.giveUpAfter, "give-up-after", 30*time.Second, "how long the database may fail as a whole (full, damaged, unreachable) before the rebuild stops with exit 2")
 	return c
 }
 
@@ -80,7 +84,7 @@ type rebuildOptions struct {
 	dataDir, sinkURL, pipeline string
 	from                       uint64
 	maxAttempts                int
-	timeout                    time.Duration
+	timeout, giveUpAfter       time.Duration
 	logger                     *slog.Logger
 }
 
@@ -132,6 +136,9 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	if o.timeout <= 0 {
 		o.timeout = 30 * time.Second
 	}
+	if o.giveUpAfter <= 0 {
+		o.giveUpAfter = 30 * time.Second
+	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
@@ -169,7 +176,7 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 		}
 	}
 
-	st := &replayState{done: make(chan struct{}), attempts: map[uint64]int{}}
+	st := &replayState{done: make(chan struct{}), attempts: map[uint64]int{}, acked: map[uint64]bool{}}
 	spout := func() topology.Spout {
 		return &replaySpout{log: lg, pos: o.from, end: end, maxAttempts: o.maxAttempts, st: st,
 			inflight: map[uint64]*event.Record{}}
@@ -177,15 +184,20 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	tc := topology.DefaultConfig()
 	tc.MessageTimeout, tc.Logger = o.timeout, o.logger
 	counters := &sink.Counters{}
+	// No one repairs the database during a rebuild: an outage that outlasts
+	// giveUpAfter ends it (before, it was held and retried forever, and the
+	// command hung with no output).
+	health := sink.NewHealth(o.logger)
 	var topo *topology.Topology
 	if o.pipeline == "orders" {
 		// As internal/serve builds it: a join half waits longer than its tree lives.
 		oo := orders.DefaultOptions()
 		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
 		oo.DB, oo.SinkCounters, oo.Counters = db, counters, &orders.Counters{}
+		oo.SinkHealth, oo.SinkGiveUpAfter = health, o.giveUpAfter
 		topo, err = orders.Build(spout, oo)
 	} else {
-		topo, err = events.Build(spout, db, counters, nil)
+		topo, err = events.Build(spout, sink.Options{DB: db, Counters: counters, Health: health, GiveUpAfter: o.giveUpAfter})
 	}
 	if err != nil {
 		return nil, err
@@ -198,14 +210,25 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	case <-st.done:
 	case <-rt.Done():
 	case <-ctx.Done():
+	case <-health.GaveUp():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), tc.MessageTimeout)
+	stopWithin := tc.MessageTimeout
+	if health.State().GaveUp != nil {
+		stopWithin = 0 // the held trees cannot complete: the sink writes nothing more
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), stopWithin)
 	defer cancel()
 	stopErr := rt.Stop(sctx)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	res := &rebuildResult{Sink: db.String(), First: st.first, Last: st.last, Records: st.written,
 		Counts: counters.Snapshot(), Failed: st.failed}
+	if gave := health.State().GaveUp; gave != nil {
+		first := o.from
+		total := int(end - first + 1)
+		return res, fmt.Errorf("rebuild stopped: %w; %d of %d records (seq %d..%d) written, not written: seqs %s; no record is at fault: repair the database or give --sink a fresh one, and run it again (writes are idempotent)",
+			gave, st.written, total, first, end, st.notWritten(first, end))
+	}
 	select {
 	case <-st.done:
 	default:
@@ -227,7 +250,8 @@ type replayState struct {
 	written     int
 	failed      []rebuildFailure
 	attempts    map[uint64]int
-	done        chan struct{} // closed when every record is written or given up
+	acked       map[uint64]bool // seqs whose rows are committed
+	done        chan struct{}   // closed when every record is written or given up
 }
 
 // replaySpout emits the log's records from pos to end, each the root of a tracked
@@ -319,6 +343,7 @@ func (sp *replaySpout) Ack(msgID any) {
 	delete(sp.inflight, seq)
 	sp.st.mu.Lock()
 	sp.st.written++
+	sp.st.acked[seq] = true
 	delete(sp.st.attempts, seq)
 	sp.st.mu.Unlock()
 	sp.finishIfDone()
@@ -352,6 +377,39 @@ func (sp *replaySpout) giveUp(rec *event.Record, reason string) {
 	defer sp.st.mu.Unlock()
 	delete(sp.st.attempts, rec.Seq)
 	sp.st.failed = append(sp.st.failed, rebuildFailure{Seq: rec.Seq, ID: rec.Event.ID, Reason: reason})
+}
+
+// notWritten returns the ranges of seqs in first..last not acked, as text
+// ("1..20, 25, 30..300"), at most 20 ranges and a count of the rest. The caller
+// holds st.mu.
+func (st *replayState) notWritten(first, last uint64) string {
+	var parts []string
+	more := 0
+	for s := first; s <= last; s++ {
+		if st.acked[s] {
+			continue
+		}
+		e := s
+		for e < last && !st.acked[e+1] {
+			e++
+		}
+		switch {
+		case len(parts) == 20:
+			more++
+		case e == s:
+			parts = append(parts, fmt.Sprint(s))
+		default:
+			parts = append(parts, fmt.Sprintf("%d..%d", s, e))
+		}
+		s = e
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more ranges", more))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (sp *replaySpout) finishIfDone() {

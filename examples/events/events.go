@@ -70,16 +70,17 @@ func Rows(t *tuple.Tuple) ([]sink.Row, error) {
 	return rows, nil
 }
 
-// Build returns the pipeline reading from spout (the ingest log spout). counters and
-// health (the sink's, see sink.Options) may be nil.
-func Build(spout func() topology.Spout, db *sink.DB, counters *sink.Counters, health *sink.Health) (*topology.Topology, error) {
-	if spout == nil || db == nil {
+// Build returns the pipeline reading from spout (the ingest log spout) into the
+// sink so configures (DB required; Counters, Health, MessageTimeout, GiveUpAfter...
+// as sink.Options says). Build sets its Tables and Rows.
+func Build(spout func() topology.Spout, so sink.Options) (*topology.Topology, error) {
+	if spout == nil || so.DB == nil {
 		return nil, errors.New("events: spout and db are required")
 	}
+	so.Tables, so.Rows = []sink.Table{EventsTable, EntitiesTable}, Rows
 	b := topology.NewBuilder()
 	b.SetSpout("events", spout, 1).Output("event_id", "record")
-	d, err := sink.SetBolt(b, "sink", 1, sink.Options{DB: db, Tables: []sink.Table{EventsTable, EntitiesTable},
-		Rows: Rows, Counters: counters, Health: health})
+	d, err := sink.SetBolt(b, "sink", 1, so)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}

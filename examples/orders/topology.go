@@ -109,6 +109,8 @@ type Options struct {
 	// SinkHealth, if set, is told when the sink's database stops and starts taking
 	// writes (sink.Options.Health).
 	SinkHealth *sink.Health
+	// SinkGiveUpAfter bounds a sink outage (sink.Options.GiveUpAfter); 0: none.
+	SinkGiveUpAfter time.Duration
 
 	// Tests only: inject(component, eventID) true makes risk fail the input before
 	// emitting, stock fail it after applying its verdict; wrapSink wraps sink tasks.
@@ -186,7 +188,7 @@ func Build(spout func() topology.Spout, opts Options) (*topology.Topology, error
 	sinkOpts := sink.Options{
 		DB: opts.DB, Tables: []sink.Table{OrderLinesTable}, Rows: Rows, After: Summarize,
 		BatchRows: opts.BatchRows, BatchDelay: opts.BatchDelay, Counters: opts.SinkCounters,
-		Health: opts.SinkHealth,
+		Health: opts.SinkHealth, GiveUpAfter: opts.SinkGiveUpAfter,
 	}
 	sinkBolt, err := sink.NewBolt(sinkOpts)
 	if err != nil {

@@ -190,7 +190,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		s.OrdersCounters = oo.Counters
 		topo, err = orders.Build(s.Service.Spout(), oo)
 	} else {
-		topo, err = events.Build(s.Service.Spout(), s.DB, s.SinkCounters, s.SinkHealth)
+		topo, err = events.Build(s.Service.Spout(), sink.Options{DB: s.DB, Counters: s.SinkCounters,
+			Health: s.SinkHealth})
 	}
 	if err != nil {
 		return nil, err
