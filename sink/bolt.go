@@ -30,6 +30,10 @@ const (
 	DefaultFlushTimeout = 10 * time.Second
 	DefaultRetryMin     = 100 * time.Millisecond
 	DefaultRetryMax     = 5 * time.Second
+	// MinMessageTimeout is the shortest Options.MessageTimeout the sink takes: a
+	// third of it bounds each transaction, and a commit that reaches the disk
+	// needs some time.
+	MinMessageTimeout = 300 * time.Millisecond
 )
 
 // Row is one row for one of the sink's tables: Values in that Table's Columns order.
@@ -62,17 +66,26 @@ type Options struct {
 	// use SetBolt, which does. An input then waits at most about two BatchDelays.
 	// Without ticks a batch is written only when it is full. Default 20 ms.
 	BatchDelay time.Duration
-	// FlushTimeout bounds one batch's transaction, from BEGIN to COMMIT; past it the
-	// transaction is rolled back and, as the database is too slow, the batch is held
-	// and retried like any sink-wide error. Keep it well under the topology's
-	// MessageTimeout. Default 10 s.
+	// FlushTimeout bounds one batch's transaction, from BEGIN to COMMIT (a wait
+	// for a lock included); past it the transaction is rolled back and, as the
+	// database is too slow, the batch is held and retried like any sink-wide error.
+	// It must be well under the topology's MessageTimeout, or a stalled database
+	// times trees out (and charges them) before it counts as an outage. Default
+	// 10 s, or a third of MessageTimeout if that is less.
 	FlushTimeout time.Duration
 	// RetryMin and RetryMax set the backoff of a batch held because the database
 	// failed as a whole (see NewBolt): the first retry comes RetryMin after the
 	// failure (checked on ticks), each later one twice as long after the one before,
-	// up to RetryMax. Keep RetryMax under the topology's MessageTimeout: each retry
-	// restarts the held inputs' message timeouts. Defaults 100 ms and 5 s.
+	// up to RetryMax. RetryMax must be under the topology's MessageTimeout: each
+	// retry restarts the held inputs' message timeouts. Defaults 100 ms and 5 s
+	// (or a third of MessageTimeout if that is less).
 	RetryMin, RetryMax time.Duration
+	// MessageTimeout is the topology's (topology.Config.MessageTimeout). If set,
+	// the sink's waits are derived from it: FlushTimeout and RetryMax default to at
+	// most a third of it, and values at or above it are refused, so a stalled
+	// database is an outage before any tree times out. At least
+	// MinMessageTimeout. 0: the fixed defaults.
+	MessageTimeout time.Duration
 	// GiveUpAfter, if set, bounds an outage for a run no one repairs the database
 	// during (gale sink rebuild): once the database has failed as a whole for that
 	// long (from the first failure, checked at each retry), the task stops
@@ -243,12 +256,26 @@ func compile(opts Options) (*config, error) {
 		return bad("BatchDelay %v is negative", opts.BatchDelay)
 	case opts.FlushTimeout < 0:
 		return bad("FlushTimeout %v is negative", opts.FlushTimeout)
+	case opts.MessageTimeout < 0 || (opts.MessageTimeout > 0 && opts.MessageTimeout < MinMessageTimeout):
+		return bad("MessageTimeout %v is below %v: a third of it bounds each transaction, too short for a commit", opts.MessageTimeout, MinMessageTimeout)
+	case opts.MessageTimeout > 0 && opts.FlushTimeout >= opts.MessageTimeout:
+		return bad("FlushTimeout %v is not under MessageTimeout %v: a stalled database would time trees out before it is an outage", opts.FlushTimeout, opts.MessageTimeout)
+	case opts.MessageTimeout > 0 && opts.RetryMax >= opts.MessageTimeout:
+		return bad("RetryMax %v is not under MessageTimeout %v: held trees would time out between retries", opts.RetryMax, opts.MessageTimeout)
 	case opts.GiveUpAfter < 0:
 		return bad("GiveUpAfter %v is negative", opts.GiveUpAfter)
 	case opts.RetryMin < 0 || opts.RetryMax < 0:
 		return bad("RetryMin %v or RetryMax %v is negative", opts.RetryMin, opts.RetryMax)
 	case opts.RetryMax > 0 && opts.RetryMin > opts.RetryMax:
 		return bad("RetryMin %v is above RetryMax %v", opts.RetryMin, opts.RetryMax)
+	}
+	if mt := opts.MessageTimeout; mt > 0 {
+		if opts.FlushTimeout == 0 {
+			opts.FlushTimeout = min(DefaultFlushTimeout, mt/3)
+		}
+		if opts.RetryMax == 0 {
+			opts.RetryMax = max(min(DefaultRetryMax, mt/3), opts.RetryMin)
+		}
 	}
 	if opts.RetryMin == 0 {
 		opts.RetryMin = min(DefaultRetryMin, cmp.Or(opts.RetryMax, DefaultRetryMin))
@@ -605,6 +632,11 @@ type result struct{ written, duplicates, stale uint64 }
 func (b *Bolt) write(rows []Row) (res result, err error) {
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.FlushTimeout)
 	defer cancel()
+	defer func() {
+		if err != nil && b.ctx.Err() == nil && ctx.Err() != nil {
+			err = fmt.Errorf("transaction not done within FlushTimeout %v (a lock held too long, or the database too slow): %w", b.cfg.FlushTimeout, err)
+		}
+	}()
 	tx, err := b.cfg.DB.SQL.BeginTx(ctx, nil)
 	if err != nil {
 		return res, fmt.Errorf("begin: %w", err)

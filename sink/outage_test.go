@@ -486,3 +486,39 @@ func TestGiveUpAfterEndsTheRetries(t *testing.T) {
 		t.Errorf("%d inputs held, want 2", in)
 	}
 }
+
+// Options.MessageTimeout keeps the sink's waits under the topology's message
+// timeout (review finding F: a 10 s FlushTimeout under a 2 s timeout let a stalled
+// database time trees out, charged, before it counted as an outage).
+func TestMessageTimeoutBoundsTheSinksWaits(t *testing.T) {
+	e := newSQLiteEnv(t)
+	for _, c := range []struct {
+		mt, flush, retryMax time.Duration // given
+		wantFlush, wantMax  time.Duration
+		err                 string
+	}{
+		{mt: 0, wantFlush: DefaultFlushTimeout, wantMax: DefaultRetryMax},
+		{mt: time.Minute, wantFlush: DefaultFlushTimeout, wantMax: DefaultRetryMax},
+		{mt: 2 * time.Second, wantFlush: 2 * time.Second / 3, wantMax: 2 * time.Second / 3},
+		{mt: 2 * time.Second, flush: time.Second, retryMax: time.Second, wantFlush: time.Second, wantMax: time.Second},
+		{mt: 2 * time.Second, flush: 2 * time.Second, err: "FlushTimeout 2s is not under MessageTimeout 2s"},
+		{mt: 2 * time.Second, retryMax: 3 * time.Second, err: "RetryMax 3s is not under MessageTimeout 2s"},
+		{mt: 100 * time.Millisecond, err: "MessageTimeout 100ms is below 300ms"},
+	} {
+		opts := e.options(nil)
+		opts.MessageTimeout, opts.FlushTimeout, opts.RetryMax = c.mt, c.flush, c.retryMax
+		cfg, err := compile(opts)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("MessageTimeout %v FlushTimeout %v RetryMax %v: %v, want %q", c.mt, c.flush, c.retryMax, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.FlushTimeout != c.wantFlush || cfg.RetryMax != c.wantMax || cfg.RetryMin > cfg.RetryMax {
+			t.Errorf("MessageTimeout %v: FlushTimeout %v RetryMin %v RetryMax %v, want %v and %v", c.mt, cfg.FlushTimeout, cfg.RetryMin, cfg.RetryMax, c.wantFlush, c.wantMax)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/serve"
 	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -111,6 +112,9 @@ func (f *serveFlags) options() (serve.Options, error) {
 	lc.Sample = f.lineageSample
 	if o.Lineage, err2 = lineage.New(lc); err2 != nil {
 		return o, fmt.Errorf("--lineage-sample %v: must be between 0 and 1", f.lineageSample)
+	}
+	if f.timeout < sink.MinMessageTimeout {
+		return o, fmt.Errorf("--timeout %v: at least %v: the sink bounds each transaction by a third of it, so that a stalled database is an outage before any tree times out", f.timeout, sink.MinMessageTimeout)
 	}
 	tc := topology.DefaultConfig()
 	tc.MessageTimeout, tc.MaxSpoutPending, tc.Logger = f.timeout, f.maxPending, o.Logger

@@ -194,10 +194,11 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 		oo := orders.DefaultOptions()
 		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
 		oo.DB, oo.SinkCounters, oo.Counters = db, counters, &orders.Counters{}
-		oo.SinkHealth, oo.SinkGiveUpAfter = health, o.giveUpAfter
+		oo.SinkHealth, oo.SinkGiveUpAfter, oo.MessageTimeout = health, o.giveUpAfter, tc.MessageTimeout
 		topo, err = orders.Build(spout, oo)
 	} else {
-		topo, err = events.Build(spout, sink.Options{DB: db, Counters: counters, Health: health, GiveUpAfter: o.giveUpAfter})
+		topo, err = events.Build(spout, sink.Options{DB: db, Counters: counters, Health: health,
+			GiveUpAfter: o.giveUpAfter, MessageTimeout: tc.MessageTimeout})
 	}
 	if err != nil {
 		return nil, err

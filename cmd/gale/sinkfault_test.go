@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/serve"
@@ -152,4 +154,24 @@ func TestSinkRebuildOntoAFullDiskEnds(t *testing.T) {
 	path := filepath.Join(mnt, "rebuilt.db")
 	err, out := rebuildBounded(t, "--data", dir, "--sink", path, "--give-up-after", "1s")
 	checkGaveUp(t, err, out, path, "full", n)
+}
+
+// A --timeout too short for the sink's transaction bound (a third of it) is refused
+// with the reason, before anything starts (review finding F).
+func TestSinkServeRefusesATimeoutTooShortForTheSink(t *testing.T) {
+	var f serveFlags
+	c := &cobra.Command{}
+	f.register(c, "127.0.0.1:0")
+	if err := c.Flags().Parse([]string{"--timeout", "100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.options(); err == nil || !strings.Contains(err.Error(), "--timeout 100ms: at least 300ms") {
+		t.Fatalf("--timeout 100ms: %v, want it refused naming the sink's bound", err)
+	}
+	if err := c.Flags().Parse([]string{"--timeout", "2s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.options(); err != nil {
+		t.Fatalf("--timeout 2s: %v", err)
+	}
 }

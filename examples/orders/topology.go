@@ -109,6 +109,9 @@ type Options struct {
 	// SinkHealth, if set, is told when the sink's database stops and starts taking
 	// writes (sink.Options.Health).
 	SinkHealth *sink.Health
+	// MessageTimeout is the topology's (sink.Options.MessageTimeout: the sink's
+	// waits are kept under it); 0 keeps the sink's fixed defaults.
+	MessageTimeout time.Duration
 	// SinkGiveUpAfter bounds a sink outage (sink.Options.GiveUpAfter); 0: none.
 	SinkGiveUpAfter time.Duration
 
@@ -188,7 +191,8 @@ func Build(spout func() topology.Spout, opts Options) (*topology.Topology, error
 	sinkOpts := sink.Options{
 		DB: opts.DB, Tables: []sink.Table{OrderLinesTable}, Rows: Rows, After: Summarize,
 		BatchRows: opts.BatchRows, BatchDelay: opts.BatchDelay, Counters: opts.SinkCounters,
-		Health: opts.SinkHealth, GiveUpAfter: opts.SinkGiveUpAfter,
+		Health: opts.SinkHealth, MessageTimeout: opts.MessageTimeout,
+		GiveUpAfter: opts.SinkGiveUpAfter,
 	}
 	sinkBolt, err := sink.NewBolt(sinkOpts)
 	if err != nil {

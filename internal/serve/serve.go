@@ -184,6 +184,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		// A join half waits longer than its tree can live (orders.Options.HoldFor).
 		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
 		oo.DB, oo.SinkCounters, oo.SinkHealth = s.DB, s.SinkCounters, s.SinkHealth
+		oo.MessageTimeout = tc.MessageTimeout // the sink's waits stay under it
 		if oo.Counters == nil {
 			oo.Counters = &orders.Counters{}
 		}
@@ -191,7 +192,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		topo, err = orders.Build(s.Service.Spout(), oo)
 	} else {
 		topo, err = events.Build(s.Service.Spout(), sink.Options{DB: s.DB, Counters: s.SinkCounters,
-			Health: s.SinkHealth})
+			Health: s.SinkHealth, MessageTimeout: tc.MessageTimeout})
 	}
 	if err != nil {
 		return nil, err

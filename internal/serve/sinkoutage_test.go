@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/pgtest"
+	"github.com/gale-stream/gale/topology"
 )
 
 // syncBuffer is a log destination safe for concurrent writes.
@@ -332,4 +334,58 @@ func TestDamagedSQLiteSinkIsAnOutage(t *testing.T) {
 	post(t, c, "after", 300, 100, ingest.LevelPersisted)
 	r := waitOutage(t, s, "malformed")
 	t.Logf("readyz on a damaged sink: %+v", r)
+}
+
+// Review finding F: a stalled database (another connection holding SQLite's
+// exclusive lock) with a message timeout shorter than the sink's fixed waits (10 s
+// FlushTimeout, 5 s busy timeout) timed trees out before the stall counted as an
+// outage: they were charged, and with one attempt allowed dead-lettered ("message
+// timeout"), while /readyz said 200. Now the sink's waits come from the topology's
+// message timeout (a third of it), so the stall is an outage first: /readyz 503
+// naming it, nothing charged, and once the lock is gone every event is PROCESSED
+// with attempts 1.
+func TestStalledSQLiteSinkIsAnOutageBeforeTreesTimeOut(t *testing.T) {
+	dir := t.TempDir()
+	tc := topology.DefaultConfig()
+	tc.MessageTimeout = 2 * time.Second
+	o := Options{Addr: "127.0.0.1:0", DataDir: dir, Topology: &tc}
+	o.Ingest.Tracker.MaxAttempts = 1 // a charged attempt is a dead letter
+	s, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	}()
+	c := &ingest.Client{URL: s.URL()}
+	post(t, c, "before", 50, 100, ingest.LevelProcessed) // the tables are in use
+
+	other, err := sql.Open("sqlite", filepath.Join(dir, "sink.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lock, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	ids := post(t, c, "stalled", 300, 100, ingest.LevelPersisted)
+	r := waitOutage(t, s, "lock")
+	t.Logf("readyz during the stall: %+v", r)
+	// The stall outlasts the message timeout: trees that were not kept alive would
+	// time out now (the fault is the lock's length, not a wait for something).
+	time.Sleep(2 * tc.MessageTimeout)
+	if dead := deadLetters(t, s); dead != 0 {
+		t.Fatalf("%d events dead-lettered during the stall", dead)
+	}
+	if _, err := lock.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	waitProcessed(t, s, ids)
 }
