@@ -190,7 +190,8 @@ type config struct {
 //   - The database's as a whole (a sink outage): disk full, read-only, a damaged
 //     database file, I/O errors, locks held too long, connections refused or lost,
 //     PostgreSQL shutting down or starting, too many connections, FlushTimeout
-//     passed (SQLite result codes FULL, IOERR, READONLY, CORRUPT, NOTADB, BUSY...;
+//     passed, a SQLite file deleted or replaced since Open (ErrFileGone)
+//     (SQLite result codes FULL, IOERR, READONLY, CORRUPT, NOTADB, BUSY...;
 //     SQLSTATE classes 08, 53, 57, 58, XX...; network errors). No input is failed:
 //     the task holds them all, with the inputs that arrive meanwhile, restarts their
 //     message timeouts (OutputCollector.ResetTimeout) and writes them again on a
@@ -574,6 +575,9 @@ func (b *Bolt) available() {
 // down, overloaded) or too slow. Writing inputs one by one would only multiply the
 // wait, and failing them would charge events for what they did not do.
 func sinkWide(err error) bool {
+	if errors.Is(err, ErrFileGone) {
+		return true
+	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff { // the primary result code
@@ -637,6 +641,9 @@ func (b *Bolt) write(rows []Row) (res result, err error) {
 			err = fmt.Errorf("transaction not done within FlushTimeout %v (a lock held too long, or the database too slow): %w", b.cfg.FlushTimeout, err)
 		}
 	}()
+	if err := b.cfg.DB.checkFile(); err != nil {
+		return res, err
+	}
 	tx, err := b.cfg.DB.SQL.BeginTx(ctx, nil)
 	if err != nil {
 		return res, fmt.Errorf("begin: %w", err)
@@ -686,6 +693,11 @@ func (b *Bolt) write(rows []Row) (res result, err error) {
 		return res, fmt.Errorf("commit: %w", err)
 	}
 	committed = true
+	// Gone during the transaction: the rows are in a file no one reads, so they
+	// are not acked (held, and written again where the file is restored).
+	if err := b.cfg.DB.checkFile(); err != nil {
+		return result{}, fmt.Errorf("after commit: %w", err)
+	}
 	return res, nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -62,6 +64,35 @@ type DB struct {
 	Dialect Dialect
 	// name is the URL with any password replaced, for errors.
 	name string
+	// path and file are a SQLite database's file and what it was at Open (nil:
+	// not checked, e.g. in memory): see checkFile.
+	path string
+	file os.FileInfo
+}
+
+// ErrFileGone is wrapped by the error of a write to a SQLite database whose file
+// was deleted or replaced since Open: a sink outage (the connection would write
+// into a file no one reads), until the operator restores the file and restarts.
+var ErrFileGone = errors.New("sink database file gone")
+
+// checkFile reports ErrFileGone if the SQLite file at the path is no longer the
+// one opened: deleted (unlinked: SQLite goes on writing into the open inode, which
+// vanishes with the process) or replaced (a copy renamed over it). One stat, cheap
+// beside a commit that reaches the disk.
+func (db *DB) checkFile() error {
+	if db.file == nil {
+		return nil
+	}
+	fi, err := os.Stat(db.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s was deleted while open: its rows would go to a file no one reads; restore it (or leave it gone for a fresh one, then rebuild it from the log) and restart", ErrFileGone, db.path)
+	case err != nil:
+		return fmt.Errorf("%w: checking %s: %w", ErrFileGone, db.path, err)
+	case !os.SameFile(fi, db.file):
+		return fmt.Errorf("%w: %s was replaced by another file while open: its rows would go to the old one, which no one reads; restart to write to the new one", ErrFileGone, db.path)
+	}
+	return nil
 }
 
 // String returns the URL the DB was opened with, without its password.
@@ -169,7 +200,40 @@ func openSQLite(ctx context.Context, rawURL string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("sink: open %s: %w", name, err)
 	}
-	return &DB{SQL: pool, Dialect: SQLite, name: name}, nil
+	db := &DB{SQL: pool, Dialect: SQLite, name: name, path: sqliteFile(dsn)}
+	if db.path != "" {
+		// The ping opened (and created) it; a path not found is not checked.
+		if fi, err := os.Stat(db.path); err == nil && fi.Mode().IsRegular() {
+			db.file = fi
+		}
+	}
+	return db, nil
+}
+
+// sqliteFile returns the file of a SQLite DSN (a path or a file: URI, with a
+// query), "" for an in-memory database.
+func sqliteFile(dsn string) string {
+	base, query, _ := strings.Cut(dsn, "?")
+	if q, err := url.ParseQuery(query); err == nil && q.Get("mode") == "memory" {
+		return ""
+	}
+	if hasPrefixFold(base, "file:") {
+		base = base[len("file:"):]
+		if strings.HasPrefix(base, "//") { // file://host/path: the path
+			if i := strings.Index(base[2:], "/"); i >= 0 {
+				base = base[2+i:]
+			} else {
+				return ""
+			}
+		}
+		if p, err := url.PathUnescape(base); err == nil {
+			base = p
+		}
+	}
+	if base == "" || base == ":memory:" {
+		return ""
+	}
+	return base
 }
 
 // sqliteDSN adds the settings of sqliteDefaults that path's query does not set.

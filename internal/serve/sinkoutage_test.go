@@ -389,3 +389,62 @@ func TestStalledSQLiteSinkIsAnOutageBeforeTreesTimeOut(t *testing.T) {
 	}
 	waitProcessed(t, s, ids)
 }
+
+// Review finding G: a SQLite sink file deleted (or replaced) while gale serve runs
+// went unnoticed: events were answered PROCESSED into an unlinked file no one can
+// read, /readyz said 200. Now it is a sink outage naming the file: nothing is
+// written or charged, /readyz is 503, and after a restart (which opens the file now
+// at the path) every held event ends PROCESSED.
+func TestSQLiteSinkFileGoneIsAnOutage(t *testing.T) {
+	for _, c := range []struct {
+		name, reason string
+		do           func(t *testing.T, path string)
+	}{
+		{"deleted", "deleted", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"replaced", "replaced", func(t *testing.T, path string) {
+			// As a restore from a copy does: a new file renamed over the old one.
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path+".new", b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(path+".new", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := &ingest.Client{URL: s.URL()}
+			post(t, cl, "before", 50, 100, ingest.LevelProcessed)
+			c.do(t, filepath.Join(dir, "sink.db"))
+			ids := post(t, cl, "after", 100, 100, ingest.LevelPersisted)
+			r := waitOutage(t, s, c.reason)
+			t.Logf("readyz: %+v", r)
+			for _, id := range ids {
+				if st, err := s.Service.Status(id); err != nil || st.Status == ingest.Processed {
+					t.Fatalf("%s answered %v (%v) while the sink file was %s", id, st.Status, err, c.name)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_ = s.Shutdown(ctx) // the held trees cannot complete
+			s, err = Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown(context.Background())
+			waitProcessed(t, s, ids)
+		})
+	}
+}
