@@ -113,6 +113,9 @@ func (f *serveFlags) options() (serve.Options, error) {
 	if o.Lineage, err2 = lineage.New(lc); err2 != nil {
 		return o, fmt.Errorf("--lineage-sample %v: must be between 0 and 1", f.lineageSample)
 	}
+	if o.DataDir == "" {
+		return o, errors.New("--data is empty: give the data directory (the log is DATA/log)")
+	}
 	if f.timeout < sink.MinMessageTimeout {
 		return o, fmt.Errorf("--timeout %v: at least %v: the sink bounds each transaction by a third of it, so that a stalled database is an outage before any tree times out", f.timeout, sink.MinMessageTimeout)
 	}

@@ -127,6 +127,9 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	if o.pipeline != "events" && o.pipeline != "orders" {
 		return nil, fmt.Errorf("--pipeline %q: want events or orders", o.pipeline)
 	}
+	if o.dataDir == "" {
+		return nil, errors.New("--data is empty: give the data directory of gale serve (the log is DATA/log)")
+	}
 	if o.from == 0 {
 		return nil, errors.New("--from 0: sequence numbers start at 1")
 	}

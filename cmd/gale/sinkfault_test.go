@@ -175,3 +175,20 @@ func TestSinkServeRefusesATimeoutTooShortForTheSink(t *testing.T) {
 		t.Fatalf("--timeout 2s: %v", err)
 	}
 }
+
+// --data ” was taken as ./log; now gale serve and gale sink rebuild refuse it.
+func TestSinkEmptyDataIsRefused(t *testing.T) {
+	var f serveFlags
+	c := &cobra.Command{}
+	f.register(c, "127.0.0.1:0")
+	if err := c.Flags().Parse([]string{"--data", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.options(); err == nil || !strings.Contains(err.Error(), "--data is empty") {
+		t.Fatalf("serve --data '': %v", err)
+	}
+	_, err := rebuildSink(context.Background(), rebuildOptions{sinkURL: filepath.Join(t.TempDir(), "x.db"), from: 1})
+	if err == nil || !strings.Contains(err.Error(), "--data is empty") {
+		t.Fatalf("rebuild --data '': %v", err)
+	}
+}
