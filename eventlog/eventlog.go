@@ -260,7 +260,8 @@ func Open(opts Options) (*Log, error) {
 			return nil, err
 		}
 	}
-	if err := preflight(fs, opts.Dir, mark, replicas, wals); err != nil {
+	after, err := preflight(fs, opts.Dir, mark, replicas, wals)
+	if err != nil {
 		return nil, err
 	}
 	dmg := newDamage(opts.FS, opts.Logger)
@@ -306,7 +307,7 @@ func Open(opts Options) (*Log, error) {
 		dmg:      dmg,
 		onCommit: opts.OnCommit,
 	}
-	next, err := l.recover(opts.Dir, mark, replicas, wals, opts.Logger)
+	next, err := l.recover(opts.Dir, mark, replicas, wals, after, opts.Logger)
 	if err == nil {
 		// A fresh mark file (also for a store from before the mark, or one in
 		// the format without replicas): every record it could restore is in
@@ -325,7 +326,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	if len(l.lost) > 0 && opts.Logger != nil {
 		for _, r := range l.lost {
-			opts.Logger.Warn("eventlog: acknowledged events lost by a salvage of the damaged log; clients must send them again (GET /v1/lost)",
+			opts.Logger.Warn("eventlog: events recorded lost (by a salvage of a damaged log, or named past its end after a crash); clients must send them again (GET /v1/lost)",
 				"from_seq", r.From, "to_seq", r.To, "ids", len(r.IDs), "reason", r.Reason)
 		}
 	}
@@ -351,8 +352,9 @@ func peek(fs vfs.FS, dir string) (*pebble.DBDesc, error) {
 // damage would be gone before a salvage could keep them. The damage refuses if a
 // later chunk promises the WAL was synced past it, or if the records before it
 // end below the mark (and replicas in the mark file cannot restore every batch
-// after it); otherwise it is a torn tail and Pebble may drop it.
-func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []WALFile) error {
+// after it); otherwise it is a torn tail and Pebble may drop it. It returns the
+// intact batches after such a tail, whose seqs are never given out again.
+func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []WALFile) ([]walBatch, error) {
 	found := false
 	for _, w := range wals {
 		for _, d := range w.Damage {
@@ -360,17 +362,17 @@ func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []W
 		}
 	}
 	if !found {
-		return nil
+		return nil, nil
 	}
 	db, live, after, err := openView(fs, dir, wals)
 	if err != nil {
-		return nil // Pebble's own Open reports it
+		return nil, nil // Pebble's own Open reports it
 	}
 	last, err := lastSeq(db)
 	lost, lerr := readLost(db)
 	_ = db.Close()
 	if err != nil || lerr != nil {
-		return nil // Pebble's own Open, or recover, reports it
+		return nil, nil // Pebble's own Open, or recover, reports it
 	}
 	var liveWALs []WALFile
 	synced := false
@@ -383,15 +385,16 @@ func preflight(fs vfs.FS, dir string, mark uint64, replicas []sideSlot, wals []W
 		}
 	}
 	top := restorableAfter(last, replicas, after)
+	named := max(mark, namedTop(replicas, after))
 	switch {
 	case mark > top && !(&Log{lost: lost}).lostCovers(top+1, mark):
-		return fmt.Errorf("%w: %s: Pebble's replay would stop at WAL damage and drop acknowledged seqs %d..%d (high-water mark %d in %s): %s",
-			ErrDamaged, dir, last+1, mark, mark, hwmFile, walSummary(liveWALs, mark))
+		return nil, fmt.Errorf("%w: %s: Pebble's replay would stop at WAL damage and drop acknowledged seqs %d..%d (high-water mark %d in %s%s): %s",
+			ErrDamaged, dir, last+1, named, mark, hwmFile, namedNote(mark, last, replicas, after), walSummary(liveWALs, mark))
 	case synced:
-		return fmt.Errorf("%w: %s: the WAL is corrupt before its synced offset (seqs up to %d were acknowledged): %s",
-			ErrDamaged, dir, mark, walSummary(liveWALs, mark))
+		return nil, fmt.Errorf("%w: %s: the WAL is corrupt before its synced offset (seqs up to %d were acknowledged): %s",
+			ErrDamaged, dir, named, walSummary(liveWALs, mark))
 	}
-	return nil
+	return after, nil
 }
 
 func hasDamage(wals []WALFile) bool {
@@ -431,7 +434,7 @@ func restorableAfter(last uint64, replicas []sideSlot, after []walBatch) uint64 
 // after the offset, restores the groups the WAL lost that a replica in the mark
 // file holds, checks the records against the high-water mark, and returns the
 // next seq to give out: above every seq ever acknowledged or recorded lost.
-func (l *Log) recover(dir string, mark uint64, replicas []sideSlot, wals []WALFile, logger *slog.Logger) (next uint64, err error) {
+func (l *Log) recover(dir string, mark uint64, replicas []sideSlot, wals []WALFile, after []walBatch, logger *slog.Logger) (next uint64, err error) {
 	committed := uint64(1)
 	v, closer, err := l.db.Get(committedKey)
 	switch {
@@ -482,12 +485,32 @@ func (l *Log) recover(dir string, mark uint64, replicas []sideSlot, wals []WALFi
 				"from_seq", from, "to_seq", top, "file", hwmFile, "wal", walSummary(wals, mark))
 		}
 	}
+	named := namedTop(replicas, after)
 	if mark > last && !l.lostCovers(last+1, mark) {
-		return 0, fmt.Errorf("%w: %s: seqs %d..%d were acknowledged (high-water mark %d in %s) but the log ends at seq %d: %s",
-			ErrDamaged, dir, last+1, mark, mark, hwmFile, last, walSummary(wals, mark))
+		return 0, fmt.Errorf("%w: %s: seqs %d..%d were acknowledged (high-water mark %d in %s%s) but the log ends at seq %d: %s",
+			ErrDamaged, dir, last+1, max(mark, named), mark, hwmFile, namedNote(mark, last, replicas, after), last, walSummary(wals, mark))
 	}
 	l.durable.Store(last)
-	next = max(last, mark) + 1
+	top := max(last, mark)
+	from := top + 1
+	for from <= named && l.lostCovers(from, from) {
+		from++
+	}
+	if from <= named {
+		// Past the mark and the log's end, yet named by an intact replica (its
+		// group's WAL batch gone and the slot before it torn) or by a WAL batch
+		// after a torn tail: possibly never answered, but never given out again.
+		reason := fmt.Sprintf("past the log's end (seq %d) and the high-water mark (%d), named by an intact replica in %s or a WAL batch after a torn tail, possibly never answered: %s",
+			last, mark, hwmFile, walSummary(wals, mark))
+		if err := l.recordNamedLost(from, named, replicas, after, reason, time.Now().UnixNano()); err != nil {
+			return 0, err
+		}
+		if logger != nil {
+			logger.Warn("eventlog: seqs past the log's end are named by the mark file's replicas or WAL batches Pebble dropped; recorded lost and never given out again (GET /v1/lost)",
+				"from_seq", from, "to_seq", named, "file", hwmFile)
+		}
+	}
+	next = max(top, named) + 1
 	for _, r := range l.lost {
 		next = max(next, r.To+1)
 	}

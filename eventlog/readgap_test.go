@@ -82,6 +82,7 @@ func TestSalvageRecordsARecordLostBelowTheCommittedOffset(t *testing.T) {
 		t.Fatal("record 2 not found in the WAL")
 	}
 	flipBit(t, crashed, wal, int64(at))
+	dropReplicas(t, crashed, "data") // else the replica of seq 2 restores it
 
 	check, err := Check("data", crashed)
 	if err != nil {

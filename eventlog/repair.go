@@ -60,8 +60,11 @@ type CheckReport struct {
 	First, Last uint64 // lowest and highest record seq found
 	Records     int
 	Lost        []LostRange // recorded by an earlier salvage
-	Missing     [][2]uint64 // acknowledged seqs (committed..mark) without a record
-	Replica     [][2]uint64 // seqs past the records' end held by a replica in the mark file (Open restores them)
+	Missing     [][2]uint64 // seqs possibly acknowledged (committed..max(Mark, Named)) without a record or replica
+	Replica     [][2]uint64 // seqs without a record held by a replica in the mark file (a salvage keeps them; Open restores those continuing the log)
+	// Named is the highest seq an intact replica or WAL batch names: it may have
+	// been answered, so no seq up to it is given out again.
+	Named uint64
 	// Refused, if not zero, are the acknowledged seqs Pebble's replay would drop
 	// at the WAL damage (intact batches follow it): Open refuses, a salvage keeps them.
 	Refused       [2]uint64
@@ -109,8 +112,9 @@ type inspection struct {
 	// after are the intact batches that follow the first damage in live WAL
 	// order, which the read-only open does not replay.
 	after []walBatch
-	// replicas are the intact slots of the mark file holding a group's batch.
-	replicas []sideSlot
+	// replicas are the intact slots of the mark file holding a group's batch;
+	// keep are those holding seqs without a record (a salvage applies them).
+	replicas, keep []sideSlot
 }
 
 func (s *inspection) close() {
@@ -271,7 +275,7 @@ func (st *inspection) scan() {
 	if resync := st.resyncDamage(); resync && len(st.after) > 0 {
 		top := restorableAfter(r.Last, st.replicas, st.after)
 		if r.Mark > top && !(&Log{lost: r.Lost}).lostCovers(top+1, r.Mark) {
-			r.Refused = [2]uint64{top + 1, r.Mark}
+			r.Refused = [2]uint64{top + 1, max(r.Mark, namedTop(st.replicas, st.after))}
 		}
 	}
 	for _, b := range st.after { // a salvage keeps these
@@ -283,21 +287,31 @@ func (st *inspection) scan() {
 		}
 		r.Last = max(r.Last, b.max)
 	}
-	for _, s := range st.replicas {
-		// Groups past the log's end that Open restores (and a salvage keeps).
-		if s.first != r.Last+1 {
-			continue
-		}
+	for _, s := range st.replicas { // by first seq
+		// Groups without a record that a replica holds: a salvage keeps them
+		// all (Open restores those that continue the log).
+		held := false
 		for q := s.first; q <= s.last; q++ {
-			seqs[q] = true
-			r.Records++
+			if !seqs[q] {
+				seqs[q], held = true, true
+				r.Records++
+			}
 		}
-		r.Replica = append(r.Replica, [2]uint64{s.first, s.last})
-		st.after = append(st.after, walBatch{repr: s.repr, min: s.first, max: s.last, off: -1})
-		r.Last = s.last
+		if held {
+			r.Replica = append(r.Replica, [2]uint64{s.first, s.last})
+			st.keep = append(st.keep, s)
+			r.Last = max(r.Last, s.last)
+		}
 	}
+	r.First = 0 // the lowest of all kept, not only of the records in the intact part
+	for q := range seqs {
+		if r.First == 0 || q < r.First {
+			r.First = q
+		}
+	}
+	r.Named = namedTop(st.replicas, st.after)
 	r.Committed = committed
-	top := max(r.Mark, r.Last)
+	top := max(r.Mark, r.Last, r.Named)
 	lg := &Log{lost: r.Lost}
 	var from uint64
 	for s := committed; s <= top; s++ {
@@ -453,6 +467,9 @@ type SalvageReport struct {
 	// Finished is set when this run only finished an earlier salvage that
 	// stopped between moving the damaged store aside and moving its copy in.
 	Finished bool
+	// Replicas are the groups applied from the mark file's replicas (their
+	// records had no intact copy in the WAL or SSTs).
+	Replicas int
 }
 
 // Salvage starts the log in dir again from what is intact: it copies every
@@ -515,6 +532,12 @@ func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
 		}
 		out.Batches++
 	}
+	for _, s := range st.keep {
+		if _, err := applyReplica(ndb, s.repr); err != nil {
+			return fail(fmt.Errorf("seqs %d..%d from %s: %w", s.first, s.last, hwmFile, err))
+		}
+		out.Replicas++
+	}
 	lost, err := lostRanges(ndb, r, now)
 	if err != nil {
 		return fail(err)
@@ -555,7 +578,7 @@ func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
 	if err := ndb.Close(); err != nil {
 		return nil, fmt.Errorf("eventlog: salvage: close %s: %w", tmp, err)
 	}
-	h, err := createHWM(fs, tmp, max(top, last))
+	h, err := createHWM(fs, tmp, max(top, last, r.Named))
 	if err != nil {
 		return nil, err
 	}
@@ -594,7 +617,7 @@ func lostRanges(db *pebble.DB, r *CheckReport, now time.Time) ([]LostRange, erro
 	if err != nil {
 		return nil, err
 	}
-	top := max(r.Mark, last)
+	top := max(r.Mark, last, r.Named)
 	have := func(s uint64) bool {
 		_, c, err := db.Get(logKey(s))
 		if err == nil {

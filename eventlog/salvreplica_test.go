@@ -186,3 +186,20 @@ func TestCheckFirstSeqCountsBatchesAfterTheDamage(t *testing.T) {
 		t.Fatalf("Check: records %d..%d (%d), missing %v; want 2..30 and 1 missing", rep.First, rep.Last, rep.Records, rep.Missing)
 	}
 }
+
+// dropReplicas rewrites the mark file as an Open leaves it (every slot the mark
+// only, no replica), keeping the highest seq it named: for tests of damage whose
+// only copy is the WAL or an SST, as it is for any group older than the newest
+// eight, or written before the last restart.
+func dropReplicas(t *testing.T, fs vfs.FS, dir string) {
+	t.Helper()
+	mark, reps, _, err := readSide(fs, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := createHWM(fs, dir, max(mark, namedTop(reps, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.close()
+}

@@ -18,6 +18,7 @@ func TestSSTBitFlipLosesOnlyTheDamagedBlock(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			fs := vfs.NewMem()
 			sst, _ := buildSSTStore(t, fs, "data")
+			dropReplicas(t, fs, "data") // the SST is the records' only copy
 			seps, err := blockSeparators(fs, sst)
 			if err != nil {
 				t.Fatal(err)
