@@ -52,6 +52,7 @@ not, and exits 0 if the log is whole, 1 if it is damaged, 2 if it cannot be read
 
 func logSalvageCmd() *cobra.Command {
 	var data string
+	var force bool
 	c := &cobra.Command{
 		Use:   "salvage",
 		Short: "start a damaged log again from what is intact, recording the lost seqs (GET /v1/lost)",
@@ -61,10 +62,18 @@ seq range that is gone, with the event ids any dedupe entry or status document s
 names, and keeps the high-water mark so no seq is given out twice. The damaged log is
 kept as DATA/log.damaged-<time>. Stop gale serve first. After it, gale serve starts,
 logs the lost ranges and lists them at GET /v1/lost: clients should send those events
-again.`,
+again. A log that gale log check finds intact is refused (exit 2) unless --force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := filepath.Join(data, "log")
+			if !force {
+				// A salvage of a healthy log only renames it aside; say so
+				// instead. A check that fails (no log: an interrupted salvage
+				// to finish; or unreadable) leaves the decision to Salvage.
+				if chk, err := eventlog.Check(dir, nil); err == nil && !chk.Damaged() {
+					return fmt.Errorf("log salvage: %s is intact (gale log check finds nothing damaged or missing): nothing to salvage; --force copies it into a fresh log anyway", dir)
+				}
+			}
 			rep, err := eventlog.Salvage(dir, nil, time.Now())
 			if err != nil {
 				return err
@@ -75,8 +84,8 @@ again.`,
 				return nil
 			}
 			printCheck(w, rep.Check)
-			fmt.Fprintf(w, "salvaged: %d keys copied, %d intact WAL batches after the damage applied; damaged log kept in %s\n",
-				rep.Keys, rep.Batches, rep.OldDir)
+			fmt.Fprintf(w, "salvaged: %d keys copied, %d intact WAL batches after the damage and %d groups from the mark file's replicas applied; damaged log kept in %s\n",
+				rep.Keys, rep.Batches, rep.Replicas, rep.OldDir)
 			if rep.Replay != 0 {
 				fmt.Fprintf(w, "replay: the committed offset moves back to seq %d: the damage held newer statuses; events not finished in what is intact are processed again (sinks absorb repeats)\n", rep.Replay)
 			}
@@ -90,6 +99,7 @@ again.`,
 		},
 	}
 	c.Flags().StringVar(&data, "data", "gale-data", "data directory of gale serve (the log is in DATA/log)")
+	c.Flags().BoolVar(&force, "force", false, "salvage even a log that gale log check finds intact")
 	return c
 }
 
@@ -164,7 +174,10 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 		fmt.Fprintf(w, "REFUSED: gale serve will not start: Pebble's replay would stop at the WAL damage and drop acknowledged seqs %d..%d (a salvage keeps them)\n", r.Refused[0], r.Refused[1])
 	}
 	for _, p := range r.Replica {
-		fmt.Fprintf(w, "replica: seqs %d..%d are past the WAL's intact end but held by the mark file's replica of their group (Open restores them)\n", p[0], p[1])
+		fmt.Fprintf(w, "replica: seqs %d..%d have no intact record but are held by the mark file's replica of their group (a salvage keeps them; Open restores them when they continue the log)\n", p[0], p[1])
+	}
+	if r.Named > r.Mark {
+		fmt.Fprintf(w, "named: seqs up to %d are named by the newest groups' replicas or WAL batches (above the high-water mark %d: possibly answered, never given out again)\n", r.Named, r.Mark)
 	}
 	for _, l := range r.Lost {
 		fmt.Fprintf(w, "lost by an earlier salvage: seqs %d..%d (ids known: %d): %s\n", l.From, l.To, len(l.IDs), l.Reason)
