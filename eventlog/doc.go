@@ -75,6 +75,18 @@
 // not answered, and an intact replica of a group that was synced only in the
 // mark file is restored rather than claimed.
 //
+// The named seqs: the newest answered group is covered by no floor, only by its
+// replica, and a WAL batch after a damage may be the only copy of an answered
+// group. So every seq an intact replica or an intact WAL batch after a damage
+// names counts as possibly answered: the next seq is above max(mark, last
+// record, those), since a seq given out twice is worse than a gap; Check's
+// MISSING, the refusal and a salvage's lost ranges run up to it; Salvage keeps
+// every replica holding seqs with no other copy; what has no record is recorded
+// lost with the ids known. A start that is not refused (the named seqs all past
+// the mark, as a power cut can leave an unanswered group's slot intact while the
+// slot before it tore) records them lost itself, with the ids the replicas name:
+// the client resends, and the resend is a new event.
+//
 // Check reads every WAL chunk, key and record without writing, and says what is
 // intact. Salvage is the deliberate way out: it copies what is intact (and the
 // intact WAL batches after the damage, and the replicas that continue them) into

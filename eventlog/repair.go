@@ -298,7 +298,11 @@ func (st *inspection) scan() {
 			}
 		}
 		if held {
-			r.Replica = append(r.Replica, [2]uint64{s.first, s.last})
+			if n := len(r.Replica); n > 0 && r.Replica[n-1][1]+1 == s.first {
+				r.Replica[n-1][1] = s.last
+			} else {
+				r.Replica = append(r.Replica, [2]uint64{s.first, s.last})
+			}
 			st.keep = append(st.keep, s)
 			r.Last = max(r.Last, s.last)
 		}

@@ -174,7 +174,7 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 		fmt.Fprintf(w, "REFUSED: gale serve will not start: Pebble's replay would stop at the WAL damage and drop acknowledged seqs %d..%d (a salvage keeps them)\n", r.Refused[0], r.Refused[1])
 	}
 	for _, p := range r.Replica {
-		fmt.Fprintf(w, "replica: seqs %d..%d have no intact record but are held by the mark file's replica of their group (a salvage keeps them; Open restores them when they continue the log)\n", p[0], p[1])
+		fmt.Fprintf(w, "replica: seqs %d..%d have no intact record but are held by the mark file's replicas of their groups (a salvage keeps them; Open restores them when they continue the log)\n", p[0], p[1])
 	}
 	if r.Named > r.Mark {
 		fmt.Fprintf(w, "named: seqs up to %d are named by the newest groups' replicas or WAL batches (above the high-water mark %d: possibly answered, never given out again)\n", r.Named, r.Mark)
