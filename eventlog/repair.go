@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -30,21 +31,33 @@ import (
 // checksum, or a read error), or a value that failed its own check.
 type KeyError struct {
 	From, To string // keys, quoted; To empty if unknown
-	File     string // the SST, where known
-	Err      error
+	// Lo and Hi are the range's raw keys, where known (an unreadable SST
+	// block): String names what they hold, seqs for records, ids for documents.
+	Lo, Hi []byte
+	File   string // the SST, where known
+	Err    error
 }
 
 func (e KeyError) String() string {
 	s := "key " + e.From
-	if e.To != "" && e.To != e.From {
+	switch {
+	case e.Lo != nil:
+		s = keyRange(e.Lo, e.Hi)
+	case e.To != "" && e.To != e.From:
 		s = "keys " + e.From + ".." + e.To
 	}
 	if e.File != "" {
 		s += " in " + e.File
 	}
 	msg, _, _ := strings.Cut(e.Err.Error(), "\n") // Pebble appends a stack trace
+	if e.Lo != nil {
+		// Pebble's message repeats the SST's bounds as raw keys.
+		msg = pebbleBounds.ReplaceAllString(msg, "$1")
+	}
 	return s + ": " + msg
 }
+
+var pebbleBounds = regexp.MustCompile(`; bounds: \[.*?\](; details:)`)
 
 // CheckReport is what Check found.
 type CheckReport struct {
@@ -60,7 +73,7 @@ type CheckReport struct {
 	First, Last uint64 // lowest and highest record seq found
 	Records     int
 	Lost        []LostRange // recorded by an earlier salvage
-	Missing     [][2]uint64 // seqs possibly acknowledged (committed..max(Mark, Named)) without a record or replica
+	Missing     [][2]uint64 // seqs possibly acknowledged (From..max(Mark, Named)) without a record or replica
 	Replica     [][2]uint64 // seqs without a record held by a replica in the mark file (a salvage keeps them; Open restores those continuing the log)
 	// Named is the highest seq an intact replica or WAL batch names: it may have
 	// been answered, so no seq up to it is given out again.
@@ -71,11 +84,22 @@ type CheckReport struct {
 	BadKeys       []KeyError
 	AfterDamage   int // intact batches after a WAL damage (a salvage keeps them)
 	AfterDamageTo uint64
+
+	// From is the lowest seq whose record the log still claims: below it only
+	// Trim removed records (the dedupe window). It is the first record that is not
+	// a kept dead letter, or lower where a dedupe entry or a damaged block of
+	// records shows that records below it existed.
+	From uint64
+	// Unindexed are the seqs of intact records whose id has no dedupe entry (it
+	// was in a damaged block): a resend would be taken as new and a lookup
+	// answers 404. A salvage rebuilds the entries from the records.
+	Unindexed [][2]uint64
 }
 
 // Damaged says whether anything acknowledged is missing or unreadable.
 func (r *CheckReport) Damaged() bool {
-	if r.MarkErr != nil || r.OpenErr != nil || len(r.Missing) > 0 || len(r.BadKeys) > 0 || r.Refused[0] != 0 {
+	if r.MarkErr != nil || r.OpenErr != nil || len(r.Missing) > 0 || len(r.BadKeys) > 0 || r.Refused[0] != 0 ||
+		len(r.Unindexed) > 0 {
 		return true
 	}
 	for _, w := range r.WAL {
@@ -115,6 +139,14 @@ type inspection struct {
 	// replicas are the intact slots of the mark file holding a group's batch;
 	// keep are those holding seqs without a record (a salvage applies them).
 	replicas, keep []sideSlot
+	// unindexed are the entries, made from the intact records, of the ids
+	// whose dedupe entry is unreadable (report.Unindexed): a salvage writes them.
+	unindexed []unindexed
+}
+
+type unindexed struct {
+	id string
+	e  Entry
 }
 
 func (s *inspection) close() {
@@ -229,6 +261,17 @@ func (st *inspection) scan() {
 	r := st.report
 	seqs := map[uint64]bool{}
 	var committed uint64 = 1
+	// The seqs the dedupe entries name ('d' keys come before the records), and
+	// the records whose seq none names: an older generation of an id, or one
+	// whose entry was in a damaged block.
+	named := map[uint64]bool{}
+	var lowest uint64 // the lowest seq a dedupe entry or a damaged block of records holds
+	note := func(s uint64) {
+		if s != 0 && (lowest == 0 || s < lowest) {
+			lowest = s
+		}
+	}
+	var unnamed []unindexed
 	scanAll(st.db, st.fs, st.report.Dir, func(k, v []byte) {
 		if len(k) == 0 {
 			return
@@ -246,15 +289,23 @@ func (st *inspection) scan() {
 				return
 			}
 			seqs[seq] = true
+			if !named[seq] {
+				unnamed = append(unnamed, unindexed{rec.Event.ID,
+					Entry{Seq: seq, ReceivedAt: rec.ReceivedAt, Generation: rec.Generation, Hash: rec.Hash}})
+			}
 			r.Records++
 			if r.First == 0 || seq < r.First {
 				r.First = seq
 			}
 			r.Last = max(r.Last, seq)
 		case k[0] == 'd':
-			if _, err := decodeEntry(v); err != nil {
+			e, err := decodeEntry(v)
+			if err != nil {
 				r.BadKeys = append(r.BadKeys, KeyError{From: fmt.Sprintf("%q", k), Err: err})
+				return
 			}
+			named[e.Seq] = true
+			note(e.Seq)
 		case bytes.Equal(k, committedKey):
 			if len(v) == 8 {
 				committed = binary.BigEndian.Uint64(v)
@@ -269,7 +320,13 @@ func (st *inspection) scan() {
 				r.Lost = append(r.Lost, lr)
 			}
 		}
-	}, func(e KeyError) { r.BadKeys = append(r.BadKeys, e) })
+	}, func(e KeyError) {
+		r.BadKeys = append(r.BadKeys, e)
+		if from, _, ok := recordSeqs(e.Lo, e.Hi); ok {
+			note(from)
+		}
+	})
+	st.unindexed, r.Unindexed = st.resolveUnnamed(unnamed)
 	// What Open decides before Pebble replays (preflight): intact batches after
 	// a damage, and the records before it end below the mark.
 	if resync := st.resyncDamage(); resync && len(st.after) > 0 {
@@ -315,10 +372,20 @@ func (st *inspection) scan() {
 	}
 	r.Named = namedTop(st.replicas, st.after)
 	r.Committed = committed
+	// Below the committed offset too: a record lost there belonged to a finished
+	// event, but it is lost all the same (a sink rebuild would miss it). Only
+	// the part Trim removed is left out.
+	r.From = committed
+	if f := st.firstKept(); f != 0 {
+		r.From = min(r.From, f)
+	}
+	if lowest != 0 {
+		r.From = min(r.From, lowest)
+	}
 	top := max(r.Mark, r.Last, r.Named)
 	lg := &Log{lost: r.Lost}
 	var from uint64
-	for s := committed; s <= top; s++ {
+	for s := r.From; s <= top; s++ {
 		if seqs[s] || lg.lostCovers(s, s) {
 			if from != 0 {
 				r.Missing = append(r.Missing, [2]uint64{from, s - 1})
@@ -348,6 +415,90 @@ func (st *inspection) resyncDamage() bool {
 		}
 	}
 	return false
+}
+
+// firstKept is the seq of the first record whose event is not a dead letter, 0 if
+// none is: Trim removes finished records oldest first, keeping dead letters only,
+// so every record from it on is still claimed.
+func (st *inspection) firstKept() (seq uint64) {
+	defer func() {
+		if recover() != nil {
+			seq = 0
+		}
+	}()
+	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: []byte{'l' + 1}})
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = closeIter(it) }()
+	for ok := it.First(); ok; ok = it.Next() {
+		rec, err := event.Decode(it.Value())
+		if err != nil || len(it.Key()) != 9 {
+			continue
+		}
+		if _, c, err := st.db.Get(nsKey(byte(DeadLetter), rec.Event.ID)); err == nil {
+			c.Close()
+			continue
+		}
+		return rec.Seq
+	}
+	return 0
+}
+
+// resolveUnnamed keeps, of the records no dedupe entry names, those whose id has
+// no readable entry naming that seq or a later one (so not an older generation),
+// leaving out ids a lost range names (their newest record is gone: a resend is
+// new). It returns the entries to rebuild, one per id (its newest record), and
+// the seqs of those records as ranges.
+func (st *inspection) resolveUnnamed(unnamed []unindexed) ([]unindexed, [][2]uint64) {
+	lostIDs := map[string]bool{}
+	for _, lr := range st.report.Lost {
+		for _, id := range lr.IDs {
+			lostIDs[id] = true
+		}
+	}
+	newest := map[string]int{}
+	var out []unindexed
+	for _, u := range unnamed {
+		if lostIDs[u.id] {
+			continue
+		}
+		if e, ok := getEntry(st.db, u.id); ok && e.Seq >= u.e.Seq {
+			continue
+		}
+		if i, ok := newest[u.id]; ok {
+			if out[i].e.Seq < u.e.Seq {
+				out[i] = u
+			}
+			continue
+		}
+		newest[u.id] = len(out)
+		out = append(out, u)
+	}
+	var seqs []uint64
+	for _, u := range out {
+		seqs = append(seqs, u.e.Seq)
+	}
+	slices.Sort(seqs)
+	var ranges [][2]uint64
+	for _, s := range seqs {
+		if n := len(ranges); n > 0 && ranges[n-1][1] == s-1 {
+			ranges[n-1][1] = s
+		} else {
+			ranges = append(ranges, [2]uint64{s, s})
+		}
+	}
+	return out, ranges
+}
+
+// getEntry reads the dedupe entry of id; a damaged or missing one is not found.
+func getEntry(db *pebble.DB, id string) (e Entry, ok bool) {
+	defer func() {
+		if recover() != nil {
+			e, ok = Entry{}, false
+		}
+	}()
+	return entryOf(db, id)
 }
 
 // scanAll calls fn for every key in db, in order. A read error is reported with
@@ -398,10 +549,10 @@ func scanAll(db *pebble.DB, fs vfs.FS, dir string, fn func(k, v []byte), bad fun
 		}
 		from := fmt.Sprintf("%q", probe)
 		if to == nil {
-			bad(KeyError{From: from, File: file, Err: err})
+			bad(KeyError{From: from, Lo: slices.Clone(probe), File: file, Err: err})
 			return
 		}
-		bad(KeyError{From: from, To: fmt.Sprintf("%q", to), File: file, Err: err})
+		bad(KeyError{From: from, To: fmt.Sprintf("%q", to), Lo: slices.Clone(probe), Hi: slices.Clone(to), File: file, Err: err})
 		lower = append(slices.Clone(to), 0)
 	}
 }
@@ -474,6 +625,10 @@ type SalvageReport struct {
 	// Replicas are the groups applied from the mark file's replicas (their
 	// records had no intact copy in the WAL or SSTs).
 	Replicas int
+
+	// Reindexed is the number of dedupe entries rebuilt from intact records
+	// (theirs were in a damaged block).
+	Reindexed int
 }
 
 // Salvage starts the log in dir again from what is intact: it copies every
@@ -548,6 +703,28 @@ func Salvage(dir string, fs vfs.FS, now time.Time) (*SalvageReport, error) {
 	}
 	out.Lost = lost
 	b = ndb.NewBatch()
+	// Dedupe entries of intact records lost with a damaged block: rebuilt from
+	// the records (seq, receipt, generation, payload hash), so the ids still
+	// answer a lookup and a resend with another payload is a conflict. Not for
+	// an id a lost range names: its newest record is gone.
+	lostIDs := map[string]bool{}
+	for _, lr := range lost {
+		for _, id := range lr.IDs {
+			lostIDs[id] = true
+		}
+	}
+	var ebuf []byte
+	for _, u := range st.unindexed {
+		if lostIDs[u.id] {
+			continue
+		}
+		if e, ok := entryOf(ndb, u.id); ok && e.Seq >= u.e.Seq {
+			continue // a WAL batch after the damage holds a newer one
+		}
+		ebuf = encodeEntry(ebuf[:0], u.e)
+		_ = b.Set(nsKey('d', u.id), ebuf, nil)
+		out.Reindexed++
+	}
 	top := r.Mark
 	for _, lr := range lost {
 		doc, _ := json.Marshal(lr)
@@ -638,6 +815,11 @@ func lostRanges(db *pebble.DB, r *CheckReport, now time.Time) ([]LostRange, erro
 	// offset belonged to a finished event, but it is lost all the same.
 	if r.Committed > 0 {
 		committed = min(committed, r.Committed)
+	}
+	// And below it, down to where Trim removed records: a record lost there
+	// belonged to a finished event, but it is lost all the same.
+	if r.From > 0 {
+		committed = min(committed, r.From)
 	}
 	for s := committed; s <= top; s++ {
 		if have(s) || old.lostCovers(s, s) {
