@@ -86,6 +86,9 @@ again. A log that gale log check finds intact is refused (exit 2) unless --force
 			printCheck(w, rep.Check)
 			fmt.Fprintf(w, "salvaged: %d keys copied, %d intact WAL batches after the damage and %d groups from the mark file's replicas applied; damaged log kept in %s\n",
 				rep.Keys, rep.Batches, rep.Replicas, rep.OldDir)
+			if rep.Reindexed > 0 {
+				fmt.Fprintf(w, "rebuilt: %d dedupe entries from their intact records (their ids answer lookups and resends again)\n", rep.Reindexed)
+			}
 			if rep.Replay != 0 {
 				fmt.Fprintf(w, "replay: the committed offset moves back to seq %d: the damage held newer statuses; events not finished in what is intact are processed again (sinks absorb repeats)\n", rep.Replay)
 			}
@@ -169,6 +172,21 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 	}
 	for _, m := range r.Missing {
 		fmt.Fprintf(w, "MISSING: acknowledged seqs %d..%d have no intact record\n", m[0], m[1])
+	}
+	if len(r.Unindexed) > 0 {
+		var n uint64
+		var runs []string
+		for _, u := range r.Unindexed {
+			n += u[1] - u[0] + 1
+			if len(runs) < 10 {
+				runs = append(runs, fmt.Sprintf("%d..%d", u[0], u[1]))
+			}
+		}
+		if len(r.Unindexed) > len(runs) {
+			runs = append(runs, fmt.Sprintf("and %d more runs", len(r.Unindexed)-len(runs)))
+		}
+		fmt.Fprintf(w, "DAMAGED dedupe index: the ids of %d intact records (seqs %s) have no entry: a lookup answers 404 and a resend is taken as new; a salvage rebuilds their entries from the records\n",
+			n, strings.Join(runs, ", "))
 	}
 	if r.Refused[0] != 0 {
 		fmt.Fprintf(w, "REFUSED: gale serve will not start: Pebble's replay would stop at the WAL damage and drop acknowledged seqs %d..%d (a salvage keeps them)\n", r.Refused[0], r.Refused[1])

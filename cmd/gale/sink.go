@@ -47,11 +47,14 @@ locked while it runs). Writes are idempotent (insert-once by event id, newest ve
 per key), so the command may run again, or over rows already there. It does not
 change the log: statuses and the committed offset stay as they are. With --pipeline
 orders, stock levels are running state recomputed in log order, so those columns may
-differ from the ones first written. A sink-wide error (the database full, damaged,
-read-only or unreachable) is retried for --give-up-after, then ends the rebuild:
-no record is at fault, so none is failed for it. The exit status is 1 if any
-record could not be written (each is listed), 2 if it could not run (or gave up on
-the database: the message names its error and the records not written).`,
+differ from the ones first written. Seqs the log does not hold (lost ranges a salvage
+recorded, or a gap no salvage recorded: damage) are listed as not replayed; records
+Trim removed past the dedupe window are named but not counted. A sink-wide error
+(the database full, damaged, read-only or unreachable) is retried for
+--give-up-after, then ends the rebuild: no record is at fault, so none is failed
+for it. The exit status is 1 if any record could not be written or replayed (each
+is listed), 2 if it could not run (or gave up on the database: the message names
+its error and the records not written).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.sinkURL == "" {
@@ -63,7 +66,7 @@ the database: the message names its error and the records not written).`,
 			}
 			w := cmd.OutOrStdout()
 			res.print(w)
-			if len(res.Failed) > 0 {
+			if res.short() {
 				return exitError{1}
 			}
 			return nil
@@ -95,6 +98,31 @@ type rebuildResult struct {
 	Records     int    // records whose rows are committed
 	Counts      sink.CountersSnapshot
 	Failed      []rebuildFailure
+	// Missing are the seqs from --from to the log's end (and recorded lost ranges
+	// past it) the log holds no record of, so the rebuilt sink lacks them.
+	Missing []rebuildGap
+}
+
+// rebuildGap is a run of seqs with no record in the log.
+type rebuildGap struct {
+	From, To uint64
+	// Trimmed: before the first record that is not a dead letter, where Trim
+	// removes finished records past the dedupe window; not counted as short.
+	Trimmed bool
+	Lost    *eventlog.LostRange // the salvage's record of it, if any
+}
+
+// short says whether the rebuilt sink lacks records the log claims.
+func (r *rebuildResult) short() bool {
+	if len(r.Failed) > 0 {
+		return true
+	}
+	for _, g := range r.Missing {
+		if !g.Trimmed {
+			return true
+		}
+	}
+	return false
 }
 
 type rebuildFailure struct {
@@ -104,7 +132,7 @@ type rebuildFailure struct {
 }
 
 func (r *rebuildResult) print(w io.Writer) {
-	if r.Records == 0 && len(r.Failed) == 0 {
+	if r.Records == 0 && len(r.Failed) == 0 && len(r.Missing) == 0 {
 		fmt.Fprintf(w, "gale sink rebuild: no records to replay into %s\n", r.Sink)
 		return
 	}
@@ -113,9 +141,62 @@ func (r *rebuildResult) print(w io.Writer) {
 	for _, f := range r.Failed {
 		fmt.Fprintf(w, "  not written: seq %d event %q: %s\n", f.Seq, f.ID, f.Reason)
 	}
+	var missing uint64
+	for _, g := range r.Missing {
+		n := g.To - g.From + 1
+		switch {
+		case g.Trimmed:
+			fmt.Fprintf(w, "  not in the log: seqs %d..%d (%d records), before its first record that is not a dead letter: trimmed past the dedupe window (not counted)\n", g.From, g.To, n)
+			continue
+		case g.Lost != nil:
+			fmt.Fprintf(w, "  not replayed: seqs %d..%d (%d records): lost, recorded by a salvage (GET /v1/lost; ids known: %s): %s\n",
+				g.From, g.To, n, idList(g.Lost.IDs), g.Lost.Reason)
+		default:
+			fmt.Fprintf(w, "  not replayed: seqs %d..%d (%d records): not in the log and not recorded lost: the log is damaged (run gale log check, then gale log salvage)\n", g.From, g.To, n)
+		}
+		missing += n
+	}
 	if len(r.Failed) > 0 {
 		fmt.Fprintf(w, "gale sink rebuild: %d records not written\n", len(r.Failed))
 	}
+	if missing > 0 {
+		fmt.Fprintf(w, "gale sink rebuild: %d acknowledged records not replayed: the log does not hold them\n", missing)
+	}
+}
+
+// missingSeqs splits the gaps the replay met, and the lost ranges at or after
+// from past the log's end, into runs recorded lost by a salvage and runs no
+// salvage recorded (trimmed ones before the log's first kept record apart).
+func missingSeqs(gaps []rebuildGap, lost []eventlog.LostRange, from, end uint64) []rebuildGap {
+	for i := range lost {
+		if lr := lost[i]; lr.To > end && lr.To >= from {
+			gaps = append(gaps, rebuildGap{From: max(lr.From, end+1, from), To: lr.To})
+		}
+	}
+	var out []rebuildGap
+	for _, g := range gaps {
+		s := g.From
+		for s <= g.To {
+			var in *eventlog.LostRange
+			next := g.To
+			for i := range lost {
+				lr := &lost[i]
+				if lr.From <= s && s <= lr.To {
+					in, next = lr, min(lr.To, g.To)
+					break
+				}
+				if lr.From > s && lr.From <= next {
+					next = lr.From - 1
+				}
+			}
+			out = append(out, rebuildGap{From: s, To: next, Trimmed: g.Trimmed && in == nil, Lost: in})
+			if next == ^uint64(0) {
+				break
+			}
+			s = next + 1
+		}
+	}
+	return out
 }
 
 // rebuildSink replays the log's records from o.from through the pipeline's sink into
@@ -179,7 +260,7 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 		}
 	}
 
-	st := &replayState{done: make(chan struct{}), attempts: map[uint64]int{}, acked: map[uint64]bool{}}
+	st := &replayState{done: make(chan struct{}), attempts: map[uint64]int{}, acked: map[uint64]bool{}, next: o.from}
 	spout := func() topology.Spout {
 		return &replaySpout{log: lg, pos: o.from, end: end, maxAttempts: o.maxAttempts, st: st,
 			inflight: map[uint64]*event.Record{}}
@@ -225,8 +306,12 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	stopErr := rt.Stop(sctx)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	gaps := st.gaps
+	if st.next <= end {
+		gaps = append(gaps, rebuildGap{From: st.next, To: end, Trimmed: !st.kept})
+	}
 	res := &rebuildResult{Sink: db.String(), First: st.first, Last: st.last, Records: st.written,
-		Counts: counters.Snapshot(), Failed: st.failed}
+		Counts: counters.Snapshot(), Failed: st.failed, Missing: missingSeqs(gaps, lg.Lost(), o.from, end)}
 	if gave := health.State().GaveUp; gave != nil {
 		first := o.from
 		total := int(end - first + 1)
@@ -256,6 +341,12 @@ type replayState struct {
 	attempts    map[uint64]int
 	acked       map[uint64]bool // seqs whose rows are committed
 	done        chan struct{}   // closed when every record is written or given up
+	// next is the seq after the last one read; gaps are the runs of seqs
+	// the log held no record of; kept is set once a record that is not a dead
+	// letter was read (Trim removes only before it).
+	next uint64
+	gaps []rebuildGap
+	kept bool
 }
 
 // replaySpout emits the log's records from pos to end, each the root of a tracked
@@ -302,6 +393,9 @@ func (sp *replaySpout) NextTuple() {
 			// The record at pos is damaged: report it and go on with the next one.
 			sp.giveUp(&event.Record{Seq: sp.pos}, fmt.Sprintf("reading the log: %v", err))
 			sp.pos++
+			sp.st.mu.Lock()
+			sp.st.next = max(sp.st.next, sp.pos)
+			sp.st.mu.Unlock()
 			sp.finishIfDone()
 			return
 		}
@@ -311,6 +405,9 @@ func (sp *replaySpout) NextTuple() {
 			sp.pos = sp.end + 1 // the rest was trimmed
 			sp.finishIfDone()
 			return
+		}
+		for i := range recs {
+			sp.read(&recs[i])
 		}
 		sp.buf = recs
 		sp.pos = recs[len(recs)-1].Seq + 1
@@ -325,6 +422,22 @@ func (sp *replaySpout) NextTuple() {
 	sp.st.last = max(sp.st.last, r.Seq)
 	sp.st.mu.Unlock()
 	sp.send(&r)
+}
+
+// read notes a record read from the log: a seq after the one expected leaves a
+// gap (the log has no record of the seqs between).
+func (sp *replaySpout) read(r *event.Record) {
+	sp.st.mu.Lock()
+	defer sp.st.mu.Unlock()
+	if r.Seq > sp.st.next {
+		sp.st.gaps = append(sp.st.gaps, rebuildGap{From: sp.st.next, To: r.Seq - 1, Trimmed: !sp.st.kept})
+	}
+	sp.st.next = max(sp.st.next, r.Seq+1)
+	if !sp.st.kept {
+		if _, dead, err := sp.log.Get(eventlog.DeadLetter, r.Event.ID); err != nil || !dead {
+			sp.st.kept = true
+		}
+	}
 }
 
 func (sp *replaySpout) send(rec *event.Record) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,11 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/serve"
+	"github.com/gale-stream/gale/internal/ssttest"
 )
 
 // sinkRows reads the events and entities tables of a SQLite sink as sorted text.
@@ -213,3 +218,131 @@ func queryText(t *testing.T, path, q string) []string {
 	}
 	return out
 }
+
+// A rebuild from a log that lacks records the log's range claims says which seqs
+// it could not replay and exits 1: a range a salvage recorded lost (a bad SST block
+// of records below the committed offset) and a gap no salvage recorded. Before,
+// the rebuild wrote what the log held, said nothing of the rest and exited 0
+// (finding D of the review).
+func TestSinkRebuildListsSeqsTheLogLacks(t *testing.T) {
+	dir := t.TempDir()
+	s, err := serve.Start(context.Background(), serve.Options{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	var evs []event.Event
+	for i := range n {
+		evs = append(evs, event.Event{ID: fmt.Sprintf("g%03d", i), Source: "test", Type: "t", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i))})
+	}
+	for _, r := range s.Service.Submit(context.Background(), evs, ingest.LevelProcessed, time.Minute) {
+		if r.Err != nil || r.Status.Status != ingest.Processed {
+			t.Fatalf("%s: %v %v", r.Status.EventID, r.Status.Status, r.Err)
+		}
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	logDir := filepath.Join(dir, "log")
+	// Opening the log flushes what its WAL holds into an SST.
+	lg, err := eventlog.Open(eventlog.Options{Dir: logDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := lg.Committed()
+	if err := lg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if committed != n+1 {
+		t.Fatalf("committed offset %d, want %d", committed, n+1)
+	}
+	lost := flipRecordsBlock(t, logDir)
+	t.Logf("flipped a block of records seq %d..%d", lost[0], lost[1])
+	if lost[1] >= n {
+		t.Fatalf("the block of records %v reaches the log's end", lost)
+	}
+	srep, err := eventlog.Salvage(logDir, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srep.Lost) != 1 || srep.Lost[0].From != lost[0] || srep.Lost[0].To != lost[1] {
+		t.Fatalf("salvage recorded lost %+v, want seqs %d..%d", srep.Lost, lost[0], lost[1])
+	}
+	// A record gone with no lost range recorded, as a salvage before the fix left
+	// a bad block below the committed offset.
+	gap := lost[1] + 5
+	deleteRecord(t, logDir, gap)
+
+	fresh := filepath.Join(t.TempDir(), "rebuilt.db")
+	stdout, stderr, code := runToEnd(t, "sink", "rebuild", "--data", dir, "--sink", fresh)
+	t.Logf("rebuild (exit %d):\n%s%s", code, stdout, stderr)
+	if code != 1 {
+		t.Fatalf("rebuild exited %d, want 1", code)
+	}
+	nLost := lost[1] - lost[0] + 1
+	for _, want := range []string{
+		fmt.Sprintf("not replayed: seqs %d..%d (%d records): lost, recorded by a salvage", lost[0], lost[1], nLost),
+		fmt.Sprintf("ids known: g%03d, ", lost[0]-1),
+		fmt.Sprintf("not replayed: seqs %d..%d (1 records): not in the log and not recorded lost", gap, gap),
+		fmt.Sprintf("%d acknowledged records not replayed", nLost+1),
+		fmt.Sprintf("%d records written", uint64(n)-nLost-1),
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("rebuild's output lacks %q", want)
+		}
+	}
+	if rows, _ := sinkRows(t, fresh); uint64(len(rows)) != n-nLost-1 {
+		t.Fatalf("rebuilt sink has %d events rows, want %d", len(rows), uint64(n)-nLost-1)
+	}
+}
+
+// flipRecordsBlock flips a bit in a data block of the log's SSTs that holds only
+// records (as gale log check names it) and returns the seqs of that block.
+func flipRecordsBlock(t *testing.T, logDir string) [2]uint64 {
+	t.Helper()
+	ssts, _ := filepath.Glob(filepath.Join(logDir, "*.sst"))
+	for _, p := range ssts {
+		blocks, err := ssttest.DataBlocks(vfs.Default, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < blocks-1; i++ {
+			if _, err := ssttest.FlipDataBlockBit(vfs.Default, p, i); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := eventlog.Check(logDir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.BadKeys) == 1 && len(rep.Missing) == 1 && strings.HasPrefix(rep.BadKeys[0].String(), "records seq ") {
+				return rep.Missing[0]
+			}
+			if _, err := ssttest.FlipDataBlockBit(vfs.Default, p, i); err != nil { // the same bit again: undone
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Fatalf("no SST block of %v holds records only", ssts)
+	return [2]uint64{}
+}
+
+// deleteRecord removes the record of seq from the log's Pebble store directly.
+func deleteRecord(t *testing.T, logDir string, seq uint64) {
+	t.Helper()
+	db, err := pebble.Open(logDir, &pebble.Options{Logger: quietPebble{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(binary.BigEndian.AppendUint64([]byte{'l'}, seq), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)           {}
+func (quietPebble) Errorf(string, ...any)          {}
+func (quietPebble) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
