@@ -48,18 +48,7 @@ import (
 // a failure instead.
 func needRoot(t *testing.T) {
 	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("GALE_TEST_LOOP") == "1" {
-		skip = t.Fatalf
-	}
-	if os.Geteuid() != 0 {
-		skip("needs root (mount, losetup): run as root, as .ci/run does")
-	}
-	for _, tool := range []string{"losetup", "mkfs.ext4", "fsck.ext4", "mount", "umount", "truncate"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			skip("needs %s in PATH (util-linux, e2fsprogs): %v", tool, err)
-		}
-	}
+	skip := needRootWith(t, "mount, losetup", "losetup", "mkfs.ext4", "fsck.ext4", "mount", "umount", "truncate")
 	if out, err := exec.Command("losetup", "--find").CombinedOutput(); err != nil {
 		skip("needs a free loop device (losetup --find: %v %s)", err, out)
 	}

@@ -128,10 +128,7 @@ func (p *ingestProgress) say(format string, a ...any) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.shown = false
-	}
+	p.clearLocked()
 	fmt.Fprintf(p.w, p.prefix+": "+format+"\n", a...)
 }
 
@@ -156,6 +153,11 @@ func (p *ingestProgress) end() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.clearLocked()
+}
+
+// clearLocked erases the status line, if one is shown.
+func (p *ingestProgress) clearLocked() {
 	if p.shown {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.shown = false

@@ -121,27 +121,31 @@ func TestSinkRebuildIntoADamagedDatabaseEnds(t *testing.T) {
 	checkGaveUp(t, err, out, path, "malformed", n)
 }
 
-// needMount skips unless the test may mount a tmpfs (root); GALE_TEST_LOOP=1 makes
-// that a failure, as for the disk tests.
-func needMount(t *testing.T) {
+// needRootWith skips unless the test runs as root with every tool in PATH (what
+// says what for); GALE_TEST_LOOP=1 (.ci/run sets it) makes that a failure. It
+// returns the skip, or failure, for a further check of the caller's.
+func needRootWith(t *testing.T, what string, tools ...string) func(string, ...any) {
 	t.Helper()
 	skip := t.Skipf
 	if os.Getenv("GALE_TEST_LOOP") == "1" {
 		skip = t.Fatalf
 	}
 	if os.Geteuid() != 0 {
-		skip("needs root to mount a small tmpfs: run as root, as .ci/run does")
+		skip("needs root (%s): run as root, as .ci/run does", what)
 	}
-	if _, err := exec.LookPath("mount"); err != nil {
-		skip("needs mount in PATH: %v", err)
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			skip("needs %s in PATH: %v", tool, err)
+		}
 	}
+	return skip
 }
 
 // Finding E on a full filesystem: a rebuild into a fresh database on a 300 KiB
 // tmpfs hung forever ("database or disk is full" retried without end); now it ends
 // with exit 2 naming the error and what was not written.
 func TestSinkRebuildOntoAFullDiskEnds(t *testing.T) {
-	needMount(t)
+	needRootWith(t, "to mount a small tmpfs", "mount", "umount")
 	const n = 300
 	dir := servedLog(t, n, 2000)
 	mnt := t.TempDir()
