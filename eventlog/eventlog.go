@@ -64,6 +64,14 @@ type Options struct {
 	// 16 MiB: about 1% false positives at 10 million ids; beyond that misses just
 	// cost a Pebble Get more often).
 	FilterBytes int
+	// SeparateMarkSync gives the high-water mark file its own fdatasync on
+	// every group commit, even where it could ride the WAL's flush (ext4, see
+	// hwm.go). Stats.MarkSync says which is in use.
+	SeparateMarkSync bool
+
+	// markWriteBack, set by tests, makes the mark ride the WAL's flush on any
+	// file system, written back by this function.
+	markWriteBack func(vfs.File) error
 }
 
 // Entry is the dedupe index entry of an event id: where its newest record is.
@@ -90,6 +98,7 @@ type Log struct {
 	ids      *idFilter
 	dmg      *damage     // corruption met so far (corrupt.go)
 	mark     *hwm        // the durable high-water mark; written by the marker only
+	markSync string      // how the mark is made durable (Stats.MarkSync)
 	lost     []LostRange // recorded by a salvage; read-only after Open
 
 	mu      sync.RWMutex // guards closed against sends on reqs
@@ -137,6 +146,11 @@ type Stats struct {
 	// i-1. An atomic add per commit, so that the UI and /metrics can show the fsync
 	// latency's distribution, not only its mean.
 	ByCommitTime [CommitBuckets]uint64
+	// MarkSync says how the high-water mark file is made durable before each
+	// answer: "wal-flush: ..." (written back before the WAL's fdatasync, whose
+	// device flush covers it) or "fdatasync: ..." (its own, concurrent with the
+	// WAL's), with the reason.
+	MarkSync string
 }
 
 // CommitBuckets is the number of commit-time buckets: powers of two from 1 µs up, the
@@ -175,11 +189,28 @@ func (s Stats) CommitQuantile(q float64) time.Duration {
 func (l *Log) Stats() Stats {
 	s := Stats{Commits: l.commits.Load(), Records: l.records.Load(), Bytes: l.bytes.Load(),
 		CommitTime: time.Duration(l.commitNanos.Load()), CommitFailures: l.commitFailures.Load(),
-		IDs: l.ids64.Load(), Durable: l.durable.Load(), Committed: l.committed.Load()}
+		IDs: l.ids64.Load(), Durable: l.durable.Load(), Committed: l.committed.Load(), MarkSync: l.markSync}
 	for i := range s.ByCommitTime {
 		s.ByCommitTime[i] = l.commitBuckets[i].Load()
 	}
 	return s
+}
+
+// chooseMarkSync picks how the mark is made durable (hwm.go) and says why.
+func (l *Log) chooseMarkSync(opts Options) string {
+	if opts.markWriteBack != nil {
+		l.mark.writeBack = opts.markWriteBack
+		return "wal-flush: set by a test"
+	}
+	if opts.SeparateMarkSync {
+		return "fdatasync: Options.SeparateMarkSync"
+	}
+	ok, why := walFlushable(l.mark.f)
+	if !ok {
+		return "fdatasync: " + why
+	}
+	l.mark.writeBack = writeBack
+	return "wal-flush: " + why
 }
 
 type request struct {
@@ -265,8 +296,9 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	dmg := newDamage(opts.FS, opts.Logger)
+	hook := &markHook{}
 	po := &pebble.Options{
-		FS:                 opts.FS,
+		FS:                 markFS{FS: fs, hook: hook},
 		Logger:             pebbleLogger{opts.Logger},
 		EventListener:      dmg.listener(),
 		MemTableSize:       32 << 20,
@@ -314,14 +346,20 @@ func Open(opts Options) (*Log, error) {
 		// the store now, synced.
 		l.mark, err = createHWM(fs, opts.Dir, next-1)
 	}
+	if err == nil {
+		l.markSync = l.chooseMarkSync(opts)
+		hook.h.Store(l.mark)
+	}
+	// Pebble's WAL syncs write the mark back until it is closed: it closes
+	// first, here and in Close.
 	if err != nil {
-		_ = l.mark.close()
 		_ = db.Close()
+		_ = l.mark.close()
 		return nil, l.openErr(err, opts.Dir)
 	}
 	if err := l.checkStore(opts.Dir); err != nil {
-		_ = l.mark.close()
 		_ = db.Close()
+		_ = l.mark.close()
 		return nil, err
 	}
 	if len(l.lost) > 0 && opts.Logger != nil {
@@ -684,11 +722,15 @@ func (l *Log) writer(next uint64) {
 		slot = (slot + 1) % hwmSlots
 		var err error
 		if repr := b.Repr(); len(repr) <= hwmReplicaMax {
-			// The replica is written first, so its sync starts at once and
-			// runs while Pebble writes and syncs the WAL.
+			// The replica is written first: riding the WAL's flush, it is
+			// written back when the WAL's sync begins; otherwise its own sync
+			// starts at once and runs while Pebble writes and syncs the WAL.
 			if err = l.mark.write(p.slot, p.first, p.last, l.durable.Load(), repr); err == nil {
-				p.side = make(chan error, 1)
-				sideq <- p.side
+				p.replica = true
+				if l.mark.writeBack == nil {
+					p.side = make(chan error, 1)
+					sideq <- p.side
+				}
 			}
 		}
 		if err == nil {
@@ -699,6 +741,8 @@ func (l *Log) writer(next uint64) {
 			err = l.fail(fmt.Errorf("commit of seq %d..%d: %w", first, next-1, err))
 			if p.side != nil {
 				<-p.side
+			}
+			if p.replica {
 				l.unreplicate(p)
 			}
 			for _, r := range batch {
@@ -725,7 +769,8 @@ type pendingSync struct {
 	first, last uint64
 	start       time.Time
 	slot        int
-	side        chan error // the replica's sync; nil if the group has a serial mark
+	replica     bool       // the slot holds the group; false: it gets a serial mark
+	side        chan error // the replica's own sync; nil if it rides the WAL's flush
 	bytes       int        // the records' encoded size
 	newIDs      int        // records of generation 0: each adds an id to the index
 }
@@ -756,8 +801,8 @@ func (l *Log) sideSyncer(q <-chan chan error, done chan<- struct{}) {
 	}
 }
 
-// syncer waits for each group's WAL fsync and its slot's, in order, and answers
-// it. A group without a replica gets its serial mark here: written only after the
+// syncer waits for each group's WAL fsync and its slot's (its own, or the WAL's
+// when the slot rides its flush), in order, and answers it. A group without a replica gets its serial mark here: written only after the
 // WAL sync of its seqs returned (written earlier, a power cut could leave it
 // claiming records that were never synced and make the next Open refuse a log
 // that lost nothing acknowledged), and synced before the answer.
@@ -774,7 +819,7 @@ func (l *Log) syncer(q <-chan pendingSync, free chan<- struct{}, done chan<- str
 			if serr := <-p.side; serr != nil && err == nil {
 				err = l.fail(serr)
 			}
-		} else if err == nil && l.Err() == nil {
+		} else if !p.replica && err == nil && l.Err() == nil {
 			err = l.mark.write(p.slot, p.first, p.last, l.durable.Load(), nil)
 			if err == nil {
 				err = l.mark.sync()
@@ -786,7 +831,7 @@ func (l *Log) syncer(q <-chan pendingSync, free chan<- struct{}, done chan<- str
 		if err == nil {
 			err = l.Err()
 		}
-		if err != nil && p.side != nil {
+		if err != nil && p.replica {
 			l.unreplicate(p)
 		}
 		elapsed := time.Since(p.start)
@@ -1032,7 +1077,6 @@ func (l *Log) Close() error {
 	close(l.reqs)
 	l.mu.Unlock()
 	<-l.stopped
-	_ = l.mark.close()
 	if l.Err() != nil {
 		// Pebble's commit pipeline is unusable after a failed sync; closing it can
 		// only report that again, and after a panic inside Pebble it might block
@@ -1046,11 +1090,15 @@ func (l *Log) Close() error {
 		}()
 		select {
 		case <-done:
+			_ = l.mark.close()
 		case <-time.After(5 * time.Second):
+			// Pebble may still sync, and so write the mark back: it stays open.
 		}
 		return nil
 	}
-	if err := l.db.Close(); err != nil {
+	err := l.db.Close()
+	_ = l.mark.close()
+	if err != nil {
 		return fmt.Errorf("eventlog: close: %w", err)
 	}
 	return nil

@@ -23,13 +23,29 @@ func rec(id string) *event.Record {
 	return &event.Record{ReceivedAt: 1, Event: e, Hash: e.Hash()}
 }
 
-func openT(t *testing.T, fs vfs.FS) *Log {
+func openT(t *testing.T, fs vfs.FS, opts ...func(*Options)) *Log {
 	t.Helper()
-	l, err := Open(Options{Dir: "data", FS: fs})
+	o := Options{Dir: "data", FS: fs}
+	for _, f := range opts {
+		f(&o)
+	}
+	l, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// markModes are the two ways the mark is made durable (hwm.go). In memory, riding
+// the WAL's flush is modelled by a sync of the mark at the start of each WAL sync:
+// a crash clone then keeps the slot exactly when the WAL's sync began after it
+// was written, as the device flush does.
+var markModes = []struct {
+	name string
+	opt  func(*Options)
+}{
+	{"fdatasync", func(*Options) {}},
+	{"wal-flush", func(o *Options) { o.markWriteBack = func(f vfs.File) error { return f.SyncData() } }},
 }
 
 func TestAppendGroupCommitContiguous(t *testing.T) {
@@ -87,82 +103,86 @@ func TestAppendGroupCommitContiguous(t *testing.T) {
 // some unsynced ones) in a crash clone. Every record whose Append returned nil must be
 // in the clone, intact, with its index entry; the log must reopen and go on.
 func TestPowerLossKeepsEveryPersistedRecord(t *testing.T) {
-	for round := range 5 {
-		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			fs := vfs.NewCrashableMem()
-			l := openT(t, fs)
-			var acked sync.Map
-			var wg sync.WaitGroup
-			stop := make(chan struct{})
-			var crashed *vfs.MemFS
-			for w := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; ; i++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						r := rec(fmt.Sprintf("r%d-w%d-%d", round, w, i))
-						if err := l.Append(context.Background(), r); err != nil {
-							return
-						}
-						acked.Store(r.Event.ID, r.Seq)
-					}
-				}()
-			}
-			// Crash while appends are in flight, after some have been acknowledged.
-			for n := 0; n < 200; {
-				n = 0
-				acked.Range(func(any, any) bool { n++; return true })
-			}
-			// Snapshot the acked set first: an id acked after the clone may be missing.
-			want := map[string]uint64{}
-			acked.Range(func(k, v any) bool { want[k.(string)] = v.(uint64); return true })
-			crashed = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 30 * round % 101, RNG: rand.New(rand.NewPCG(uint64(round), 1))})
-			close(stop)
-			wg.Wait()
-			l.Close()
+	for _, mode := range markModes {
+		for round := range 5 {
+			t.Run(fmt.Sprint(mode.name, "/", round), func(t *testing.T) { powerLossRound(t, round, mode.opt) })
+		}
+	}
+}
 
-			l2 := openT(t, crashed)
-			defer l2.Close()
-			for id, seq := range want {
-				e, ok, err := l2.Lookup(id)
-				if err != nil || !ok || e.Seq != seq {
-					t.Fatalf("after power loss, acked %s (seq %d): entry %+v found=%v err=%v", id, seq, e, ok, err)
+func powerLossRound(t *testing.T, round int, mode func(*Options)) {
+	fs := vfs.NewCrashableMem()
+	l := openT(t, fs, mode)
+	var acked sync.Map
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var crashed *vfs.MemFS
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
 				}
-				r, ok, err := l2.ReadSeq(seq)
-				if err != nil || !ok || r.Event.ID != id {
-					t.Fatalf("after power loss, record seq %d: %+v %v %v", seq, r.Event.ID, ok, err)
+				r := rec(fmt.Sprintf("r%d-w%d-%d", round, w, i))
+				if err := l.Append(context.Background(), r); err != nil {
+					return
 				}
+				acked.Store(r.Event.ID, r.Seq)
 			}
-			before := l2.Durable()
-			if before < uint64(len(want)) {
-				t.Fatalf("durable %d < %d acked", before, len(want))
+		}()
+	}
+	// Crash while appends are in flight, after some have been acknowledged.
+	for n := 0; n < 200; {
+		n = 0
+		acked.Range(func(any, any) bool { n++; return true })
+	}
+	// Snapshot the acked set first: an id acked after the clone may be missing.
+	want := map[string]uint64{}
+	acked.Range(func(k, v any) bool { want[k.(string)] = v.(uint64); return true })
+	crashed = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 30 * round % 101, RNG: rand.New(rand.NewPCG(uint64(round), 1))})
+	close(stop)
+	wg.Wait()
+	l.Close()
+
+	l2 := openT(t, crashed)
+	defer l2.Close()
+	for id, seq := range want {
+		e, ok, err := l2.Lookup(id)
+		if err != nil || !ok || e.Seq != seq {
+			t.Fatalf("after power loss, acked %s (seq %d): entry %+v found=%v err=%v", id, seq, e, ok, err)
+		}
+		r, ok, err := l2.ReadSeq(seq)
+		if err != nil || !ok || r.Event.ID != id {
+			t.Fatalf("after power loss, record seq %d: %+v %v %v", seq, r.Event.ID, ok, err)
+		}
+	}
+	before := l2.Durable()
+	if before < uint64(len(want)) {
+		t.Fatalf("durable %d < %d acked", before, len(want))
+	}
+	// A slot written but not synced can survive the cut while the WAL
+	// lost its group and the slot before it tore: its seqs are recorded
+	// lost (never answered: no acked id among them) and not reused.
+	next := before + 1
+	for _, lr := range l2.Lost() {
+		if lr.From != next {
+			t.Fatalf("lost range %+v recorded after a power cut does not start at the log's end %d", lr, next)
+		}
+		for _, id := range lr.IDs {
+			if _, ok := want[id]; ok {
+				t.Fatalf("acked %s recorded lost: %+v", id, lr)
 			}
-			// A slot written but not synced can survive the cut while the WAL
-			// lost its group and the slot before it tore: its seqs are recorded
-			// lost (never answered: no acked id among them) and not reused.
-			next := before + 1
-			for _, lr := range l2.Lost() {
-				if lr.From != next {
-					t.Fatalf("lost range %+v recorded after a power cut does not start at the log's end %d", lr, next)
-				}
-				for _, id := range lr.IDs {
-					if _, ok := want[id]; ok {
-						t.Fatalf("acked %s recorded lost: %+v", id, lr)
-					}
-				}
-				t.Logf("recorded lost: %+v", lr)
-				next = lr.To + 1
-			}
-			r := rec("after")
-			if err := l2.Append(context.Background(), r); err != nil || r.Seq != next {
-				t.Fatalf("append after recovery: seq %d (want %d), %v", r.Seq, next, err)
-			}
-		})
+		}
+		t.Logf("recorded lost: %+v", lr)
+		next = lr.To + 1
+	}
+	r := rec("after")
+	if err := l2.Append(context.Background(), r); err != nil || r.Seq != next {
+		t.Fatalf("append after recovery: seq %d (want %d), %v", r.Seq, next, err)
 	}
 }
 

@@ -18,10 +18,15 @@ import (
 // group commit. The writer puts each group in its slot before Pebble's WAL write:
 // the group's seq range, the highest seq answered so far (its floor) and, when it
 // fits (hwmReplicaMax), the encoded Pebble batch itself (exactly the group's
-// records and dedupe entries), checksummed. The slot's fdatasync runs concurrently
-// with the WAL's, and the group is answered only after both returned: an answered
-// group is durable twice, in the WAL and in its slot until a later group reuses
-// the slot. A group too big for a slot gets its range only, written after its WAL
+// records and dedupe entries), checksummed. The slot is made durable with the
+// WAL, and the group is answered only after both are: an answered group is
+// durable twice, in the WAL and in its slot until a later group reuses the slot.
+// On ext4 (markflush_linux.go) the slot rides the WAL's flush: every WAL sync
+// first writes the mark file back (sync_file_range, no cache flush; markfs.go),
+// and the WAL's fdatasync then flushes the device cache, which makes the slot
+// durable as well: one flush per group commit. Elsewhere, or with
+// Options.SeparateMarkSync, the slot's own fdatasync runs concurrently with the
+// WAL's, which costs a second flush per group. A group too big for a slot gets its range only, written after its WAL
 // sync returned (so it never claims seqs not synced) and synced before its
 // answer: the serial mark.
 //
@@ -66,6 +71,9 @@ type hwm struct {
 	path string
 	f    vfs.File // opened read-write; nil until create/open
 	bufs [hwmSlots][]byte
+	// writeBack, if set, is how the slots ride the WAL's flush (markfs.go): it
+	// runs at the start of every WAL sync. Nil: each replica gets its own sync.
+	writeBack func(vfs.File) error
 }
 
 // readHWM reads the mark in dir: the highest seq of any intact slot. found is

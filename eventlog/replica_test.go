@@ -32,32 +32,36 @@ func lastBatchOffset(t *testing.T, fs vfs.FS, wal string) int64 {
 // refused (records ended below the mark): the group is in its replica in the
 // mark file, so Open restores it and every acknowledged record is there.
 func TestLastGroupRestoredFromReplica(t *testing.T) {
-	for _, how := range []string{"flip", "truncate"} {
-		t.Run(how, func(t *testing.T) {
-			fs := vfs.NewCrashableMem()
-			l := openT(t, fs)
-			acked := appendEach(t, l, how, 300)
-			crashed := fs.CrashClone(vfs.CrashCloneCfg{}) // kill -9
-			l.Close()
-			wal := newestWAL(t, crashed, "data")
-			end := walEnd(readAll(t, crashed, wal))
-			last := lastBatchOffset(t, crashed, wal)
-			rewriteFile(t, crashed, wal, func(b []byte) {
-				if how == "flip" {
-					b[end-8] ^= 0x10
-				} else {
-					clear(b[last:])
-				}
-			})
-			l2, err := Open(Options{Dir: "data", FS: crashed})
-			if err != nil {
-				t.Fatalf("Open after the last group was damaged (%s; last batch at %d of %d): %v", how, last, end, err)
-			}
-			l2.Close()
-			if err := checkRecoveredOrRefused(t, func() (*Log, error) { return Open(Options{Dir: "data", FS: crashed}) }, acked); err != nil {
-				t.Fatalf("reopen refused: %v", err)
-			}
-		})
+	for _, mode := range markModes {
+		for _, how := range []string{"flip", "truncate"} {
+			t.Run(mode.name+"/"+how, func(t *testing.T) { lastGroupRestored(t, how, mode.opt) })
+		}
+	}
+}
+
+func lastGroupRestored(t *testing.T, how string, mode func(*Options)) {
+	fs := vfs.NewCrashableMem()
+	l := openT(t, fs, mode)
+	acked := appendEach(t, l, how, 300)
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{}) // kill -9
+	l.Close()
+	wal := newestWAL(t, crashed, "data")
+	end := walEnd(readAll(t, crashed, wal))
+	last := lastBatchOffset(t, crashed, wal)
+	rewriteFile(t, crashed, wal, func(b []byte) {
+		if how == "flip" {
+			b[end-8] ^= 0x10
+		} else {
+			clear(b[last:])
+		}
+	})
+	l2, err := Open(Options{Dir: "data", FS: crashed})
+	if err != nil {
+		t.Fatalf("Open after the last group was damaged (%s; last batch at %d of %d): %v", how, last, end, err)
+	}
+	l2.Close()
+	if err := checkRecoveredOrRefused(t, func() (*Log, error) { return Open(Options{Dir: "data", FS: crashed}) }, acked); err != nil {
+		t.Fatalf("reopen refused: %v", err)
 	}
 }
 

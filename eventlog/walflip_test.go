@@ -152,21 +152,25 @@ func checkRecoveredOrRefused(t *testing.T, open func() (*Log, error), acked map[
 // acknowledged one by one, a crash, one bit flipped in the newest WAL at its start,
 // middle and last record; reopen must recover all 300 or refuse naming the damage.
 func TestWALBitFlipNeverLosesAcknowledgedSilently(t *testing.T) {
-	for _, where := range []string{"start", "middle", "last"} {
-		t.Run(where, func(t *testing.T) {
-			fs := vfs.NewCrashableMem()
-			l := openT(t, fs)
-			acked := appendEach(t, l, where, 300)
-			crashed := fs.CrashClone(vfs.CrashCloneCfg{}) // kill -9: only synced bytes count
-			l.Close()
-			wal := newestWAL(t, crashed, "data")
-			end := walEnd(readAll(t, crashed, wal))
-			off := map[string]int64{"start": 40, "middle": end / 2, "last": end - 8}[where]
-			flipBit(t, crashed, wal, off)
-			err := checkRecoveredOrRefused(t, func() (*Log, error) { return Open(Options{Dir: "data", FS: crashed}) }, acked)
-			t.Logf("flip at %s+%d of %d: %v", wal, off, end, err)
-		})
+	for _, mode := range markModes {
+		for _, where := range []string{"start", "middle", "last"} {
+			t.Run(mode.name+"/"+where, func(t *testing.T) { walBitFlip(t, where, mode.opt) })
+		}
 	}
+}
+
+func walBitFlip(t *testing.T, where string, mode func(*Options)) {
+	fs := vfs.NewCrashableMem()
+	l := openT(t, fs, mode)
+	acked := appendEach(t, l, where, 300)
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{}) // kill -9: only synced bytes count
+	l.Close()
+	wal := newestWAL(t, crashed, "data")
+	end := walEnd(readAll(t, crashed, wal))
+	off := map[string]int64{"start": 40, "middle": end / 2, "last": end - 8}[where]
+	flipBit(t, crashed, wal, off)
+	err := checkRecoveredOrRefused(t, func() (*Log, error) { return Open(Options{Dir: "data", FS: crashed}) }, acked)
+	t.Logf("flip at %s+%d of %d: %v", wal, off, end, err)
 }
 
 // The same on real files in a temporary directory (the process is not killed, but

@@ -1,0 +1,90 @@
+package eventlog
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sys/unix"
+)
+
+const ext4Magic = 0xEF53
+
+// walFlushable reports whether the mark file f may ride the WAL's flush: written
+// back with sync_file_range before each WAL fdatasync instead of synced on its
+// own. That holds where an overwrite in place needs no metadata (the file is full
+// size and its blocks written, see createHWM) and the WAL's fdatasync always ends
+// with a cache flush of the device, which makes every write completed before it
+// durable, the mark's included. ext4 does both (its fsync issues the flush through
+// the journal commit or blkdev_issue_flush), unless it journals data, commits
+// asynchronously or was mounted without barriers. Copy-on-write file systems
+// (btrfs, zfs) allocate on every overwrite, and others are not checked: there the
+// mark gets its own fdatasync.
+func walFlushable(f vfs.File) (bool, string) {
+	fd := f.Fd()
+	if fd == vfs.InvalidFd {
+		return false, "not a file of the operating system"
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(fd), &fs); err != nil {
+		return false, fmt.Sprintf("statfs: %v", err)
+	}
+	if fs.Type != ext4Magic {
+		return false, fmt.Sprintf("file system type %#x is not ext4", fs.Type)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fd), &st); err != nil {
+		return false, fmt.Sprintf("stat: %v", err)
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	opts, err := mountOptions("/proc/self/mountinfo", dev)
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, o := range opts {
+		switch o {
+		case "data=journal", "journal_async_commit", "nobarrier", "barrier=0":
+			return false, fmt.Sprintf("ext4 on %s is mounted with %s", dev, o)
+		}
+	}
+	return true, fmt.Sprintf("ext4 on %s: the WAL's fdatasync flushes the device", dev)
+}
+
+// mountOptions returns the mount and super-block options of the mount of device
+// dev ("major:minor") in a mountinfo file.
+func mountOptions(path, dev string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read mount options: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || fields[2] != dev {
+			continue
+		}
+		opts := strings.Split(fields[5], ",")
+		for i, x := range fields {
+			if x == "-" && i+3 < len(fields) {
+				opts = append(opts, strings.Split(fields[i+3], ",")...)
+				break
+			}
+		}
+		return opts, nil
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read mount options: %w", err)
+	}
+	return nil, fmt.Errorf("no mount of device %s in %s", dev, path)
+}
+
+// writeBack writes every dirty page of f to the device and waits for it, without
+// the device cache flush: the WAL's fdatasync that follows does that.
+func writeBack(f vfs.File) error {
+	return unix.SyncFileRange(int(f.Fd()), 0, 0,
+		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package eventlog
+
+import "github.com/cockroachdb/pebble/v2/vfs"
+
+// walFlushable: only Linux's ext4 is known to make the mark durable with the
+// WAL's flush (markflush_linux.go); elsewhere the mark gets its own fdatasync.
+func walFlushable(vfs.File) (bool, string) { return false, "not Linux" }
+
+func writeBack(f vfs.File) error { return f.SyncData() }
