@@ -71,7 +71,7 @@ type Options struct {
 
 	// markWriteBack, set by tests, makes the mark ride the WAL's flush on any
 	// file system, written back by this function.
-	markWriteBack func(vfs.File) error
+	markWriteBack func(mark, wal vfs.File) error
 }
 
 // Entry is the dedupe index entry of an event id: where its newest record is.

@@ -45,7 +45,7 @@ var markModes = []struct {
 	opt  func(*Options)
 }{
 	{"fdatasync", func(*Options) {}},
-	{"wal-flush", func(o *Options) { o.markWriteBack = func(f vfs.File) error { return f.SyncData() } }},
+	{"wal-flush", func(o *Options) { o.markWriteBack = func(f, _ vfs.File) error { return f.SyncData() } }},
 }
 
 func TestAppendGroupCommitContiguous(t *testing.T) {

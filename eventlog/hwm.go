@@ -72,8 +72,9 @@ type hwm struct {
 	f    vfs.File // opened read-write; nil until create/open
 	bufs [hwmSlots][]byte
 	// writeBack, if set, is how the slots ride the WAL's flush (markfs.go): it
-	// runs at the start of every WAL sync. Nil: each replica gets its own sync.
-	writeBack func(vfs.File) error
+	// runs at the start of every sync of the WAL wal. Nil: each replica gets its
+	// own sync.
+	writeBack func(mark, wal vfs.File) error
 }
 
 // readHWM reads the mark in dir: the highest seq of any intact slot. found is

@@ -82,9 +82,20 @@ func mountOptions(path, dev string) ([]string, error) {
 	return nil, fmt.Errorf("no mount of device %s in %s", dev, path)
 }
 
-// writeBack writes every dirty page of f to the device and waits for it, without
-// the device cache flush: the WAL's fdatasync that follows does that.
-func writeBack(f vfs.File) error {
-	return unix.SyncFileRange(int(f.Fd()), 0, 0,
+// writeBack writes every dirty page of the mark to the device and waits for it,
+// without the device cache flush: the WAL's fdatasync that follows does that.
+// The WAL's own dirty pages are submitted between the two, so the mark's write
+// and the WAL's run on the device together, not one after the other; the
+// fdatasync waits for the WAL's and reports their errors (a write-only
+// sync_file_range does not consume them).
+func writeBack(mark, wal vfs.File) error {
+	fd := int(mark.Fd())
+	if err := unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE); err != nil {
+		return err
+	}
+	if wfd := wal.Fd(); wfd != vfs.InvalidFd {
+		_ = unix.SyncFileRange(int(wfd), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}
+	return unix.SyncFileRange(fd, 0, 0,
 		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
 }

@@ -8,4 +8,4 @@ import "github.com/cockroachdb/pebble/v2/vfs"
 // WAL's flush (markflush_linux.go); elsewhere the mark gets its own fdatasync.
 func walFlushable(vfs.File) (bool, string) { return false, "not Linux" }
 
-func writeBack(f vfs.File) error { return f.SyncData() }
+func writeBack(mark, _ vfs.File) error { return mark.SyncData() }

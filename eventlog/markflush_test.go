@@ -39,7 +39,7 @@ func TestWALSyncWritesMarkBackFirst(t *testing.T) {
 	if err := w.SyncData(); err != nil { // before Open made the mark: nothing to write back
 		t.Fatal(err)
 	}
-	hook.h.Store(&hwm{path: "GALE-HWM", writeBack: func(vfs.File) error { ops = append(ops, "mark write-back"); return nil }})
+	hook.h.Store(&hwm{path: "GALE-HWM", writeBack: func(_, _ vfs.File) error { ops = append(ops, "mark write-back"); return nil }})
 	if err := w.SyncData(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestMarkWriteBackFailureIsSticky(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var failing atomic.Bool
 	l := openT(t, mem, func(o *Options) {
-		o.markWriteBack = func(f vfs.File) error {
+		o.markWriteBack = func(f, _ vfs.File) error {
 			if failing.Load() {
 				return syscall.EIO
 			}

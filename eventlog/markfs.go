@@ -47,14 +47,14 @@ type walFile struct {
 }
 
 func (f walFile) Sync() error {
-	if err := f.hook.writeBack(); err != nil {
+	if err := f.hook.writeBack(f.File); err != nil {
 		return err
 	}
 	return f.File.Sync()
 }
 
 func (f walFile) SyncData() error {
-	if err := f.hook.writeBack(); err != nil {
+	if err := f.hook.writeBack(f.File); err != nil {
 		return err
 	}
 	return f.File.SyncData()
@@ -65,12 +65,12 @@ type markHook struct {
 	h atomic.Pointer[hwm]
 }
 
-func (k *markHook) writeBack() error {
+func (k *markHook) writeBack(wal vfs.File) error {
 	h := k.h.Load()
 	if h == nil || h.writeBack == nil {
 		return nil
 	}
-	if err := h.writeBack(h.f); err != nil {
+	if err := h.writeBack(h.f, wal); err != nil {
 		return fmt.Errorf("write back high-water mark %s: %w", h.path, err)
 	}
 	return nil
