@@ -39,9 +39,13 @@ func walFlushable(f vfs.File) (bool, string) {
 		return false, fmt.Sprintf("stat: %v", err)
 	}
 	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
-	opts, err := mountOptions("/proc/self/mountinfo", dev)
+	fstype, opts, err := mountOptions("/proc/self/mountinfo", dev)
 	if err != nil {
 		return false, err.Error()
+	}
+	if fstype != "ext4" {
+		// ext2 and ext3 share ext4's magic number; only ext4 was examined.
+		return false, fmt.Sprintf("file system on %s is %s, not ext4", dev, fstype)
 	}
 	for _, o := range opts {
 		switch o {
@@ -52,12 +56,12 @@ func walFlushable(f vfs.File) (bool, string) {
 	return true, fmt.Sprintf("ext4 on %s: the WAL's fdatasync flushes the device", dev)
 }
 
-// mountOptions returns the mount and super-block options of the mount of device
-// dev ("major:minor") in a mountinfo file.
-func mountOptions(path, dev string) ([]string, error) {
+// mountOptions returns the file system type and the mount and super-block
+// options of the mount of device dev ("major:minor") in a mountinfo file.
+func mountOptions(path, dev string) (fstype string, opts []string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read mount options: %w", err)
+		return "", nil, fmt.Errorf("read mount options: %w", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -67,19 +71,20 @@ func mountOptions(path, dev string) ([]string, error) {
 		if len(fields) < 6 || fields[2] != dev {
 			continue
 		}
-		opts := strings.Split(fields[5], ",")
+		opts = strings.Split(fields[5], ",")
 		for i, x := range fields {
 			if x == "-" && i+3 < len(fields) {
+				fstype = fields[i+1]
 				opts = append(opts, strings.Split(fields[i+3], ",")...)
 				break
 			}
 		}
-		return opts, nil
+		return fstype, opts, nil
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read mount options: %w", err)
+		return "", nil, fmt.Errorf("read mount options: %w", err)
 	}
-	return nil, fmt.Errorf("no mount of device %s in %s", dev, path)
+	return "", nil, fmt.Errorf("no mount of device %s in %s", dev, path)
 }
 
 // writeBack writes every dirty page of the mark to the device and waits for it,
