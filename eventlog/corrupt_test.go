@@ -8,17 +8,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/internal/ssttest"
 )
 
-// The §1/§3 SST bit-flip cases. Each builds a store whose SSTs each hold one kind of
-// key (flushed right after writing only that kind), flips one bit in the middle of
+// The §1/§3 SST bit-flip cases. Each builds a store, flips one bit in the middle of
 // a data block holding only keys of the kind under test, and checks that the store
 // either gives back every PERSISTED event or refuses to start naming the damage;
-// never a panic.
+// never a panic. buildSSTStore writes as the log does (a record and its index entry
+// in one batch, so one SST holds both kinds, in blocks of their own);
+// buildSplitSSTStore gives each kind an SST of its own, flushed right after writing
+// only that kind.
 
 const sstEvents = 400 // enough that the index entries alone fill several blocks
 
@@ -108,6 +111,91 @@ func buildSSTStore(t *testing.T, fs vfs.FS, dir string) (recordSST, statusSST st
 	return recordSST, statusSST
 }
 
+// buildSplitSSTStore is buildSSTStore with the records ('l'), their index entries
+// ('d') and their status documents ('s') each in an SST of its own, written alone
+// and flushed. Append writes a record and its index entry in one batch, so the
+// pairs are appended to a scratch store first and copied into dir kind by kind.
+func buildSplitSSTStore(t *testing.T, fs vfs.FS, dir string) map[byte]string {
+	t.Helper()
+	scratch, err := Open(Options{Dir: "scratch", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*event.Record
+	for _, id := range sstIDs() {
+		recs = append(recs, rec(id))
+	}
+	if err := scratch.Append(context.Background(), recs...); err != nil {
+		t.Fatal(err)
+	}
+	kvs := map[byte][][2][]byte{}
+	for _, kind := range []byte{'l', 'd'} {
+		it, err := scratch.db.NewIter(&pebble.IterOptions{LowerBound: []byte{kind}, UpperBound: []byte{kind + 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it.First(); it.Valid(); it.Next() {
+			kvs[kind] = append(kvs[kind], [2][]byte{append([]byte(nil), it.Key()...), append([]byte(nil), it.Value()...)})
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(kvs[kind]) != sstEvents {
+			t.Fatalf("scratch store: %d keys of kind %c, want %d", len(kvs[kind]), kind, sstEvents)
+		}
+	}
+	if err := scratch.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := Open(Options{Dir: dir, FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []byte{'l', 'd'} {
+		b := l.db.NewBatch()
+		for _, kv := range kvs[kind] {
+			if err := b.Set(kv[0], kv[1], nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.db.Apply(b, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var w Write
+	for _, id := range sstIDs() {
+		w.Set(Status, id, statusDoc(id))
+	}
+	if err := l.Apply(&w); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	files := liveSSTs(t, l, dir)
+	out := map[byte]string{}
+	for _, kind := range []byte{'l', 'd', 's'} {
+		out[kind] = sstOf(t, files, kind, kind)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The copy is a store the log reads back whole.
+	l, err = Open(Options{Dir: dir, FS: fs})
+	if err != nil {
+		t.Fatalf("reopen of the split store: %v", err)
+	}
+	checkAllIntact(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // flipDataBlockBit flips one bit in the middle of data block i of the SST at path
 // (i < 0 counts from the end). Data blocks are in key order, so block 0 of the
 // d..l SST holds index entries only and its last block records only.
@@ -157,19 +245,28 @@ func TestSSTBitFlipRecoversOrRefusesNamingIt(t *testing.T) {
 	for _, fsKind := range []string{"mem", "disk"} {
 		for _, c := range []struct {
 			name  string
+			split bool // buildSplitSSTStore: every kind in an SST of its own
 			block int  // data block flipped: 0 first, -1 last, 1 second
-			sst   byte // 'l': the d..l SST, 's': the status SST
+			sst   byte // 'l': the d..l SST (split: the l SST), 'd' (split only), 's': the status SST
 		}{
-			{"index", 0, 'l'},
-			{"records", -1, 'l'},
-			{"status", 1, 's'},
+			{"index", false, 0, 'l'},
+			{"records", false, -1, 'l'},
+			{"status", false, 1, 's'},
+			{"index-only-sst", true, 1, 'd'},
+			{"records-only-sst", true, 1, 'l'},
+			{"status-only-sst", true, 1, 's'},
 		} {
 			t.Run(fsKind+"/"+c.name, func(t *testing.T) {
 				fs, dir := sstFS(t, fsKind)
-				recordSST, statusSST := buildSSTStore(t, fs, dir)
-				path := recordSST
-				if c.sst == 's' {
-					path = statusSST
+				var path string
+				if c.split {
+					path = buildSplitSSTStore(t, fs, dir)[c.sst]
+				} else {
+					recordSST, statusSST := buildSSTStore(t, fs, dir)
+					path = recordSST
+					if c.sst == 's' {
+						path = statusSST
+					}
 				}
 				flipDataBlockBit(t, fs, path, c.block)
 				l, err := Open(Options{Dir: dir, FS: fs})
