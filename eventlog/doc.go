@@ -12,20 +12,21 @@
 // Before Append returns, the group is also durable in GALE-HWM, a file of its own
 // beside Pebble's (hwm.go): the writer puts each group in a slot of it (seq range,
 // the highest seq answered so far, and the group's Pebble batch, CRC'd) before the
-// WAL write, and the slot's fdatasync runs concurrently with the WAL's; the answer
-// waits for both. The highest floor of an intact slot is the high-water mark Open
+// WAL write, and the slot is made durable with the WAL; the answer waits for both.
+// On ext4 (markflush_linux.go, markfs.go) the slot rides the WAL's flush: each
+// WAL sync first writes the mark's dirty pages to the device beside the WAL's and
+// waits for them, and the WAL's fdatasync then flushes the device cache, covering
+// both. Elsewhere the slot gets its own fdatasync, concurrent with the WAL's. The highest floor of an intact slot is the high-water mark Open
 // checks; a replica's own range is restored when the WAL ends short of it, but
 // never claimed (a slot written and not synced can survive a power cut whose WAL
 // lost the group before it, neither answered). A group whose batch is over 64 KiB
 // (large NDJSON batches) gets its range only, written after its WAL sync returned
 // and synced before its answer, as a serial mark: its fsync is shared by many
-// events. Cost, in 6 alternating triples of `gale bench ingest --rows 1,2,3` and
-// `--rows 4` (order rotated; builds of ffbb1f7 before the mark, of the serial
-// mark, and of this) in a quiet window: single-event PERSISTED answers/s 0.91x the
-// pre-mark build's (median; mean 0.90x; the serial mark 0.81x), batched events
-// 0.90x (serial 0.93x), the raw disk rows of the same runs 0.95x to 0.98x: at
-// the 10% limit, not clearly under it. A noisy window (12 triples, load 5 to 8)
-// gave 1.21x (serial 0.71x) with disk rows spread 0.45x to 2.2x.
+// events. Cost on ext4, in 30 alternating pairs of `gale bench ingest --rows 2,3`
+// against ffbb1f7, the build before the mark: single-event PERSISTED answers/s
+// 1.03x (median; geometric mean 0.97x), the raw group-commit row of the same runs
+// 0.94x; with the slot's own fdatasync it was 0.89x to 0.91x, with the serial mark
+// for every group 0.81x (README, Performance).
 //
 // A record is visible to readers (Read, Durable) only once durable: Pebble makes a
 // write readable before its sync returns, so readers are bounded by the durable

@@ -26,9 +26,9 @@ import (
 // and the WAL's fdatasync then flushes the device cache, which makes the slot
 // durable as well: one flush per group commit. Elsewhere, or with
 // Options.SeparateMarkSync, the slot's own fdatasync runs concurrently with the
-// WAL's, which costs a second flush per group. A group too big for a slot gets its range only, written after its WAL
-// sync returned (so it never claims seqs not synced) and synced before its
-// answer: the serial mark.
+// WAL's, which costs a second flush per group. A group too big for a slot gets
+// its range only, written after its WAL sync returned (so it never claims seqs
+// not synced) and synced before its answer: the serial mark.
 //
 // At Open, the mark is the highest floor (or serial mark) of any intact slot:
 // records must reach it. A replica's own range is not a claim: a slot written but

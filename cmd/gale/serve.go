@@ -173,6 +173,8 @@ Endpoints:
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
 				o.Pipeline, filepath.Join(o.DataDir, "log"), s.DB, s.URL())
+			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: each group commit's copy in %s is made durable by %s\n",
+				filepath.Join(o.DataDir, "log", "GALE-HWM"), s.Log.Stats().MarkSync)
 			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: web UI on %s/ui/, Prometheus metrics on %s/metrics\n", s.URL(), s.URL())
 			for ctx.Err() == nil {
 				select {

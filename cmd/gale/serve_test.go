@@ -281,4 +281,15 @@ func TestServeStartLineNamesLog(t *testing.T) {
 	if !strings.Contains(c.stderr.String(), want) {
 		t.Errorf("start line lacks %q:\n%s", want, c.stderr.String())
 	}
+	// And how the mark is made durable: on ext4 with the WAL's flush.
+	mark := "copy in " + filepath.Join(dir, "log", "GALE-HWM") + " is made durable by "
+	switch {
+	case eventlogOnExt4(dir):
+		mark += "wal-flush: ext4 on "
+	default:
+		mark += "fdatasync: "
+	}
+	if !strings.Contains(c.stderr.String(), mark) {
+		t.Errorf("start lines lack %q:\n%s", mark, c.stderr.String())
+	}
 }
