@@ -190,3 +190,53 @@ func TestStopDrainsButAHardStopDoesNot(t *testing.T) {
 		})
 	}
 }
+
+// A graceful Stop whose deadline passes is a stop too: the spout gives up its
+// pending tree, and a bolt still inside a write when Stop gave up (Stop's context
+// does not end the one Prepare got; the write ends by its own timeout) fails its
+// input afterwards without the spout being told: Fail is never called.
+func TestStopPastItsDeadlineNeverFailsTrees(t *testing.T) {
+	rec := newRecorder()
+	tap := &outcomeTap{Transport: transport.NewLocal(), failSent: make(chan struct{})}
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	failed := make(chan struct{})
+	calls := 0
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout {
+		return &fnSpout{rec: rec, next: func(out topology.SpoutCollector) {
+			if calls++; calls == 1 {
+				_ = out.Emit(tuple.Values{0}, 0)
+			}
+		}}
+	}, 1).Output("id")
+	b.SetBolt("write", func() topology.Bolt {
+		return &ctxBolt{execute: func(b *ctxBolt, in *tuple.Tuple) {
+			close(entered)
+			<-release // a sink write that outlasts the stop
+			_ = b.out.FailWith(in, fmt.Errorf("write: %w", context.DeadlineExceeded))
+			close(failed)
+		}}
+	}, 1).ShuffleGrouping("s")
+	rt, err := Start(context.Background(), mustBuild(t, b), quietConfig(), WithTransport(tap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waitOrFail(t, entered, "the bolt to start on tuple 0") {
+		t.FailNow()
+	}
+	deadline, cancel := context.WithCancel(context.Background())
+	cancel() // the deadline has passed
+	err = rt.Stop(deadline)
+	close(release)
+	if !waitOrFail(t, failed, "the bolt to fail its input") {
+		t.FailNow()
+	}
+	<-rt.Done()
+	if a, f := rec.counts(); a != 0 || f != 0 {
+		t.Fatalf("after a Stop past its deadline: %d acks, %d fails (%v); want none", a, f, rec.order)
+	}
+	if c := rt.Stats().Components["s"]; c.Abandoned != 1 || c.Failed != 0 || !errors.Is(err, ErrShutdownTimeout) {
+		t.Fatalf("abandoned %d failed %d, Stop = %v; want 1 abandoned, 0 failed, ErrShutdownTimeout", c.Abandoned, c.Failed, err)
+	}
+}
