@@ -12,8 +12,10 @@ import (
 	"math/bits"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -33,7 +35,19 @@ var (
 	ErrOverloaded = errors.New("eventlog: append queue full")
 	ErrClosed     = errors.New("eventlog: closed")
 	ErrDamaged    = errors.New("eventlog: log damaged: acknowledged records missing")
+	// ErrLocked is wrapped by the error of an Open or Check of a log that another
+	// process (a running gale serve) holds open.
+	ErrLocked = errors.New("eventlog: the log is locked by another process")
 )
+
+// lockedErr wraps err, from opening Pebble in dir, in ErrLocked if another process
+// holds the store's LOCK file.
+func lockedErr(dir string, err error) error {
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "lock held") {
+		return fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
+	}
+	return nil
+}
 
 // formatVersion is the Pebble format the log is opened at, and existing stores are
 // ratcheted to. It must be FormatWALSyncChunks or newer: before it the WAL's chunks
@@ -325,6 +339,9 @@ func Open(opts Options) (*Log, error) {
 		if pebble.IsCorruptionError(err) && hasDamage(wals) {
 			return nil, fmt.Errorf("%w: %s: Pebble refuses its WAL (seqs up to %d were acknowledged): %s: %w",
 				ErrDamaged, opts.Dir, mark, walSummary(wals, mark), err)
+		}
+		if lerr := lockedErr(opts.Dir, err); lerr != nil {
+			return nil, lerr
 		}
 		return nil, fmt.Errorf("eventlog: open %s: %w", opts.Dir, err)
 	}

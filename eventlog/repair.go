@@ -186,7 +186,10 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 	db, live, after, err := openView(fs, dir, r.WAL)
 	if err != nil && !pebble.IsCorruptionError(err) {
 		// Not damage: most often the lock of a running gale serve.
-		return nil, fmt.Errorf("eventlog: open %s read-only (stop gale serve first): %w", dir, err)
+		if lerr := lockedErr(dir, err); lerr != nil {
+			return nil, fmt.Errorf("%w (stop gale serve first)", lerr)
+		}
+		return nil, fmt.Errorf("eventlog: open %s read-only: %w", dir, err)
 	}
 	if err != nil {
 		r.OpenErr = err

@@ -51,3 +51,43 @@ func TestLogSalvageRefusesAnIntactLogWithoutForce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// gale log check exits 0 on an intact log, and 2, naming why, on one it cannot
+// read: locked by a running gale, or not there (and it creates nothing). gale serve
+// and gale sink rebuild name the lock too.
+func TestLogCheckExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	l, err := eventlog.Open(eventlog.Options{Dir: filepath.Join(dir, "log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := event.Event{ID: "ok-1", Source: "test", Type: "t", Payload: []byte(`{}`)}
+	if err := l.Append(context.Background(), &event.Record{ReceivedAt: 1, Event: e, Hash: e.Hash()}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runToEnd(t, "log", "check", "--data", dir)
+	if code != 2 || !strings.Contains(errOut, "locked by another process") || !strings.Contains(errOut, "stop gale serve first") {
+		t.Fatalf("gale log check of a log held open: exit %d, want 2 naming the lock:\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := runToEnd(t, "serve", "--data", dir, "--addr", freeAddr(t)); code == 0 || !strings.Contains(errOut, "is locked: is another gale using --data") {
+		t.Fatalf("gale serve on a log held open: exit %d, want it to name the lock:\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := runToEnd(t, "sink", "rebuild", "--data", dir, "--sink", filepath.Join(t.TempDir(), "r.db")); code == 0 || !strings.Contains(errOut, "is locked: stop gale serve") {
+		t.Fatalf("gale sink rebuild on a log held open: exit %d, want it to name the lock:\n%s%s", code, out, errOut)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runToEnd(t, "log", "check", "--data", dir)
+	if code != 0 || !strings.Contains(out, "result: intact") {
+		t.Fatalf("gale log check of an intact log: exit %d, want 0 and result: intact:\n%s%s", code, out, errOut)
+	}
+	missing := filepath.Join(dir, "nothing-here")
+	out, errOut, code = runToEnd(t, "log", "check", "--data", missing)
+	if code != 2 || !strings.Contains(errOut, filepath.Join(missing, "log")) {
+		t.Fatalf("gale log check of a missing log: exit %d, want 2 naming %s:\n%s%s", code, filepath.Join(missing, "log"), out, errOut)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("gale log check of a missing log created %s (%v)", missing, err)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -233,7 +232,7 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 		return nil, fmt.Errorf("--data %s: %s holds no log (is it the --data of a gale serve?)", o.dataDir, dir)
 	}
 	lg, err := eventlog.Open(eventlog.Options{Dir: dir, Logger: o.logger})
-	if errors.Is(err, syscall.EAGAIN) || (err != nil && strings.Contains(err.Error(), "lock held")) {
+	if errors.Is(err, eventlog.ErrLocked) {
 		return nil, fmt.Errorf("the log in %s is locked: stop gale serve before rebuilding its sink (%w)", dir, err)
 	}
 	if err != nil {

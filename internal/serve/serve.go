@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -133,7 +131,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: im.OnCommit})
-	if errors.Is(err, syscall.EAGAIN) || (err != nil && strings.Contains(err.Error(), "lock held")) {
+	if errors.Is(err, eventlog.ErrLocked) {
 		return nil, fmt.Errorf("serve: the log in %s is locked: is another gale using --data %s? (%w)", filepath.Join(o.DataDir, "log"), o.DataDir, err)
 	}
 	if err != nil {
