@@ -390,3 +390,74 @@ func TestWALScanEOFTrailerIsNotDamage(t *testing.T) {
 		}
 	}
 }
+
+// A store written by a gale from before the WAL sync chunks and the mark (Pebble's
+// default format, no GALE-HWM), holding events: Open ratchets its format, keeps
+// every record and index entry, makes the mark, and gives out the next seq.
+func TestOldStoreWithEventsUpgrades(t *testing.T) {
+	scratch := openT(t, vfs.NewMem())
+	acked := appendEach(t, scratch, "old", 20)
+	var kvs [][2][]byte
+	it, err := scratch.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'d'}, UpperBound: []byte{'l' + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		kvs = append(kvs, [2][]byte{append([]byte(nil), it.Key()...), append([]byte(nil), it.Value()...)})
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scratch.Close()
+
+	fs := vfs.NewMem()
+	db, err := pebble.Open("data", &pebble.Options{FS: fs, Logger: pebbleLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := db.FormatMajorVersion(); v >= pebble.FormatWALSyncChunks {
+		t.Fatalf("the old store's format %s already has WAL sync chunks", v)
+	}
+	b := db.NewBatch()
+	for _, kv := range kvs {
+		if err := b.Set(kv[0], kv[1], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Apply(b, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Stat(fs.PathJoin("data", hwmFile)); err == nil {
+		t.Fatal("the old store has a mark file")
+	}
+
+	l := openT(t, fs)
+	if got := l.db.FormatMajorVersion(); got != formatVersion {
+		t.Fatalf("format %s after Open, want %s", got, formatVersion)
+	}
+	if d := l.Durable(); d != uint64(len(acked)) {
+		t.Fatalf("Durable = %d after the upgrade, want %d", d, len(acked))
+	}
+	for id, seq := range acked {
+		if e, ok, err := l.Lookup(id); err != nil || !ok || e.Seq != seq {
+			t.Fatalf("Lookup(%s) after the upgrade = %+v %v %v, want seq %d", id, e, ok, err, seq)
+		}
+	}
+	r := rec("new")
+	if err := l.Append(context.Background(), r); err != nil || r.Seq != uint64(len(acked))+1 {
+		t.Fatalf("append after the upgrade: seq %d (want %d), %v", r.Seq, len(acked)+1, err)
+	}
+	l.Close()
+	// The mark now exists: the next Open checks the records against it.
+	if seq, _, found, err := readSide(fs, "data"); !found || err != nil || seq < uint64(len(acked)) {
+		t.Fatalf("mark after the upgrade = %d %v %v, want at least %d", seq, found, err, len(acked))
+	}
+	l = openT(t, fs)
+	if d := l.Durable(); d != uint64(len(acked))+1 {
+		t.Fatalf("Durable = %d at the second Open, want %d", d, len(acked)+1)
+	}
+	l.Close()
+}
