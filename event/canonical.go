@@ -300,11 +300,18 @@ func (c *canonicalizer) sortMembers(open int, ms []member) {
 		}
 		ms[j] = m
 	}
+	// Drop each member a later one of the same key replaces (an empty span marks
+	// it) before the write-out below overwrites the keys compare reads.
+	for i := 0; i+1 < len(ms); i++ {
+		if c.compare(ms[i], ms[i+1]) == 0 {
+			ms[i].end = ms[i].start
+		}
+	}
 	base := open + 1
 	c.scratch = append(c.scratch[:0], c.out[base:]...)
 	out := c.out[:base]
-	for i, m := range ms {
-		if i+1 < len(ms) && c.compare(m, ms[i+1]) == 0 {
+	for _, m := range ms {
+		if m.end == m.start {
 			continue // a later member has this key
 		}
 		if len(out) > base {

@@ -24,6 +24,12 @@ func TestCanonicalForms(t *testing.T) {
 		{`{"z":{"y":true,"x":false},"a":"s"}`, `{"a":"s","z":{"x":false,"y":true}}`},
 		{`{"a":1,"a":2}`, `{"a":2}`}, // the last of a key given twice, as encoding/json
 		{`{"a":2,"b":0,"a":1}`, `{"a":1,"b":0}`},
+		// Keys of more than 8 bytes given twice: the duplicate must go however the
+		// sort moves them (the fuzzer's find: the second write-out read keys it had
+		// already overwritten, and kept both).
+		{`{"000000000":"","":"","000000000":""}`, `{"":"","000000000":""}`},
+		{`{"longer-key":1,"a":0,"longer-key":2,"longer-key":3}`, `{"a":0,"longer-key":3}`},
+		{`{"zzzzzzzzzz":1,"yyyyyyyyyy":2,"zzzzzzzzzz":3,"yyyyyyyyyy":4}`, `{"yyyyyyyyyy":4,"zzzzzzzzzz":3}`},
 		{`"\u0041\/\u00e9\ud83d\ude00"`, `"A/é😀"`},
 		{`"\"\\\b\f\n\r\t\u0001\u001F"`, `"\"\\\b\f\n\r\t\u0001\u001f"`},
 		{`"<&>\u003c\u0026\u003e\u2028"`, "\"<&><&>\u2028\""},
