@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -19,7 +20,15 @@ const ext4Magic = 0xEF53
 // with a cache flush of the device, which makes every write completed before it
 // durable, the mark's included. ext4 does both (its fsync issues the flush through
 // the journal commit or blkdev_issue_flush), unless it journals data, commits
-// asynchronously or was mounted without barriers. Copy-on-write file systems
+// asynchronously, was mounted without barriers or uses fast commits: a fast
+// commit that finds another one running waits for it and returns without a flush
+// of its own, and the one it waited for may have flushed before the mark's write
+// completed (seen with tracefs on a fast_commit file system beside a SQLite
+// sink's fsyncs; the mark's own fdatasync, having nothing to journal, always
+// flushes). What ext4 itself says of the file system is read from
+// /proc/fs/ext4/DEV/options, which names features the super block turns on
+// (mountinfo does not); if it cannot be read the mark gets its own fdatasync.
+// Copy-on-write file systems
 // (btrfs, zfs) allocate on every overwrite, and others are not checked: there the
 // mark gets its own fdatasync.
 func walFlushable(f vfs.File) (bool, string) {
@@ -47,13 +56,43 @@ func walFlushable(f vfs.File) (bool, string) {
 		// ext2 and ext3 share ext4's magic number; only ext4 was examined.
 		return false, fmt.Sprintf("file system on %s is %s, not ext4", dev, fstype)
 	}
-	for _, o := range opts {
+	name, sbOpts, err := ext4Options("/sys/dev/block", "/proc/fs/ext4", dev)
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, o := range append(opts, sbOpts...) {
 		switch o {
 		case "data=journal", "journal_async_commit", "nobarrier", "barrier=0":
-			return false, fmt.Sprintf("ext4 on %s is mounted with %s", dev, o)
+			return false, fmt.Sprintf("ext4 on %s (%s) is mounted with %s", name, dev, o)
+		case "fc_debug_force": // the name /proc gives the flag fast commits set
+			return false, fmt.Sprintf("ext4 on %s (%s) uses fast commits, whose fdatasync may end without a flush", name, dev)
 		}
 	}
-	return true, fmt.Sprintf("ext4 on %s: the WAL's fdatasync flushes the device", dev)
+	return true, fmt.Sprintf("ext4 on %s (%s): the WAL's fdatasync flushes the device", name, dev)
+}
+
+// ext4Options returns the name of block device dev ("major:minor", from
+// sysDev/dev/uevent) and the options ext4 reports for the file system on it
+// (procExt4/name/options, one per line).
+func ext4Options(sysDev, procExt4, dev string) (string, []string, error) {
+	uevent, err := os.ReadFile(filepath.Join(sysDev, dev, "uevent"))
+	if err != nil {
+		return "", nil, fmt.Errorf("read the name of device %s: %w", dev, err)
+	}
+	var name string
+	for _, line := range strings.Split(string(uevent), "\n") {
+		if v, ok := strings.CutPrefix(line, "DEVNAME="); ok {
+			name = v
+		}
+	}
+	if name == "" || strings.Contains(name, "/") {
+		return "", nil, fmt.Errorf("no usable DEVNAME for device %s in %s", dev, filepath.Join(sysDev, dev, "uevent"))
+	}
+	b, err := os.ReadFile(filepath.Join(procExt4, name, "options"))
+	if err != nil {
+		return "", nil, fmt.Errorf("read ext4's options for %s: %w", name, err)
+	}
+	return name, strings.Fields(string(b)), nil
 }
 
 // mountOptions returns the file system type and the mount and super-block

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,5 +48,117 @@ func TestMountOptions(t *testing.T) {
 	}
 	if _, _, err := mountOptions(path, "8:1"); err == nil || !strings.Contains(err.Error(), "no mount of device 8:1") {
 		t.Fatalf("unknown device: %v", err)
+	}
+}
+
+func TestExt4Options(t *testing.T) {
+	root := t.TempDir()
+	sys, proc := filepath.Join(root, "sys"), filepath.Join(root, "proc")
+	write := func(path, text string) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As this machine's kernel gives them for a fast_commit file system on loop0.
+	write(filepath.Join(sys, "7:0", "uevent"), "MAJOR=7\nMINOR=0\nDEVNAME=loop0\nDEVTYPE=disk\n")
+	write(filepath.Join(proc, "loop0", "options"), "rw\nbsddf\njournal_checksum\nbarrier\nfc_debug_force\ndata=ordered\n")
+	name, opts, err := ext4Options(sys, proc, "7:0")
+	if err != nil || name != "loop0" || !slices.Contains(opts, "fc_debug_force") || !slices.Contains(opts, "barrier") {
+		t.Fatalf("7:0: %q %q, %v", name, opts, err)
+	}
+	if _, _, err := ext4Options(sys, proc, "8:1"); err == nil || !strings.Contains(err.Error(), "device 8:1") {
+		t.Fatalf("unknown device: %v", err)
+	}
+	write(filepath.Join(sys, "8:1", "uevent"), "MAJOR=8\nMINOR=1\nDEVNAME=sda1\n")
+	if _, _, err := ext4Options(sys, proc, "8:1"); err == nil || !strings.Contains(err.Error(), "sda1") {
+		t.Fatalf("device without ext4 options: %v", err)
+	}
+}
+
+// needLoop skips a test that needs root, mkfs.ext4 and mount, or fails it where
+// .ci/run said they are there (GALE_TEST_LOOP=1).
+func needLoop(t *testing.T) {
+	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("GALE_TEST_LOOP") == "1" {
+		skip = t.Fatalf
+	}
+	if os.Geteuid() != 0 {
+		skip("needs root to mount a loop device, as .ci/run runs")
+	}
+	for _, tool := range []string{"mkfs.ext4", "mount", "umount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			skip("needs %s: %v", tool, err)
+		}
+	}
+}
+
+// mountExt4 makes a 64 MiB ext4 with mkfs.ext4's extra args on a loop device and
+// mounts it; the test's cleanup unmounts it (which frees the loop device).
+func mountExt4(t *testing.T, mkfsArgs ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, args ...string) {
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	run("mkfs.ext4", append(append([]string{"-q"}, mkfsArgs...), img)...)
+	run("mount", "-o", "loop", img, mnt)
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// On ext4 with fast commits a WAL fdatasync can return without a cache flush of
+// its own (it waited for a fast commit that flushed before the mark's write
+// completed), so the mark must get its own fdatasync there; before the fix it
+// rode the WAL's flush on any ext4 whose mount options looked right, as
+// mountinfo does not show super-block features.
+func TestMarkSyncOnFastCommitExt4(t *testing.T) {
+	needLoop(t)
+	for _, c := range []struct {
+		name string
+		mkfs []string
+		want string
+	}{
+		{"fast_commit", []string{"-O", "fast_commit"}, "fdatasync: ext4 on "},
+		{"journal", nil, "wal-flush: ext4 on "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mnt := mountExt4(t, c.mkfs...)
+			l, err := Open(Options{Dir: filepath.Join(mnt, "log")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := l.Stats().MarkSync
+			acked := appendEach(t, l, c.name, 20)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(got, c.want) || (c.name == "fast_commit") != strings.Contains(got, "fast commits") {
+				t.Fatalf("MarkSync = %q, want it to start with %q and name fast commits only for fast_commit", got, c.want)
+			}
+			if len(acked) != 20 {
+				t.Fatalf("%d appends acknowledged, want 20", len(acked))
+			}
+			t.Logf("%s: %s", c.name, got)
+		})
 	}
 }

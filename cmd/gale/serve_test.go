@@ -292,4 +292,15 @@ func TestServeStartLineNamesLog(t *testing.T) {
 	if !strings.Contains(c.stderr.String(), mark) {
 		t.Errorf("start lines lack %q:\n%s", mark, c.stderr.String())
 	}
+	// --separate-mark-sync asks for the mark's own fdatasync on any file system.
+	c = startChild(t, "serve", "--data", dir, "--addr", freeAddr(t), "--log-level", "error", "--separate-mark-sync")
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, c.stderr.String())
+	}
+	if want := "is made durable by fdatasync: Options.SeparateMarkSync"; !strings.Contains(c.stderr.String(), want) {
+		t.Errorf("with --separate-mark-sync the start lines lack %q:\n%s", want, c.stderr.String())
+	}
 }

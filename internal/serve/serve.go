@@ -56,6 +56,9 @@ type Options struct {
 	UIToken string
 	// Net: tokens, TLS, cross-site checks and limits.
 	Net NetOptions
+	// SeparateMarkSync gives the log's high-water mark its own fdatasync even
+	// where it could ride the WAL's flush (eventlog.Options.SeparateMarkSync).
+	SeparateMarkSync bool
 }
 
 // Server is a running gale serve.
@@ -130,7 +133,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: im.OnCommit})
+	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: im.OnCommit,
+		SeparateMarkSync: o.SeparateMarkSync})
 	if errors.Is(err, eventlog.ErrLocked) {
 		return nil, fmt.Errorf("serve: the log in %s is locked: is another gale using --data %s? (%w)", filepath.Join(o.DataDir, "log"), o.DataDir, err)
 	}
