@@ -67,6 +67,9 @@ func walFlushable(f vfs.File) (bool, string) {
 		case "fc_debug_force": // the name /proc gives the flag fast commits set
 			return false, fmt.Sprintf("ext4 on %s (%s) uses fast commits, whose fdatasync may end without a flush", name, dev)
 		}
+		if strings.HasPrefix(o, "dax") { // persistent memory: not examined
+			return false, fmt.Sprintf("ext4 on %s (%s) is mounted with %s", name, dev, o)
+		}
 	}
 	return true, fmt.Sprintf("ext4 on %s (%s): the WAL's fdatasync flushes the device", name, dev)
 }
