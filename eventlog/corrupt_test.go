@@ -93,6 +93,19 @@ func buildSSTStore(t *testing.T, fs vfs.FS, dir string) (recordSST, statusSST st
 	if err := l.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	writeStatusSST(t, l)
+	files := liveSSTs(t, l, dir)
+	recordSST, statusSST = sstOf(t, files, 'd', 'l'), sstOf(t, files, 's', 's')
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return recordSST, statusSST
+}
+
+// writeStatusSST writes the status documents of sstIDs alone and flushes them
+// into an SST of their own.
+func writeStatusSST(t *testing.T, l *Log) {
+	t.Helper()
 	var w Write
 	for _, id := range sstIDs() {
 		w.Set(Status, id, statusDoc(id))
@@ -103,12 +116,6 @@ func buildSSTStore(t *testing.T, fs vfs.FS, dir string) (recordSST, statusSST st
 	if err := l.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	files := liveSSTs(t, l, dir)
-	recordSST, statusSST = sstOf(t, files, 'd', 'l'), sstOf(t, files, 's', 's')
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return recordSST, statusSST
 }
 
 // buildSplitSSTStore is buildSSTStore with the records ('l'), their index entries
@@ -166,16 +173,7 @@ func buildSplitSSTStore(t *testing.T, fs vfs.FS, dir string) map[byte]string {
 			t.Fatal(err)
 		}
 	}
-	var w Write
-	for _, id := range sstIDs() {
-		w.Set(Status, id, statusDoc(id))
-	}
-	if err := l.Apply(&w); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	writeStatusSST(t, l)
 	files := liveSSTs(t, l, dir)
 	out := map[byte]string{}
 	for _, kind := range []byte{'l', 'd', 's'} {

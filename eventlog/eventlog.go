@@ -819,10 +819,11 @@ func (l *Log) sideSyncer(q <-chan chan error, done chan<- struct{}) {
 }
 
 // syncer waits for each group's WAL fsync and its slot's (its own, or the WAL's
-// when the slot rides its flush), in order, and answers it. A group without a replica gets its serial mark here: written only after the
-// WAL sync of its seqs returned (written earlier, a power cut could leave it
-// claiming records that were never synced and make the next Open refuse a log
-// that lost nothing acknowledged), and synced before the answer.
+// when the slot rides its flush), in order, and answers it. A group without a
+// replica gets its serial mark here: written only after the WAL sync of its seqs
+// returned (written earlier, a power cut could leave it claiming records that
+// were never synced and make the next Open refuse a log that lost nothing
+// acknowledged), and synced before the answer.
 func (l *Log) syncer(q <-chan pendingSync, free chan<- struct{}, done chan<- struct{}) {
 	defer close(done)
 	for p := range q {

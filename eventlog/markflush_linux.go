@@ -28,9 +28,8 @@ const ext4Magic = 0xEF53
 // flushes). What ext4 itself says of the file system is read from
 // /proc/fs/ext4/DEV/options, which names features the super block turns on
 // (mountinfo does not); if it cannot be read the mark gets its own fdatasync.
-// Copy-on-write file systems
-// (btrfs, zfs) allocate on every overwrite, and others are not checked: there the
-// mark gets its own fdatasync.
+// Copy-on-write file systems (btrfs, zfs) allocate on every overwrite, and others
+// are not checked: there the mark gets its own fdatasync.
 func walFlushable(f vfs.File) (bool, string) {
 	fd := f.Fd()
 	if fd == vfs.InvalidFd {
@@ -60,18 +59,27 @@ func walFlushable(f vfs.File) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	for _, o := range append(opts, sbOpts...) {
-		switch o {
-		case "data=journal", "journal_async_commit", "nobarrier", "barrier=0":
-			return false, fmt.Sprintf("ext4 on %s (%s) is mounted with %s", name, dev, o)
-		case "fc_debug_force": // the name /proc gives the flag fast commits set
-			return false, fmt.Sprintf("ext4 on %s (%s) uses fast commits, whose fdatasync may end without a flush", name, dev)
-		}
-		if strings.HasPrefix(o, "dax") { // persistent memory: not examined
-			return false, fmt.Sprintf("ext4 on %s (%s) is mounted with %s", name, dev, o)
-		}
+	if why := ext4Fallback(append(opts, sbOpts...)); why != "" {
+		return false, fmt.Sprintf("ext4 on %s (%s) %s", name, dev, why)
 	}
 	return true, fmt.Sprintf("ext4 on %s (%s): the WAL's fdatasync flushes the device", name, dev)
+}
+
+// ext4Fallback says why ext4 with these options cannot carry the mark on the
+// WAL's flush, or "" if it can.
+func ext4Fallback(opts []string) string {
+	for _, o := range opts {
+		switch o {
+		case "data=journal", "journal_async_commit", "nobarrier", "barrier=0":
+			return "is mounted with " + o
+		case "fc_debug_force": // the name /proc gives the flag fast commits set
+			return "uses fast commits, whose fdatasync may end without a flush"
+		}
+		if strings.HasPrefix(o, "dax") { // persistent memory: not examined
+			return "is mounted with " + o
+		}
+	}
+	return ""
 }
 
 // ext4Options returns the name of block device dev ("major:minor", from

@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,27 @@ func statfsType(dir string) int64 {
 	return int64(fs.Type)
 }
 
-func isExt4(dir string) bool  { return statfsType(dir) == ext4Magic }
+func isExt4(dir string) bool { return statfsType(dir) == ext4Magic }
+
+// ext4FallsBack says whether the ext4 holding dir reports options (in /proc or
+// mountinfo) under which the mark gets its own fdatasync.
+func ext4FallsBack(t *testing.T, dir string) bool {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	_, opts, err := mountOptions("/proc/self/mountinfo", dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sbOpts, err := ext4Options("/sys/dev/block", "/proc/fs/ext4", dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ext4Fallback(append(opts, sbOpts...)) != ""
+}
 func isTmpfs(dir string) bool { return statfsType(dir) == unix.TMPFS_MAGIC }
 
 // Lines of a real /proc/self/mountinfo (this machine's root, plus an ext4 mount

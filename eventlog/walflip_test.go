@@ -290,14 +290,27 @@ func TestMarkSyncFailureIsStickyAndRestartOpens(t *testing.T) {
 		return nil
 	})
 	l := openT(t, errorfs.Wrap(mem, inj))
+	markFailureIsSticky(t, mem, l, &failing)
+}
+
+// markFailureIsSticky appends two records to l, sets failing, and checks that the
+// next append is refused with the sticky ErrFailed wrapping EIO and naming the
+// mark file, that the log stays failed once the disk recovers, and that a restart
+// from what mem had made durable opens and takes new records.
+func markFailureIsSticky(t *testing.T, mem *vfs.MemFS, l *Log, failing *atomic.Bool) {
+	t.Helper()
 	appendEach(t, l, "ok", 2)
 	failing.Store(true)
 	err := l.Append(context.Background(), rec("c"))
 	if !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), hwmFile) {
-		t.Fatalf("append whose mark sync failed: %v, want ErrFailed wrapping EIO naming %s", err, hwmFile)
+		t.Fatalf("append whose mark failed: %v, want ErrFailed wrapping EIO naming %s", err, hwmFile)
 	}
 	if l.Durable() != 2 {
 		t.Fatalf("Durable = %d, want 2", l.Durable())
+	}
+	failing.Store(false)
+	if err := l.Append(context.Background(), rec("d")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after the disk recovered: %v, want the sticky ErrFailed", err)
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 	_ = l.Close()
@@ -306,7 +319,7 @@ func TestMarkSyncFailureIsStickyAndRestartOpens(t *testing.T) {
 	if d := l2.Durable(); d < 2 {
 		t.Fatalf("after restart Durable = %d, want at least 2", d)
 	}
-	r := rec("d")
+	r := rec("e")
 	if err := l2.Append(context.Background(), r); err != nil || r.Seq != l2.Durable() {
 		t.Fatalf("append after restart: seq %d, %v", r.Seq, err)
 	}

@@ -197,7 +197,6 @@ func TestStopDrainsButAHardStopDoesNot(t *testing.T) {
 // input afterwards without the spout being told: Fail is never called.
 func TestStopPastItsDeadlineNeverFailsTrees(t *testing.T) {
 	rec := newRecorder()
-	tap := &outcomeTap{Transport: transport.NewLocal(), failSent: make(chan struct{})}
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	failed := make(chan struct{})
@@ -218,7 +217,7 @@ func TestStopPastItsDeadlineNeverFailsTrees(t *testing.T) {
 			close(failed)
 		}}
 	}, 1).ShuffleGrouping("s")
-	rt, err := Start(context.Background(), mustBuild(t, b), quietConfig(), WithTransport(tap))
+	rt, err := Start(context.Background(), mustBuild(t, b), quietConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
