@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gale-stream/gale/event"
-	"github.com/gale-stream/gale/examples/orders"
+	"github.com/gale-stream/gale/pipelines/orders"
 )
 
 // retailEvents reads the order lines of testdata/retail as events.

@@ -19,9 +19,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -75,7 +75,7 @@ type rig struct {
 	fs   vfs.FS
 	log  *eventlog.Log
 	svc  *Service
-	rt   *runtime.Runtime
+	rt   *engine.Runtime
 	srv  *httptest.Server
 	sink *sinkBolt
 	// drain bounds the topology's drain at stop (default 5s).
@@ -128,7 +128,7 @@ func startRigWith(t *testing.T, fs vfs.FS, bolt topology.Bolt, cfg Config, tune 
 	tc := topology.DefaultConfig()
 	tc.Logger = quiet()
 	tune(&tc)
-	rt, err := runtime.Start(context.Background(), topo, tc)
+	rt, err := engine.Start(context.Background(), topo, tc)
 	if err != nil {
 		t.Fatal(err)
 	}

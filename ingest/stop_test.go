@@ -9,9 +9,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -42,7 +42,7 @@ func (b *ctxSink) Execute(t *tuple.Tuple) {
 	_ = b.out.FailWith(t, fmt.Errorf("sink: write: %w", b.ctx.Err()))
 }
 
-// Cancelling the context given to runtime.Start is a stop (the README's pattern with
+// Cancelling the context given to engine.Start is a stop (the README's pattern with
 // a signal context): the event whose sink write it cut off is neither failed nor
 // charged an attempt, however many runs end that way, and it is processed after a
 // restart. Before the fix the runtime could deliver the sink's "context canceled"
@@ -78,7 +78,7 @@ func TestCancelledStartContextChargesNoAttempt(t *testing.T) {
 		tc := topology.DefaultConfig()
 		tc.Logger = quiet()
 		ctx, cancel := context.WithCancel(context.Background())
-		rt, err := runtime.Start(ctx, topo, tc)
+		rt, err := engine.Start(ctx, topo, tc)
 		if err != nil {
 			t.Fatal(err)
 		}

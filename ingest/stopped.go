@@ -1,7 +1,7 @@
 package ingest
 
 // StepStopped marks an attempt that a shutdown interrupted (runtime.Stop past its
-// deadline, or the context given to runtime.Start cancelled): the runtime told the
+// deadline, or the context given to engine.Start cancelled): the runtime told the
 // spout nothing, so the event is not charged; it stays PERSISTED and runs again at
 // the next start. Only Service.Close records it: a process that dies (kill -9)
 // records nothing, and its restart charges the attempt, so that a poison event that

@@ -21,5 +21,5 @@
 //
 // The Recorder is a passive store in the etcd-io/raft style: times come in as
 // arguments, it reads no clock and starts no goroutine. The runtime feeds it
-// (runtime.WithLineage) and the ui package reads it.
+// (engine.WithLineage) and the ui package reads it.
 package lineage

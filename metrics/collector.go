@@ -6,13 +6,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/lineage"
-	"github.com/gale-stream/gale/runtime"
 )
 
 // Source is what a Collector reads at each scrape.
 type Source interface {
-	Stats() runtime.Stats
+	Stats() engine.Stats
 }
 
 // LatencyBuckets are the upper bounds, in seconds, of the latency histograms exported
@@ -26,7 +26,7 @@ var LatencyBuckets = []float64{
 }
 
 // Collector exports a running topology's counters as Prometheus metrics, per component
-// and task, with Storm's definitions. Every value is read from runtime.Stats at scrape
+// and task, with Storm's definitions. Every value is read from engine.Stats at scrape
 // time: counts are exact, never sampled.
 type Collector struct {
 	topo    string
@@ -120,7 +120,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, id := range s.Order {
 		comp := s.Components[id]
-		for _, kind := range runtime.MisuseKinds { // every kind, 0 included
+		for _, kind := range engine.MisuseKinds { // every kind, 0 included
 			counter(c.d.misuse, float64(comp.Misuse[kind]), id, kind)
 		}
 		for _, t := range comp.ByTask {
@@ -173,7 +173,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // histogram exports h (nanoseconds) as a Prometheus histogram in seconds.
-func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h *runtime.Histogram, labels []string) {
+func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h *engine.Histogram, labels []string) {
 	if h == nil {
 		return
 	}

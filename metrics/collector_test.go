@@ -10,15 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 )
 
 // run runs c to the end (every root acked or failed) and stops the topology.
-func run(t *testing.T, c *testtopo.Counted, cfg topology.Config, opts ...runtime.Option) *runtime.Runtime {
+func run(t *testing.T, c *testtopo.Counted, cfg topology.Config, opts ...engine.Option) *engine.Runtime {
 	t.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	rt, err := c.Start(cfg, opts...)
@@ -83,7 +83,7 @@ func TestCollectorExactCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := run(t, c, topology.DefaultConfig(), runtime.WithLineage(rec))
+	rt := run(t, c, topology.DefaultConfig(), engine.WithLineage(rec))
 	got := scrape(t, metrics.NewCollector("counted", rt, rt.Started(), nil, rec))
 
 	want := map[string]map[string]float64{
@@ -114,7 +114,7 @@ func TestCollectorExactCounts(t *testing.T) {
 		}
 	}
 	// Every kind is exported, at 0 here.
-	if m := got["gale_misuse_total"]; len(m) != 3*len(runtime.MisuseKinds) || m["fan/double-ack"] != 0 {
+	if m := got["gale_misuse_total"]; len(m) != 3*len(engine.MisuseKinds) || m["fan/double-ack"] != 0 {
 		t.Errorf("misuse series %v, want each kind at 0 for each of 3 components", m)
 	}
 	// Per task: the sink's two tasks split its inputs (shuffle) and sum to 2850.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/engine"
 )
 
 // Point is one chart sample: rates and latencies over the interval that ends at T.
@@ -52,7 +52,7 @@ func (c HistoryConfig) withDefaults() HistoryConfig {
 
 type snapshot struct {
 	at    time.Time
-	stats runtime.Stats
+	stats engine.Stats
 }
 
 // History keeps what the windows and charts need: chart points for the last Window,
@@ -74,7 +74,7 @@ func NewHistory(cfg HistoryConfig) *History { return &History{cfg: cfg.withDefau
 func (h *History) Config() HistoryConfig { return h.cfg }
 
 // Observe adds a snapshot taken at now.
-func (h *History) Observe(now time.Time, s runtime.Stats) {
+func (h *History) Observe(now time.Time, s engine.Stats) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cur := snapshot{at: now, stats: s}
@@ -102,9 +102,9 @@ func (h *History) Observe(now time.Time, s runtime.Stats) {
 	h.last = &cur
 }
 
-func pointOf(now time.Time, dt float64, prev, cur *runtime.Stats) Point {
+func pointOf(now time.Time, dt float64, prev, cur *engine.Stats) Point {
 	p := Point{T: now.UnixMilli(), Capacity: map[string]float64{}}
-	var lat runtime.Histogram
+	var lat engine.Histogram
 	for _, id := range cur.Order {
 		c, b := cur.Components[id], prev.Components[id]
 		if b == nil {
@@ -144,7 +144,7 @@ func (h *History) Points() []Point {
 // first observation's start of the topology (base nil), "10m" (or the configured
 // window) since the newest kept snapshot at least that old, or since start if the
 // topology is younger.
-func (h *History) Table(window string, now time.Time, started time.Time, cur runtime.Stats) Table {
+func (h *History) Table(window string, now time.Time, started time.Time, cur engine.Stats) Table {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if window == "all" || len(h.bases) == 0 || now.Sub(h.bases[0].at) < h.cfg.Window {
@@ -155,13 +155,13 @@ func (h *History) Table(window string, now time.Time, started time.Time, cur run
 }
 
 // Run observes src every Interval until ctx is done.
-func (h *History) Run(ctx context.Context, src func() runtime.Stats) { h.RunUntil(ctx, nil, src) }
+func (h *History) Run(ctx context.Context, src func() engine.Stats) { h.RunUntil(ctx, nil, src) }
 
 // RunUntil observes src every Interval until ctx is done, or until done (a
 // runtime's Done) is closed: then it observes a last time, for the final counts,
 // and returns, so that the chart ends where the job did instead of drawing idle
 // intervals after it. A nil done is never closed.
-func (h *History) RunUntil(ctx context.Context, done <-chan struct{}, src func() runtime.Stats) {
+func (h *History) RunUntil(ctx context.Context, done <-chan struct{}, src func() engine.Stats) {
 	t := time.NewTicker(h.cfg.Interval)
 	defer t.Stop()
 	h.Observe(time.Now(), src())

@@ -7,23 +7,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/engine"
 )
 
 // stats builds a snapshot of one spout and one bolt task with the given counts.
-func stats(emitted, acked, failed, timedOut, executed uint64, execTime time.Duration) runtime.Stats {
-	lat := &runtime.Histogram{}
+func stats(emitted, acked, failed, timedOut, executed uint64, execTime time.Duration) engine.Stats {
+	lat := &engine.Histogram{}
 	for range acked {
 		lat.Record(int64(time.Millisecond))
 	}
-	sp := &runtime.ComponentStats{ID: "src", Spout: true, Tasks: 1, Task: 1, Emitted: emitted, Transferred: emitted,
+	sp := &engine.ComponentStats{ID: "src", Spout: true, Tasks: 1, Task: 1, Emitted: emitted, Transferred: emitted,
 		Acked: acked, Failed: failed, TimedOut: timedOut, CompleteLatency: lat, Misuse: map[string]uint64{}}
-	bt := &runtime.ComponentStats{ID: "b", Tasks: 1, Task: 2, Executed: executed, Acked: executed, ExecuteTime: execTime,
+	bt := &engine.ComponentStats{ID: "b", Tasks: 1, Task: 2, Executed: executed, Acked: executed, ExecuteTime: execTime,
 		Misuse: map[string]uint64{"double-ack": 1}}
 	spc, btc := *sp, *bt
 	spc.Task, btc.Task = 0, 0
-	spc.ByTask, btc.ByTask = []*runtime.ComponentStats{sp}, []*runtime.ComponentStats{bt}
-	return runtime.Stats{Order: []string{"src", "b"}, Components: map[string]*runtime.ComponentStats{"src": &spc, "b": &btc}}
+	spc.ByTask, btc.ByTask = []*engine.ComponentStats{sp}, []*engine.ComponentStats{bt}
+	return engine.Stats{Order: []string{"src", "b"}, Components: map[string]*engine.ComponentStats{"src": &spc, "b": &btc}}
 }
 
 func TestHistoryPointsAndWindows(t *testing.T) {
@@ -100,7 +100,7 @@ func TestHistoryRunUntilDone(t *testing.T) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		h.RunUntil(context.Background(), done, func() runtime.Stats {
+		h.RunUntil(context.Background(), done, func() engine.Stats {
 			n++
 			calls <- n
 			return stats(uint64(n)*10, uint64(n)*10, 0, 0, 0, 0)

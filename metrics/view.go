@@ -3,7 +3,7 @@ package metrics
 import (
 	"time"
 
-	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/engine"
 )
 
 // Latency summarises a latency histogram in milliseconds.
@@ -15,7 +15,7 @@ type Latency struct {
 	Max   float64 `json:"max"`
 }
 
-func latencyOf(h *runtime.Histogram) *Latency {
+func latencyOf(h *engine.Histogram) *Latency {
 	if h == nil {
 		return nil
 	}
@@ -91,11 +91,11 @@ type Table struct {
 
 // window returns cur minus base (counters and histograms), for a window of the given
 // length. base may be nil (since start).
-func tableOf(name string, cur, base *runtime.Stats, seconds float64) Table {
+func tableOf(name string, cur, base *engine.Stats, seconds float64) Table {
 	t := Table{Window: name, Seconds: seconds, Misuse: map[string]uint64{}}
 	for _, id := range cur.Order {
 		c := cur.Components[id]
-		var b *runtime.ComponentStats
+		var b *engine.ComponentStats
 		if base != nil {
 			b = base.Components[id]
 		}
@@ -131,14 +131,14 @@ func tableOf(name string, cur, base *runtime.Stats, seconds float64) Table {
 	return t
 }
 
-func baseMisuse(b *runtime.ComponentStats, k string) uint64 {
+func baseMisuse(b *engine.ComponentStats, k string) uint64 {
 	if b == nil {
 		return 0
 	}
 	return b.Misuse[k]
 }
 
-func taskOf(b *runtime.ComponentStats, task int) *runtime.ComponentStats {
+func taskOf(b *engine.ComponentStats, task int) *engine.ComponentStats {
 	if b == nil {
 		return nil
 	}
@@ -151,7 +151,7 @@ func taskOf(b *runtime.ComponentStats, task int) *runtime.ComponentStats {
 }
 
 // diffHist returns cur minus base as a new histogram (nil if cur is nil).
-func diffHist(cur, base *runtime.Histogram) *runtime.Histogram {
+func diffHist(cur, base *engine.Histogram) *engine.Histogram {
 	if cur == nil {
 		return nil
 	}
@@ -162,9 +162,9 @@ func diffHist(cur, base *runtime.Histogram) *runtime.Histogram {
 	return &h
 }
 
-func spoutRow(c, b *runtime.ComponentStats) Spout {
+func spoutRow(c, b *engine.ComponentStats) Spout {
 	if b == nil {
-		b = &runtime.ComponentStats{}
+		b = &engine.ComponentStats{}
 	}
 	return Spout{
 		ID: c.ID, Task: c.Task, Tasks: c.Tasks,
@@ -178,9 +178,9 @@ func spoutRow(c, b *runtime.ComponentStats) Spout {
 	}
 }
 
-func boltRow(c, b *runtime.ComponentStats, seconds float64) Bolt {
+func boltRow(c, b *engine.ComponentStats, seconds float64) Bolt {
 	if b == nil {
-		b = &runtime.ComponentStats{}
+		b = &engine.ComponentStats{}
 	}
 	r := Bolt{
 		ID: c.ID, Task: c.Task, Tasks: c.Tasks,

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
-	"github.com/gale-stream/gale/runtime"
 )
 
 // Stop drains a batching sink (Storm's deactivate, then drain): with a batch of 100
@@ -44,7 +44,7 @@ func TestStopDrainsAPartialBatch(t *testing.T) {
 }
 
 // waitSinkExecuted waits until the sink has executed n inputs.
-func waitSinkExecuted(t *testing.T, rt *runtime.Runtime, n uint64) {
+func waitSinkExecuted(t *testing.T, rt *engine.Runtime, n uint64) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("the sink to execute %d inputs", n), func() bool { return rt.Stats().Components["sink"].Executed >= n })
 }

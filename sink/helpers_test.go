@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -423,7 +423,7 @@ func quietConfig() topology.Config {
 
 // startTopology runs spout -> sink (declared with SetBolt, so with ticks unless
 // noTicks) and stops it at the end of the test if the test did not.
-func startTopology(t *testing.T, spout *recordSpout, opts Options, parallelism int, noTicks bool) *runtime.Runtime {
+func startTopology(t *testing.T, spout *recordSpout, opts Options, parallelism int, noTicks bool) *engine.Runtime {
 	t.Helper()
 	b := topology.NewBuilder()
 	b.SetSpout("ingest", func() topology.Spout { return spout }, 1).Output("event_id", "record")
@@ -447,7 +447,7 @@ func startTopology(t *testing.T, spout *recordSpout, opts Options, parallelism i
 	return startRuntime(t, topo, quietConfig())
 }
 
-func stopTopology(t *testing.T, rt *runtime.Runtime, within time.Duration) error {
+func stopTopology(t *testing.T, rt *engine.Runtime, within time.Duration) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()

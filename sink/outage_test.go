@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -430,9 +430,9 @@ func TestRuntimeOutageKeepsTreesAlive(t *testing.T) {
 }
 
 // startRuntime starts topo and stops it at the end of the test if the test did not.
-func startRuntime(t *testing.T, topo *topology.Topology, cfg topology.Config) *runtime.Runtime {
+func startRuntime(t *testing.T, topo *topology.Topology, cfg topology.Config) *engine.Runtime {
 	t.Helper()
-	rt, err := runtime.Start(context.Background(), topo, cfg)
+	rt, err := engine.Start(context.Background(), topo, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ type TaskContext struct {
 // task's own goroutine, so an implementation needs no locks for its own state.
 type Spout interface {
 	// Open is called once before any other method. ctx is the context given to
-	// runtime.Start: it lives as long as the topology, and its end is a hard stop.
+	// engine.Start: it lives as long as the topology, and its end is a hard stop.
 	Open(ctx context.Context, tc TaskContext, out SpoutCollector) error
 	// NextTuple emits zero or more tuples and returns at once; it must not block. It is
 	// not called while the task has max spout pending trees in flight (the limit acts
@@ -84,7 +84,7 @@ type SpoutCollector interface {
 // the bolt must ack or fail every input it receives, now or later.
 type Bolt interface {
 	// Prepare is called once before any Execute. ctx is the context given to
-	// runtime.Start: use it for the bolt's own I/O. When it ends the topology stops at
+	// engine.Start: use it for the bolt's own I/O. When it ends the topology stops at
 	// once; whatever the bolt then acks or fails is not delivered to the spouts as a
 	// failure (see Spout.Fail).
 	Prepare(ctx context.Context, tc TaskContext, out OutputCollector) error

@@ -40,7 +40,7 @@
 //
 // # Stopping
 //
-// Two contexts govern a running topology. The one given to runtime.Start is passed
+// Two contexts govern a running topology. The one given to engine.Start is passed
 // to every Open and Prepare, lives as long as the topology, and its end is a hard
 // stop. The one given to runtime.Stop bounds a graceful stop: NextTuple calls stop,
 // Drainer bolts write what they hold, and pending trees are waited for until its

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -85,7 +85,7 @@ func Example_wordCount() {
 		fmt.Println(err)
 		return
 	}
-	rt, err := runtime.Start(context.Background(), topo, topology.DefaultConfig())
+	rt, err := engine.Start(context.Background(), topo, topology.DefaultConfig())
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/metrics"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/ui"
 )
 
@@ -44,19 +44,19 @@ func TestBrowserFinishedJob(t *testing.T) {
 
 // spoutStats builds a snapshot of the counted topology's components in which src has
 // acked n trees, each taking 5 ms (a bucket's own value: the quantiles are exactly 5).
-func spoutStats(n uint64) runtime.Stats {
-	lat := &runtime.Histogram{}
+func spoutStats(n uint64) engine.Stats {
+	lat := &engine.Histogram{}
 	for range n {
 		lat.Record(int64(5 * time.Millisecond))
 	}
-	s := runtime.Stats{Order: []string{"src", "fan", "sink"}, Components: map[string]*runtime.ComponentStats{}}
+	s := engine.Stats{Order: []string{"src", "fan", "sink"}, Components: map[string]*engine.ComponentStats{}}
 	for i, id := range s.Order {
-		task := &runtime.ComponentStats{ID: id, Tasks: 1, Task: i + 1, Misuse: map[string]uint64{}}
+		task := &engine.ComponentStats{ID: id, Tasks: 1, Task: i + 1, Misuse: map[string]uint64{}}
 		if id == "src" {
 			task.Spout, task.Emitted, task.Acked, task.CompleteLatency = true, n, n, lat
 		}
 		c := *task
-		c.Task, c.ByTask = 0, []*runtime.ComponentStats{task}
+		c.Task, c.ByTask = 0, []*engine.ComponentStats{task}
 		s.Components[id] = &c
 	}
 	return s

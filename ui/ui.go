@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
-	"github.com/gale-stream/gale/runtime"
 )
 
 //go:embed assets
@@ -33,7 +33,7 @@ type Options struct {
 	// label.
 	Name string
 	// Runtime is the running topology.
-	Runtime *runtime.Runtime
+	Runtime *engine.Runtime
 	// History feeds the windows and charts; New makes one if nil (Start runs it).
 	History *metrics.History
 	// Token, if set, is required on every request: "Authorization: Bearer TOKEN", or

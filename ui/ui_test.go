@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/ui"
 )
@@ -29,7 +29,7 @@ func startCounted(t *testing.T, token string) (*httptest.Server, *testtopo.Count
 
 // startCountedWith is startCounted with more options (Name, Runtime and, unless
 // set, History are filled in) and the runtime.
-func startCountedWith(t *testing.T, o ui.Options) (*httptest.Server, *testtopo.Counted, *runtime.Runtime) {
+func startCountedWith(t *testing.T, o ui.Options) (*httptest.Server, *testtopo.Counted, *engine.Runtime) {
 	t.Helper()
 	c := &testtopo.Counted{Roots: 1000, Fanout: 3, FailEvery: 20, SinkTasks: 2, DropAck: 7}
 	rec, err := lineage.New(lineage.DefaultConfig())
@@ -39,7 +39,7 @@ func startCountedWith(t *testing.T, o ui.Options) (*httptest.Server, *testtopo.C
 	cfg := topology.DefaultConfig()
 	cfg.MessageTimeout = 300 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := c.Start(cfg, runtime.WithLineage(rec))
+	rt, err := c.Start(cfg, engine.WithLineage(rec))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/cmd/gale/internal/bench"
 	"github.com/gale-stream/gale/event"
-	"github.com/gale-stream/gale/examples/orders"
-	"github.com/gale-stream/gale/internal/bench"
+	"github.com/gale-stream/gale/pipelines/orders"
 )
 
 func benchCmd() *cobra.Command {

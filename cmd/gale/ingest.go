@@ -20,8 +20,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/event"
-	"github.com/gale-stream/gale/examples/orders"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/pipelines/orders"
 )
 
 type ingestOptions struct {

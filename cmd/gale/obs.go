@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/ui"
 )
 
@@ -74,7 +74,7 @@ func (f *uiFlags) listen() error {
 
 // start serves the UI of rt on the listener of listen (nil if --ui was not given) and
 // says where.
-func (f *uiFlags) start(name string, rt *runtime.Runtime, stderr io.Writer) (*ui.Server, error) {
+func (f *uiFlags) start(name string, rt *engine.Runtime, stderr io.Writer) (*ui.Server, error) {
 	if f.ln == nil {
 		return nil, nil
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/ingest"
-	"github.com/gale-stream/gale/internal/serve"
 )
 
 // ordersResult is the one-command run's report.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
-	"github.com/gale-stream/gale/internal/serve"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"

@@ -13,11 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
-	"github.com/gale-stream/gale/examples/events"
-	"github.com/gale-stream/gale/examples/orders"
-	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/pipelines/events"
+	"github.com/gale-stream/gale/pipelines/orders"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -286,7 +286,7 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	rt, err := runtime.Start(ctx, topo, tc)
+	rt, err := engine.Start(ctx, topo, tc)
 	if err != nil {
 		return nil, err
 	}

@@ -17,10 +17,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 	"github.com/gale-stream/gale/ui"
@@ -52,7 +52,7 @@ func TestTopOnce(t *testing.T) {
 	rec, _ := lineage.New(lineage.DefaultConfig())
 	cfg := topology.DefaultConfig()
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	rt, err := c.Start(cfg, runtime.WithLineage(rec))
+	rt, err := c.Start(cfg, engine.WithLineage(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestTopFits80Columns(t *testing.T) {
 	}
 	cfg := topology.DefaultConfig()
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	rt, err := runtime.Start(context.Background(), topo, cfg)
+	rt, err := engine.Start(context.Background(), topo, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

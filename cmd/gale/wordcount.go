@@ -20,8 +20,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/examples/wordcount"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/ui"
 )
@@ -122,10 +122,10 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			opts := wordcount.Options{Files: files, FailRate: failRate, Seed: seed, Config: cfg}
 			// Lineage has readers only in the UI and in debug logs.
 			if uif.ln != nil || logger.Enabled(cmd.Context(), slog.LevelDebug) {
-				opts.RuntimeOptions = []runtime.Option{runtime.WithLineage(rec)}
+				opts.RuntimeOptions = []engine.Option{engine.WithLineage(rec)}
 			}
 			var uiErr error
-			opts.Started = func(rt *runtime.Runtime) { uiSrv, uiErr = uif.start("wordcount", rt, stderr) }
+			opts.Started = func(rt *engine.Runtime) { uiSrv, uiErr = uif.start("wordcount", rt, stderr) }
 			if live {
 				opts.Progress = func(p wordcount.Progress) {
 					fmt.Fprintf(stderr, "\r%s lines read, %s acked, %s replayed, %.1fs ",

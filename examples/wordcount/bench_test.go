@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
-	"github.com/gale-stream/gale/runtime"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -46,14 +46,14 @@ func BenchmarkWordCount(b *testing.B) {
 			cfg := topology.DefaultConfig()
 			cfg.Ackers = tc.ackers
 			cfg.LatencyMetrics = tc.observe
-			var ropts []runtime.Option
+			var ropts []engine.Option
 			var rec *lineage.Recorder
 			if tc.observe {
 				var err error
 				if rec, err = lineage.New(lineage.DefaultConfig()); err != nil {
 					b.Fatal(err)
 				}
-				ropts = append(ropts, runtime.WithLineage(rec))
+				ropts = append(ropts, engine.WithLineage(rec))
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			var words uint64
@@ -63,7 +63,7 @@ func BenchmarkWordCount(b *testing.B) {
 				opts := Options{Files: files, Config: cfg, RuntimeOptions: ropts}
 				stop, scraped := make(chan struct{}), make(chan struct{})
 				if tc.observe {
-					opts.Started = func(rt *runtime.Runtime) {
+					opts.Started = func(rt *engine.Runtime) {
 						go scrape(rt, rec, stop, scraped)
 					}
 				} else {
@@ -90,7 +90,7 @@ func BenchmarkWordCount(b *testing.B) {
 // BenchmarkWordCountOneGoroutine is the floor: the same files, tokenizer and counting
 // in one goroutine with no framework, no tracking and no dedupe.
 // scrape reads rt as the UI and a Prometheus server would, until stop is closed.
-func scrape(rt *runtime.Runtime, rec *lineage.Recorder, stop <-chan struct{}, done chan<- struct{}) {
+func scrape(rt *engine.Runtime, rec *lineage.Recorder, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	hist := metrics.NewHistory(metrics.HistoryConfig{})
 	reg := prometheus.NewRegistry()

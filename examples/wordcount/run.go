@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -27,11 +27,11 @@ type Options struct {
 	Progress func(Progress)
 	// ProgressInterval defaults to 250 ms.
 	ProgressInterval time.Duration
-	// RuntimeOptions are passed to runtime.Start (e.g. runtime.WithLineage).
-	RuntimeOptions []runtime.Option
+	// RuntimeOptions are passed to engine.Start (e.g. engine.WithLineage).
+	RuntimeOptions []engine.Option
 	// Started, if set, is called with the running topology (to serve its UI and
 	// metrics) before any line is read to the end.
-	Started func(*runtime.Runtime)
+	Started func(*engine.Runtime)
 
 	interpose func() topology.Bolt // tests: a bolt between the spout and split
 }
@@ -60,7 +60,7 @@ type Result struct {
 	// CompleteP50 and CompleteP99 are quantiles of the line trees' complete latency.
 	CompleteP50, CompleteP99 time.Duration
 	Misuse                   uint64
-	Stats                    runtime.Stats
+	Stats                    engine.Stats
 	ShutdownErr              error
 }
 
@@ -98,7 +98,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	rt, err := runtime.Start(ctx, topo, opts.Config, opts.RuntimeOptions...)
+	rt, err := engine.Start(ctx, topo, opts.Config, opts.RuntimeOptions...)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gale-stream/gale/runtime"
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -110,12 +110,12 @@ func (b *sinkBolt) Cleanup() error { return nil }
 
 // Start runs the topology and waits (up to 30 s) until every root has ended, that is
 // until the spout got Ack or Fail for each; the topology keeps running.
-func (c *Counted) Start(cfg topology.Config, opts ...runtime.Option) (*runtime.Runtime, error) {
+func (c *Counted) Start(cfg topology.Config, opts ...engine.Option) (*engine.Runtime, error) {
 	topo, err := c.Topology()
 	if err != nil {
 		return nil, err
 	}
-	rt, err := runtime.Start(context.Background(), topo, cfg, opts...)
+	rt, err := engine.Start(context.Background(), topo, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,44 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/pipelines/orders"
+)
+
+// TestHTTPRowsBehindAuthAndMetrics: the rows that measure what authentication and
+// metrics cost really run behind them: every request carries the token the guard
+// wants (no answer is an error), and the HTTP metrics counted each one.
+func TestHTTPRowsBehindAuthAndMetrics(t *testing.T) {
+	f, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, err := orders.ReadCSV(f, "2010-12-01.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []IngestOptions{{}, {Auth: true}, {Metrics: true}, {Auth: true, Metrics: true}} {
+		o.Dir, o.Events, o.Rows = t.TempDir(), evs[:200], []int{3, 4}
+		o.Clients, o.BatchClients, o.BatchSize, o.Duration = 4, 2, 50, 200*time.Millisecond
+		rows, err := Ingest(context.Background(), o)
+		if err != nil {
+			t.Fatalf("auth %v metrics %v: %v", o.Auth, o.Metrics, err)
+		}
+		for _, r := range rows {
+			if r.Events == 0 || r.Errors != 0 {
+				t.Errorf("%s: %d events, %d errors", r.Name, r.Events, r.Errors)
+			}
+			if o.Metrics && r.Counted != r.Requests {
+				t.Errorf("%s: gale_http_requests_total counted %d of %d requests", r.Name, r.Counted, r.Requests)
+			}
+			if !o.Metrics && r.Counted != 0 {
+				t.Errorf("%s: counted %d without metrics", r.Name, r.Counted)
+			}
+		}
+	}
+}

@@ -1,0 +1,311 @@
+// Package serve assembles `gale serve`: the durable log, the ingest service and its
+// HTTP API, the processing topology fed by the log spout, and the SQL sink, with a
+// shutdown that answers every request it took in before it stops.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/ingest/access"
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/pipelines/events"
+	"github.com/gale-stream/gale/pipelines/orders"
+	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/ui"
+)
+
+// Options configure Start.
+type Options struct {
+	// Addr to listen on (default 127.0.0.1:8080; port 0 picks one).
+	Addr string
+	// DataDir holds the log (DataDir/log) and the default SQLite sink
+	// (DataDir/sink.db). Default ./gale-data.
+	DataDir string
+	// Pipeline is "events" (default: every event to an events table, the newest
+	// version per key to entities) or "orders" (the retail order pipeline).
+	Pipeline string
+	// SinkURL is the sink database: a postgres:// URL or a SQLite path; default
+	// DataDir/sink.db.
+	SinkURL string
+	// Ingest configures the service (its Log is set by Start).
+	Ingest ingest.Config
+	// HTTP bounds request sizes.
+	HTTP ingest.HTTPOptions
+	// Topology is the runtime configuration (default topology.DefaultConfig()).
+	Topology *topology.Config
+	// Orders tweaks the orders pipeline (DB and counters are set by Start).
+	Orders *orders.Options
+	Logger *slog.Logger
+	// Lineage records tuple trees for the UI (default lineage.DefaultConfig()).
+	Lineage *lineage.Recorder
+	// UIToken, if set, is a token with the ui scope (/ui/ and /metrics).
+	UIToken string
+	// Net: tokens, TLS, cross-site checks and limits.
+	Net NetOptions
+	// SeparateMarkSync gives the log's high-water mark its own fdatasync even
+	// where it could ride the WAL's flush (eventlog.Options.SeparateMarkSync).
+	SeparateMarkSync bool
+}
+
+// Server is a running gale serve.
+type Server struct {
+	Log          *eventlog.Log
+	Service      *ingest.Service
+	Runtime      *engine.Runtime
+	DB           *sink.DB
+	SinkCounters *sink.Counters
+	// SinkHealth says whether the sink's database takes writes; the ingest service
+	// (its spout and /readyz) and /metrics read it.
+	SinkHealth     *sink.Health
+	OrdersCounters *orders.Counters
+	Options        Options
+
+	UI *ui.UI
+
+	http     *http.Server
+	ln       net.Listener
+	bound    string // the listener's address
+	guard    *access.Guard
+	certs    *certs // nil without TLS
+	done     chan error
+	stopHist context.CancelFunc
+	histDone chan struct{}
+}
+
+// Start opens everything and starts serving. On error what was opened is closed.
+func Start(ctx context.Context, o Options) (_ *Server, err error) {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8080"
+	}
+	if o.DataDir == "" {
+		o.DataDir = "gale-data"
+	}
+	if o.Pipeline == "" {
+		o.Pipeline = "events"
+	}
+	if o.Pipeline != "events" && o.Pipeline != "orders" {
+		return nil, fmt.Errorf("serve: unknown pipeline %q: want events or orders", o.Pipeline)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SinkURL == "" {
+		o.SinkURL = filepath.Join(o.DataDir, "sink.db")
+	}
+	// Tokens first: a bad tokens file or an open non-loopback address stops the
+	// start before anything is opened.
+	guard, err := newGuard(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("serve: data directory: %w", err)
+	}
+	// s stays valid for the cleanups below even when Start returns nil.
+	s := &Server{Options: o, SinkCounters: &sink.Counters{}, SinkHealth: sink.NewHealth(o.Logger), done: make(chan error, 1),
+		guard: guard}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	// One registry for /metrics: the topology's collector (ui adds it), the
+	// process's, the ingest path's (HTTP, the log, the service) and the sink's.
+	reg := prometheus.NewRegistry()
+	im, err := NewIngestMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: im.OnCommit,
+		SeparateMarkSync: o.SeparateMarkSync})
+	if errors.Is(err, eventlog.ErrLocked) {
+		return nil, fmt.Errorf("serve: the log in %s is locked: is another gale using --data %s? (%w)", filepath.Join(o.DataDir, "log"), o.DataDir, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { _ = s.Log.Close() })
+	s.DB, err = sink.Open(ctx, o.SinkURL)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { _ = s.DB.Close() })
+	ddl := events.Schema()
+	if o.Pipeline == "orders" {
+		ddl = orders.Schema(s.DB.Dialect)
+	}
+	for _, q := range ddl {
+		if _, err := s.DB.SQL.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("serve: creating the %s tables in %s: %w", o.Pipeline, s.DB, err)
+		}
+	}
+	ic := o.Ingest
+	ic.Log = s.Log
+	if ic.Logger == nil {
+		ic.Logger = o.Logger
+	}
+	if ic.Sink == nil {
+		ic.Sink = s.SinkHealth
+	}
+	s.Service, err = ingest.New(ic)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { _ = s.Service.Close() })
+
+	tc := topology.DefaultConfig()
+	if o.Topology != nil {
+		tc = *o.Topology
+	}
+	if tc.Logger == nil {
+		tc.Logger = o.Logger
+	}
+	var topo *topology.Topology
+	if o.Pipeline == "orders" {
+		oo := orders.DefaultOptions()
+		if o.Orders != nil {
+			oo = *o.Orders
+		}
+		// A join half waits longer than its tree can live (orders.Options.HoldFor).
+		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
+		oo.DB, oo.SinkCounters, oo.SinkHealth = s.DB, s.SinkCounters, s.SinkHealth
+		oo.MessageTimeout = tc.MessageTimeout // the sink's waits stay under it
+		if oo.Counters == nil {
+			oo.Counters = &orders.Counters{}
+		}
+		s.OrdersCounters = oo.Counters
+		topo, err = orders.Build(s.Service.Spout(), oo)
+	} else {
+		topo, err = events.Build(s.Service.Spout(), sink.Options{DB: s.DB, Counters: s.SinkCounters,
+			Health: s.SinkHealth, MessageTimeout: tc.MessageTimeout})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.Lineage == nil {
+		if o.Lineage, err = lineage.New(lineage.DefaultConfig()); err != nil {
+			return nil, err
+		}
+	}
+	s.Runtime, err = engine.Start(ctx, topo, tc, engine.WithLineage(o.Lineage))
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Runtime.Stop(c)
+	})
+	name := o.Pipeline
+	if name == "" {
+		name = "events"
+	}
+	if err := im.Register(s.Service, s.Log); err != nil {
+		return nil, err
+	}
+	if err := registerMetrics(reg, s); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(guard.Collector()); err != nil {
+		return nil, fmt.Errorf("serve: registering the refusal counter: %w", err)
+	}
+	// The guard checks the UI's token (the ui scope) with every other.
+	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Registry: reg,
+		Ingest: ingestView{svc: s.Service, log: s.Log}}); err != nil {
+		return nil, err
+	}
+
+	if err := s.listen(o); err != nil {
+		return nil, err
+	}
+	guard.AllowHosts(allowedHosts(o.Net, o.Addr, s.bound))
+	hopts := o.HTTP
+	hopts.Admit = guard.Admit
+	rt := s.Runtime
+	hopts.Ready = func() error {
+		select {
+		case <-rt.Done():
+			return errors.New("the topology stopped")
+		default:
+			return nil
+		}
+	}
+	// The ingest API at /v1/ and the probes, the operator's UI at /ui/, and the
+	// Prometheus metrics at /metrics, on one listener.
+	mux := http.NewServeMux()
+	mux.Handle("/", s.Service.Handler(hopts))
+	mux.Handle("/ui/", http.StripPrefix("/ui", s.UI))
+	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	mux.Handle("/metrics", s.UI)
+	// Requests refused by the guard are counted by route and code too.
+	s.http = httpServer(im.Wrap(guard.Wrap(mux)), o.Net)
+	hctx, stopHist := context.WithCancel(context.Background())
+	s.stopHist, s.histDone = stopHist, make(chan struct{})
+	go func() { defer close(s.histDone); s.UI.History().Run(hctx, rt.Stats) }()
+	go func() { s.done <- s.http.Serve(s.ln) }()
+	return s, nil
+}
+
+// URL is the base URL of the API.
+func (s *Server) URL() string { return s.scheme() + s.bound }
+
+// Shutdown stops taking connections and answers every request already taken in
+// (bounded by ctx), then drains the topology (pending trees complete or are
+// abandoned at ctx's deadline, to be replayed at the next start), syncs the last
+// statuses and committed offset, and closes the log and the sink.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Service.Drain()                  // waiting answers go out now, with the status reached
+	s.http.SetKeepAlivesEnabled(false) // answers in progress close their connections
+	herr := s.http.Shutdown(ctx)
+	<-s.done
+	s.stopHist()
+	<-s.histDone
+	rerr := s.Runtime.Stop(ctx)
+	<-s.Runtime.Done()
+	serr := s.Service.Close()
+	lerr := s.Log.Close()
+	derr := s.DB.Close()
+	return errors.Join(herr, rerr, serr, lerr, derr)
+}
+
+// registerSinkMetrics adds the sink's availability and outage counts to reg.
+func registerSinkMetrics(reg *prometheus.Registry, h *sink.Health, c *sink.Counters) error {
+	available := func() float64 {
+		if h.State().Available {
+			return 1
+		}
+		return 0
+	}
+	for _, m := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gale_sink_available",
+			Help: "1 while the sink's database takes writes, 0 during a sink outage (events wait, uncharged)."}, available),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gale_sink_outages_total",
+			Help: "Sink outages begun: the database failed as a whole (full, read-only, damaged, unreachable)."},
+			func() float64 { return float64(h.Outages()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gale_sink_retries_total",
+			Help: "Transactions that wrote inputs held by a sink outage again."},
+			func() float64 { return float64(c.Retries.Load()) }),
+	} {
+		if err := reg.Register(m); err != nil {
+			return fmt.Errorf("serve: registering the sink's metrics: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,485 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/transport"
+)
+
+// Option changes how Start runs a topology.
+type Option func(*Runtime)
+
+// WithTransport runs the tasks over t instead of a new in-process transport.
+func WithTransport(t transport.Transport) Option { return func(r *Runtime) { r.transport = t } }
+
+// Runtime is a running topology. Stop it with Stop; Done is closed once every task has
+// exited.
+type Runtime struct {
+	topo      *topology.Topology
+	cfg       topology.Config
+	transport transport.Transport
+	log       *slog.Logger
+	epoch     time.Time
+	epochUnix int64        // epoch in Unix nanoseconds
+	finished  atomic.Int64 // when every task had exited, Unix nanoseconds (0: running)
+
+	// Lineage (WithLineage): the recorder, its sampling bound, and the roots whose
+	// holders are asked for after a timeout.
+	lin         *lineage.Recorder
+	sampleBelow uint64
+	held        heldQuery
+	compOfTask  []*topology.Component
+
+	numTasks   int // spout and bolt tasks are 1..numTasks
+	tasksOf    map[string][]int
+	ackerTasks []int
+
+	spouts []*spoutExec
+	bolts  []*boltExec
+	ackers []*ackerExec
+	// queued[task] counts the tuples sent to task's input queue and not yet taken
+	// by it (Stats' QueueDepth): the transport's queue counts batches.
+	queued []queuedTuples
+
+	// consumersOf[task] lists the tasks fed by task; producersLeft[task] counts the
+	// producer tasks of task still running (its queue closes when it reaches 0).
+	consumersOf   map[int][]int
+	producersLeft map[int]*atomic.Int32
+
+	hard         context.Context // canceled on a hard stop: blocked sends give up
+	start        context.Context // Start's context: its end is a hard stop
+	hardCancel   context.CancelFunc
+	stopping     atomic.Bool
+	stopOnce     sync.Once
+	stopCh       chan struct{} // closed by Stop: spouts stop calling NextTuple
+	drainOnce    sync.Once
+	drainExpired chan struct{} // closed when Stop's deadline passes
+	ackersStop   chan struct{}
+	tasksWG      sync.WaitGroup
+	done         chan struct{}
+}
+
+func (r *Runtime) nanotime() int64 { return int64(time.Since(r.epoch)) }
+
+// queuedTuples is one task's queue depth in tuples, on a cache line of its own:
+// its senders and its task each add to it once per batch.
+type queuedTuples struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+// Start validates cfg, creates every task (calling Open and Prepare, which get ctx)
+// and starts them. If an Open or Prepare fails, the tasks already made are closed and
+// the error names the component and task. Canceling ctx stops the topology at once
+// (no drain): the trees in flight are abandoned, never failed, even when a bolt fails
+// them because ctx was cancelled (see the package doc). Use Stop for a graceful
+// shutdown.
+func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, opts ...Option) (*Runtime, error) {
+	if topo == nil {
+		return nil, fmt.Errorf("%w: nil topology", topology.ErrTopology)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Runtime{
+		topo: topo, cfg: cfg, log: cfg.Logger, epoch: time.Now(),
+		tasksOf:       map[string][]int{},
+		consumersOf:   map[int][]int{},
+		producersLeft: map[int]*atomic.Int32{},
+		stopCh:        make(chan struct{}),
+		drainExpired:  make(chan struct{}),
+		ackersStop:    make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	r.epochUnix = r.epoch.UnixNano()
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.transport == nil {
+		r.transport = transport.NewLocal()
+	}
+	// Global task ids: 1.. for spouts and bolts in declaration order, then ackers.
+	next := 1
+	for _, c := range topo.Components {
+		for range c.Parallelism {
+			r.tasksOf[c.ID] = append(r.tasksOf[c.ID], next)
+			next++
+		}
+	}
+	r.numTasks = next - 1
+	r.queued = make([]queuedTuples, next)
+	r.compOfTask = make([]*topology.Component, next)
+	for _, c := range topo.Components {
+		for _, t := range r.tasksOf[c.ID] {
+			r.compOfTask[t] = c
+		}
+	}
+	for range cfg.Ackers {
+		r.ackerTasks = append(r.ackerTasks, next)
+		next++
+	}
+	for _, c := range topo.Components {
+		var producers []int
+		seen := map[string]bool{}
+		for _, in := range c.Inputs {
+			if !seen[in.Component] {
+				seen[in.Component] = true
+				producers = append(producers, r.tasksOf[in.Component]...)
+			}
+		}
+		for _, t := range r.tasksOf[c.ID] {
+			n := &atomic.Int32{}
+			n.Store(int32(len(producers)))
+			r.producersLeft[t] = n
+			for _, p := range producers {
+				r.consumersOf[p] = append(r.consumersOf[p], t)
+			}
+		}
+	}
+	r.start = ctx
+	r.hard, r.hardCancel = context.WithCancel(context.Background())
+	if err := r.build(ctx); err != nil {
+		r.hardCancel()
+		return nil, err
+	}
+	for _, s := range r.spouts {
+		r.tasksWG.Add(1)
+		go func() { defer r.taskExited(int(s.e.task)); s.run() }()
+	}
+	for _, b := range r.bolts {
+		r.tasksWG.Add(1)
+		go func() { defer r.taskExited(int(b.e.task)); b.run() }()
+	}
+	ackersWG := &sync.WaitGroup{}
+	for _, a := range r.ackers {
+		ackersWG.Add(1)
+		go func() { defer ackersWG.Done(); a.run() }()
+	}
+	flusher := make(chan struct{})
+	if cfg.FlushInterval > 0 {
+		go func() { defer close(flusher); r.runFlusher() }()
+	} else {
+		close(flusher)
+	}
+	sweeper := make(chan struct{})
+	if r.lin != nil {
+		go func() { defer close(sweeper); r.runSweeper() }()
+	} else {
+		close(sweeper)
+	}
+	// The owner of every goroutine above: once spouts and bolts have exited, the
+	// ackers are stopped, then Done closes.
+	go func() {
+		r.tasksWG.Wait()
+		close(r.ackersStop)
+		ackersWG.Wait()
+		r.hardCancel()
+		<-sweeper
+		<-flusher
+		r.finished.Store(time.Now().UnixNano())
+		close(r.done)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			r.stopping.Store(true)
+			r.stopOnce.Do(func() { close(r.stopCh) })
+			r.drainOnce.Do(func() { close(r.drainExpired) })
+			r.hardCancel()
+		case <-r.done:
+		}
+	}()
+	return r, nil
+}
+
+// runFlusher sends, every FlushInterval, what each spout and bolt task holds in
+// batches that are not full (Storm 2's flush tuple, without going through the
+// tasks' queues): a task inside a slow NextTuple or Execute does not hold back what
+// it emitted or acked. It stops once every task has exited.
+func (r *Runtime) runFlusher() {
+	emitters := make([]*emitter, 0, len(r.spouts)+len(r.bolts))
+	for _, s := range r.spouts {
+		emitters = append(emitters, s.e)
+	}
+	for _, b := range r.bolts {
+		emitters = append(emitters, b.e)
+	}
+	t := time.NewTicker(r.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			for _, e := range emitters {
+				e.flushHeld()
+			}
+		case <-r.ackersStop:
+			return
+		}
+	}
+}
+
+func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.TaskContext {
+	return topology.TaskContext{
+		Component: c.ID, TaskID: task, TaskIndex: index, Parallelism: c.Parallelism,
+		ComponentTasks: func(comp string) []int { return slices.Clone(r.tasksOf[comp]) },
+		Logger:         r.log.With("component", c.ID, "task", task),
+	}
+}
+
+// build makes every task, opening spouts and preparing bolts in declaration order.
+func (r *Runtime) build(ctx context.Context) (err error) {
+	var opened []func()
+	defer func() {
+		if err != nil {
+			for _, closeFn := range opened {
+				closeFn()
+			}
+		}
+	}()
+	queueBatches := max(1, r.cfg.ReceiveQueue/r.cfg.BatchSize)
+	for _, c := range r.topo.Components {
+		for i, task := range r.tasksOf[c.ID] {
+			inbox, err := r.transport.Register(task, queueBatches)
+			if err != nil {
+				return err
+			}
+			tc := r.taskContext(c, task, i)
+			e, err := newEmitter(r, task, c, tc.Logger)
+			if err != nil {
+				return err
+			}
+			if c.IsSpout() {
+				s := &spoutExec{e: e, rt: r, inbox: inbox, pending: newPendingMap(rotationsPerTimeout + 1),
+					timeoutReason: fmt.Sprintf("%s: tree not complete after %v", topology.TimeoutReason, r.cfg.MessageTimeout)}
+				e.stats.latency = &Histogram{}
+				s.spout = c.Spout()
+				if err := callErr(func() error { return s.spout.Open(ctx, tc, s) }); err != nil {
+					return fmt.Errorf("spout %q task %d: Open: %w", c.ID, task, err)
+				}
+				opened = append(opened, func() { _ = callErr(s.spout.Close) })
+				r.spouts = append(r.spouts, s)
+				continue
+			}
+			b := &boltExec{e: e, rt: r, wake: make(chan struct{}, 1), tuples: inbox.Tuples()}
+			b.cur.Store(-1)
+			if r.lin != nil {
+				e.beforeBlock = b.copyHeld
+			}
+			if r.cfg.LatencyMetrics {
+				e.stats.execLat, e.stats.procLat = &Histogram{}, &Histogram{}
+			}
+			// As for spouts, a task whose Prepare failed is not cleaned up; the tasks
+			// prepared before it are.
+			prepare := func() error { return b.bolt.Prepare(ctx, tc, b) }
+			if c.Basic != nil {
+				b.basic = c.Basic()
+				b.cleanup = b.basic.Cleanup
+				prepare = func() error { return b.basic.Prepare(ctx, tc) }
+			} else {
+				b.bolt = c.Bolt()
+				b.cleanup = b.bolt.Cleanup
+				b.drainer, _ = b.bolt.(topology.Drainer)
+			}
+			if err := callErr(prepare); err != nil {
+				return fmt.Errorf("bolt %q task %d: Prepare: %w", c.ID, task, err)
+			}
+			opened = append(opened, func() { _ = callErr(b.cleanup) })
+			r.bolts = append(r.bolts, b)
+		}
+	}
+	for _, task := range r.ackerTasks {
+		inbox, err := r.transport.Register(task, 1)
+		if err != nil {
+			return err
+		}
+		r.ackers = append(r.ackers, &ackerExec{
+			rt: r, task: task, inbox: inbox, ledger: acker.New(ackerBuckets),
+			outs: make([][]acker.Outcome, r.numTasks+1),
+		})
+	}
+	return nil
+}
+
+// callErr runs user code and turns a panic into an error.
+func callErr(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return fn()
+}
+
+// taskExited closes the queues of the consumers whose last producer this was.
+func (r *Runtime) taskExited(task int) {
+	for _, c := range r.consumersOf[task] {
+		if r.producersLeft[c].Add(-1) == 0 {
+			r.transport.CloseTuples(c)
+		}
+	}
+	r.tasksWG.Done()
+}
+
+// interrupted reports whether a stop has cut work off: Start's context is done, or
+// Stop's deadline passed (or the hard stop that follows). From then on a tree's
+// failure or timeout is the stop's doing, not the tree's: it is abandoned, never
+// delivered as Fail. Start's context is read directly, not through the goroutine
+// that watches it, so a bolt's "context canceled" can never reach a spout first.
+func (r *Runtime) interrupted() bool {
+	if r.start.Err() != nil || r.hard.Err() != nil {
+		return true
+	}
+	select {
+	case <-r.drainExpired:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopGrace is how long Stop waits, after its deadline, first for queued tuples to
+// drain and then for tasks to leave user code.
+const stopGrace = time.Second
+
+// ErrShutdownTimeout is returned by Stop when trees were still pending at its deadline.
+var ErrShutdownTimeout = errors.New("gale: shutdown deadline passed with trees pending")
+
+// Stop shuts the topology down gracefully: spouts stop calling NextTuple, bolts that
+// implement topology.Drainer are told to write what they hold whenever their queue is
+// empty, every pending tree is waited for until it is acked, failed or timed out
+// (bounded by ctx's deadline, or Config.ShutdownTimeout if ctx has none), queues drain
+// in topological order, and every task is closed. It returns as soon as the trees are
+// done, or ErrShutdownTimeout (with the count) if trees were abandoned at the
+// deadline; those trees got neither Ack nor Fail, and nothing failing or timing out
+// after the deadline is delivered as Fail. If user code does
+// not return, Stop returns about 2 s after its deadline with ErrShutdownTimeout and Done
+// stays open. Do not call Stop from inside a task: it waits for every task to finish.
+func (r *Runtime) Stop(ctx context.Context) error {
+	r.stopping.Store(true)
+	r.stopOnce.Do(func() { close(r.stopCh) })
+	if _, ok := ctx.Deadline(); !ok && r.cfg.ShutdownTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.drainOnce.Do(func() { close(r.drainExpired) })
+		// Spouts give up their pending trees now; bolts still drain what is queued.
+		// After a short grace, blocked sends are cut; after another, Stop gives up on
+		// tasks stuck in user code (Done then closes whenever they return).
+		grace := time.NewTimer(stopGrace)
+		defer grace.Stop()
+		select {
+		case <-r.done:
+		case <-grace.C:
+			r.hardCancel()
+			grace.Reset(stopGrace)
+			select {
+			case <-r.done:
+			case <-grace.C:
+				return fmt.Errorf("%w: tasks still inside user code (Execute, NextTuple, Close or Cleanup has not returned); Done closes when they return", ErrShutdownTimeout)
+			}
+		}
+	}
+	abandoned := 0
+	for _, s := range r.spouts {
+		abandoned += int(s.abandoned.Load())
+	}
+	if abandoned > 0 {
+		return fmt.Errorf("%w: %d trees", ErrShutdownTimeout, abandoned)
+	}
+	return nil
+}
+
+// componentOf returns the component of a spout or bolt task, or nil.
+func (r *Runtime) componentOf(task int) *topology.Component {
+	if task <= 0 || task >= len(r.compOfTask) {
+		return nil
+	}
+	return r.compOfTask[task]
+}
+
+// Topology returns the running topology.
+func (r *Runtime) Topology() *topology.Topology { return r.topo }
+
+// Config returns the configuration the topology runs with.
+func (r *Runtime) Config() topology.Config { return r.cfg }
+
+// AckerTasks returns the acker task ids.
+func (r *Runtime) AckerTasks() []int { return slices.Clone(r.ackerTasks) }
+
+// Started is when Start was called.
+func (r *Runtime) Started() time.Time { return r.epoch }
+
+// Finished is when every task had exited (zero until Done is closed): a UI shows a
+// finished job's run time, not a running uptime.
+func (r *Runtime) Finished() time.Time {
+	if ns := r.finished.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// Done is closed when every task has exited.
+func (r *Runtime) Done() <-chan struct{} { return r.done }
+
+// Tasks returns the global task ids of a component.
+func (r *Runtime) Tasks(component string) []int { return slices.Clone(r.tasksOf[component]) }
+
+// Stats returns every component's counters and the ackers'. It never waits for a task:
+// each task's counters are as of its last flush (the end of a batch, or before a send
+// that may block), so during a run counts of different tasks, or of one task read
+// mid-batch, may be from slightly different moments (a bolt's Acked can lead its
+// Executed); spout Pending is read live. After Done every count is exact.
+func (r *Runtime) Stats() Stats {
+	s := Stats{Components: map[string]*ComponentStats{}}
+	for _, c := range r.topo.Components {
+		s.Order = append(s.Order, c.ID)
+		cs := &ComponentStats{ID: c.ID, Spout: c.IsSpout(), Tasks: c.Parallelism, Misuse: map[string]uint64{}}
+		if cs.Spout {
+			cs.CompleteLatency = &Histogram{}
+		}
+		s.Components[c.ID] = cs
+	}
+	for _, sp := range r.spouts {
+		cs, ts := s.Components[sp.e.comp.ID], sp.e.taskEntry()
+		sp.e.snapshot(ts)
+		sp.skip.mu.Lock()
+		skipped := sp.skip.total
+		if sp.skip.since != 0 {
+			skipped += max(r.nanotime()-sp.skip.since, 0)
+		}
+		sp.skip.mu.Unlock()
+		ts.SkippedMaxSpout = time.Duration(skipped)
+		ts.Pending = int(sp.pending.n.Load())
+		ts.Abandoned = int(sp.abandoned.Load())
+		cs.add(ts)
+	}
+	for _, b := range r.bolts {
+		cs, ts := s.Components[b.e.comp.ID], b.e.taskEntry()
+		b.e.snapshot(ts)
+		// A batch may be taken just before its sender counts it in: never below 0.
+		ts.QueueDepth = int(max(r.queued[b.e.task].n.Load(), 0))
+		cs.add(ts)
+	}
+	s.Acker.Tasks = len(r.ackers)
+	for _, a := range r.ackers {
+		a.snapshot(&s.Acker)
+	}
+	return s
+}
