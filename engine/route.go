@@ -1,12 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
-	"hash/fnv"
-	"math"
 	"math/rand/v2"
 	"slices"
 
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -26,9 +26,12 @@ type route struct {
 	targets  []int // consumer task ids, ascending
 	local    []int // the targets in this process (local-or-shuffle)
 	fieldIdx []int // fields grouping: indexes into the values
-	rr       uint32
-	custom   topology.CustomGrouping
-	consumer string
+	// fieldNames are the grouping's field names (parallel to fieldIdx), for errors;
+	// without them an error names the field by its index only.
+	fieldNames []string
+	rr         uint32
+	custom     topology.CustomGrouping
+	consumer   string
 }
 
 // choose appends the target tasks for values to dst.
@@ -45,11 +48,11 @@ func (r *route) choose(values tuple.Values, dst []int) ([]int, error) {
 		r.rr++
 		return append(dst, pool[r.rr%uint32(len(pool))]), nil
 	case topology.FieldsKind:
-		h := fnvOffset
-		for _, i := range r.fieldIdx {
-			h = hashValue(h, values[i])
+		h, err := codec.FieldsHash(values, r.fieldIdx)
+		if err != nil {
+			return dst, r.fieldsError(err)
 		}
-		return append(dst, r.targets[mix(h)%uint64(len(r.targets))]), nil
+		return append(dst, r.targets[h%uint64(len(r.targets))]), nil
 	case topology.AllKind:
 		return append(dst, r.targets...), nil
 	case topology.GlobalKind:
@@ -67,71 +70,37 @@ func (r *route) choose(values tuple.Values, dst []int) ([]int, error) {
 	return dst, nil // direct: only EmitDirect reaches a direct consumer
 }
 
+// fieldsError says which grouped field of a fields grouping cannot be hashed (its
+// value is not encodable: see package codec).
+func (r *route) fieldsError(err error) error {
+	var ue *codec.UnencodableError
+	if errors.As(err, &ue) && ue.Field == "" {
+		for k, i := range r.fieldIdx {
+			if i == ue.Index && k < len(r.fieldNames) {
+				ue.Field = r.fieldNames[k]
+			}
+		}
+	}
+	return fmt.Errorf("fields grouping to %q: %w", r.consumer, err)
+}
+
+// Fields grouping routes a tuple to targets[codec.FieldsHash(values, fieldIdx) %
+// len(targets)]: the hash of the values' encoding, the same in every process and
+// release (route_golden_test.go pins it). The helpers below are its steps, kept for
+// the tests.
+
 // fnvOffset is the FNV-1a 64-bit offset basis, the hash of no fields.
-const fnvOffset uint64 = 14695981039346656037
+const fnvOffset = codec.FNVOffset
 
-// hashValue folds v into an FNV-1a hash. The hash depends only on the value, never on
-// the process, so that fields grouping routes the same key to the same task in every
-// process (needed once tasks are spread over machines).
+// hashValue folds one field into h as FieldsHash does: codec.HashValue, then the
+// field separator. An unencodable value folds as nothing (FieldsHash fails on it).
 func hashValue(h uint64, v any) uint64 {
-	const prime = 1099511628211
-	switch x := v.(type) {
-	case string:
-		for i := 0; i < len(x); i++ {
-			h = (h ^ uint64(x[i])) * prime
-		}
-	case []byte:
-		for _, b := range x {
-			h = (h ^ uint64(b)) * prime
-		}
-	case int:
-		h = hashU64(h, uint64(x))
-	case int64:
-		h = hashU64(h, uint64(x))
-	case int32:
-		h = hashU64(h, uint64(x))
-	case uint64:
-		h = hashU64(h, x)
-	case uint32:
-		h = hashU64(h, uint64(x))
-	case bool:
-		if x {
-			h = hashU64(h, 1)
-		} else {
-			h = hashU64(h, 0)
-		}
-	case float64:
-		if x == 0 {
-			x = 0 // -0.0 == 0.0: same key, same task
-		}
-		h = hashU64(h, math.Float64bits(x))
-	case nil:
-		h = hashU64(h, 0x9e3779b97f4a7c15)
-	default:
-		f := fnv.New64a()
-		fmt.Fprintf(f, "%T:%v", v, v)
-		h = hashU64(h, f.Sum64())
-	}
-	// Separate fields so that ("ab","c") and ("a","bc") differ.
-	return (h ^ 0xff) * prime
+	h, _ = codec.HashValue(h, v)
+	return (h ^ 0xff) * 1099511628211
 }
 
-func hashU64(h, x uint64) uint64 {
-	const prime = 1099511628211
-	for i := 0; i < 8; i++ {
-		h = (h ^ (x & 0xff)) * prime
-		x >>= 8
-	}
-	return h
-}
-
-// mix spreads the FNV bits so that the low bits used by the modulo are well mixed.
-func mix(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	return h
-}
+// mix is FieldsHash's finaliser (codec.Mix).
+func mix(h uint64) uint64 { return codec.Mix(h) }
 
 // nonzeroID draws a random 64-bit id; 0 is reserved (it would vanish from an XOR).
 func nonzeroID() uint64 {
