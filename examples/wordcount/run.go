@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gale-stream/gale/engine"
@@ -33,7 +31,8 @@ type Options struct {
 	// metrics) before any line is read to the end.
 	Started func(*engine.Runtime)
 
-	interpose func() topology.Bolt // tests: a bolt between the spout and split
+	interpose func() topology.Bolt     // tests: a bolt between the spout and split
+	tap       func(*topology.Topology) // tests: sees the topology before it starts
 }
 
 // Progress is a running count for progress displays.
@@ -64,17 +63,12 @@ type Result struct {
 	ShutdownErr              error
 }
 
+// job is one run: its options, and the two hand-offs from the tasks to Run.
 type job struct {
-	opts                        Options
-	lines, acked, replays, lost atomic.Uint64
-	mu                          sync.Mutex
-	counts                      map[string]uint64
-	dups                        uint64
-	doneOnce                    sync.Once
-	done                        chan struct{}
+	opts     Options
+	progress progress // the spout's progress and end signal
+	results  results  // the count tasks' counts, handed over when they stop
 }
-
-func (j *job) finish() { j.doneOnce.Do(func() { close(j.done) }) }
 
 // Run counts the words of opts.Files and returns when every line has been acked (or
 // ctx is canceled). An error means the job could not run (bad options, unreadable
@@ -92,10 +86,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Config.Logger == nil {
 		opts.Config.Logger = slog.Default()
 	}
-	j := &job{opts: opts, counts: map[string]uint64{}, done: make(chan struct{})}
+	j := &job{opts: opts}
+	j.progress.done = make(chan struct{})
 	topo, err := j.build()
 	if err != nil {
 		return nil, err
+	}
+	if opts.tap != nil {
+		opts.tap(topo)
 	}
 	start := time.Now()
 	rt, err := engine.Start(ctx, topo, opts.Config, opts.RuntimeOptions...)
@@ -115,14 +113,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 wait:
 	for {
 		select {
-		case <-j.done:
+		case <-j.progress.done:
 			break wait
 		case <-ctx.Done():
 			canceled = true
 			break wait
 		case <-tick.C:
 			if opts.Progress != nil {
-				opts.Progress(Progress{Lines: j.lines.Load(), Acked: j.acked.Load(), Replays: j.replays.Load(), Elapsed: time.Since(start)})
+				p := &j.progress
+				opts.Progress(Progress{Lines: p.lines.Load(), Acked: p.acked.Load(), Replays: p.replays.Load(), Elapsed: time.Since(start)})
 			}
 		}
 	}
@@ -133,23 +132,28 @@ wait:
 		defer cancel()
 	}
 	shutdownErr := rt.Stop(stopCtx)
-	<-rt.Done()
+	<-rt.Done() // every task has stopped: each count task has handed over its counts
 	elapsed := time.Since(start)
 	st := rt.Stats()
 	spout := st.Components["lines"]
+	p := &j.progress
+	counts := j.results.counts
+	if counts == nil {
+		counts = map[string]uint64{}
+	}
 	res := &Result{
-		Counts: j.counts, Lines: j.lines.Load(), Acked: j.acked.Load(), Failed: spout.Failed + spout.TimedOut,
-		TimedOut: spout.TimedOut, Replays: j.replays.Load(), Duplicates: j.dups,
+		Counts: counts, Lines: p.lines.Load(), Acked: p.acked.Load(), Failed: spout.Failed + spout.TimedOut,
+		TimedOut: spout.TimedOut, Replays: p.replays.Load(), Duplicates: j.results.dups,
 		Elapsed: elapsed, Misuse: st.MisuseTotal(), Stats: st, ShutdownErr: shutdownErr,
 		CompleteP50: spout.CompleteLatency.Quantile(0.50), CompleteP99: spout.CompleteLatency.Quantile(0.99),
 	}
-	for _, n := range j.counts {
+	for _, n := range counts {
 		res.Words += n
 	}
 	if res.Acked < res.Lines {
 		res.Unacked = res.Lines - res.Acked
 	}
-	res.Lost = j.lost.Load()
+	res.Lost = p.lost.Load()
 	if canceled {
 		return res, ctx.Err()
 	}

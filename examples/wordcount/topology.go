@@ -8,6 +8,21 @@
 // per word anchored to the line; count adds it to its counts. A failed or timed-out
 // line is read again from its offset and re-emitted. Count tasks apply each word
 // occurrence at most once (see Occurrences), so the final counts are exact.
+//
+// Tuples carry only plain values (strings and integers, which the tuple codec encodes
+// without registration), so that the tasks could run in separate processes:
+//
+//	lines:  line (string: the text), line_id (uint64: OccurrenceID of the text's first
+//	        byte), low (uint64: the spout's low watermark when this attempt was emitted)
+//	split:  word (string), line_id and low (the line's), off (int: the word's byte
+//	        offset in the line; line_id+off is the occurrence's OccurrenceID)
+//
+// Each task keeps its state in its own bolt or spout value. The one thing that leaves
+// the tasks is the final counts: each count task hands its own counts to the run's
+// results in Cleanup, when it stops, and Run reads them after every task has stopped.
+// In a multi-process run that hand-off is the topology's sink. (The spout's progress
+// counters and end signal are read by Run too: the spout reads the input files, so it
+// runs in Run's process.)
 package wordcount
 
 import (
@@ -19,14 +34,17 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
 
-// LinePos is the message id of a line and travels with its tuples: ID is
-// OccurrenceID(file, offset of the line's text), Low the spout's low watermark when
-// this attempt was emitted.
+// LinePos is the message id of a line: it stays in the spout task (the runtime hands
+// it back to Ack or Fail) and never travels in a tuple, whose fields line_id and low
+// carry ID and Low. ID is OccurrenceID(file, offset of the line's text), Low the
+// spout's low watermark when this attempt was emitted.
 type LinePos struct {
 	ID  uint64
 	Low uint64
@@ -52,9 +70,24 @@ func checksum(text string) uint32 {
 // errInjected is the failure injected by --fail-rate.
 var errInjected = errors.New("wordcount: injected failure (--fail-rate)")
 
+// lineFields are the fields of the spout's stream (see the package doc).
+var lineFields = []string{"line", "line_id", "low"}
+
+// progress is what the spout tells Run while it runs: lines read, acked, replayed and
+// lost, and done, closed when every line is acked. The spout has one task and runs in
+// Run's process (it reads the files); no bolt sees it.
+type progress struct {
+	lines, acked, replays, lost atomic.Uint64
+	doneOnce                    sync.Once
+	done                        chan struct{}
+}
+
+func (p *progress) finish() { p.doneOnce.Do(func() { close(p.done) }) }
+
 // lineSpout reads the files in order and replays failed lines from their offsets.
 type lineSpout struct {
-	job   *job
+	names []string // the files to read, in order
+	p     *progress
 	out   topology.SpoutCollector
 	files []*os.File
 	cur   int // index of the file being read
@@ -68,12 +101,14 @@ type lineSpout struct {
 	acked   map[uint64]bool
 	replays []LinePos
 	line    []byte
+	lowVal  uint64 // the last low watermark emitted, and the same boxed
+	lowBox  any
 }
 
 func (s *lineSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
 	s.out = out
 	s.acked = map[uint64]bool{}
-	for _, name := range s.job.opts.Files {
+	for _, name := range s.names {
 		f, err := os.Open(name)
 		if err != nil {
 			s.Close()
@@ -109,11 +144,11 @@ func (s *lineSpout) NextTuple() {
 			// The file changed under us: report, and count the line as lost rather than
 			// loop on it or count other text; the job then exits non-zero.
 			s.out.ReportError(fmt.Errorf("replay: %w", err))
-			s.job.lost.Add(1)
+			s.p.lost.Add(1)
 			s.ack(pos.ID)
 			return
 		}
-		s.job.replays.Add(1)
+		s.p.replays.Add(1)
 		s.emit(pos.ID, text)
 		return
 	}
@@ -125,13 +160,13 @@ func (s *lineSpout) NextTuple() {
 			text, skip := trimLine(raw, start)
 			id := OccurrenceID(s.cur, start+int64(skip))
 			s.order = append(s.order, id)
-			s.job.lines.Add(1)
+			s.p.lines.Add(1)
 			s.emit(id, text)
 			return
 		}
 		if err != io.EOF {
 			s.out.ReportError(fmt.Errorf("read %s: %w", s.files[s.cur].Name(), err))
-			s.job.lost.Add(1)
+			s.p.lost.Add(1)
 		}
 		s.cur++
 		s.off = 0
@@ -142,7 +177,7 @@ func (s *lineSpout) NextTuple() {
 		}
 	}
 	if s.head == len(s.order) && len(s.replays) == 0 {
-		s.job.finish()
+		s.p.finish()
 	}
 }
 
@@ -191,7 +226,10 @@ func (s *lineSpout) readAt(pos LinePos) (string, error) {
 
 func (s *lineSpout) emit(id uint64, text string) {
 	pos := &LinePos{ID: id, Low: s.low(), Len: uint32(len(text)), Sum: checksum(text)}
-	if err := s.out.Emit(tuple.Values{text, pos}, pos); err != nil {
+	if s.lowBox == nil || pos.Low != s.lowVal {
+		s.lowVal, s.lowBox = pos.Low, pos.Low // boxed once per watermark, not per line
+	}
+	if err := s.out.Emit(tuple.Values{text, pos.ID, s.lowBox}, pos); err != nil {
 		s.out.ReportError(err)
 	}
 }
@@ -209,7 +247,7 @@ func (s *lineSpout) ack(id uint64) {
 }
 
 func (s *lineSpout) Ack(msgID any) {
-	s.job.acked.Add(1)
+	s.p.acked.Add(1)
 	s.ack(msgID.(*LinePos).ID)
 }
 
@@ -226,26 +264,69 @@ func (s *lineSpout) Close() error {
 	return errors.Join(errs...)
 }
 
-// splitBolt emits one anchored tuple per word: (word, line position, offset in line).
+// splitFields are the fields of split's stream (see the package doc).
+var splitFields = []string{"word", "line_id", "low", "off"}
+
+// failures injects --fail-rate: copied into each task, with its own generator.
+type failures struct {
+	rate float64
+	seed uint64
+	rng  *rand.Rand
+}
+
+func (f *failures) prepare(tc topology.TaskContext) {
+	f.rng = rand.New(rand.NewPCG(f.seed, uint64(tc.TaskID)))
+}
+
+func (f *failures) fail() bool { return f.rate > 0 && f.rng.Float64() < f.rate }
+
+// fieldIndex finds a bolt's input fields by name, once per input stream: per tuple it
+// only compares the stream's *tuple.Fields with the one it resolved last.
+type fieldIndex struct {
+	names  []string
+	fields *tuple.Fields
+	at     []int
+}
+
+// of returns the positions of the names in t's stream, in the order of names; a
+// missing field panics as ValueByField does (failing the input).
+func (x *fieldIndex) of(t *tuple.Tuple) []int {
+	if f := t.Fields(); f != x.fields || x.at == nil {
+		at := make([]int, len(x.names))
+		for i, n := range x.names {
+			if at[i] = f.Index(n); at[i] < 0 || at[i] >= t.Len() {
+				t.ValueByField(n) // panics, naming the field and the stream
+			}
+		}
+		x.fields, x.at = f, at
+	}
+	return x.at
+}
+
+// splitBolt emits one anchored tuple per word: (word, line_id, low, off).
 type splitBolt struct {
-	job *job
-	rng *rand.Rand
+	failures
+	in fieldIndex // line, line_id, low
 }
 
 func (b *splitBolt) Prepare(ctx context.Context, tc topology.TaskContext) error {
-	b.rng = rand.New(rand.NewPCG(b.job.opts.Seed, uint64(tc.TaskID)))
+	b.prepare(tc)
+	b.in.names = []string{"line", "line_id", "low"}
 	return nil
 }
 
 func (b *splitBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
-	if b.job.opts.FailRate > 0 && b.rng.Float64() < b.job.opts.FailRate {
+	if b.fail() {
 		return errInjected
 	}
-	line := t.Value(0).(string)
-	pos := t.Value(1).(*LinePos)
+	at := b.in.of(t)
+	line := t.Value(at[0]).(string)
+	// The line's numbers go out as they came in, each word's tuple holding the same
+	// (immutable) values: no new allocation per word.
+	id, low := t.Value(at[1]), t.Value(at[2])
 	var err error
 	Words(line, func(w string, off int) {
-		if e := out.Emit(tuple.Values{w, pos, off}); e != nil && err == nil {
+		if e := out.Emit(tuple.Values{w, id, low, off}); e != nil && err == nil {
 			err = e
 		}
 	})
@@ -254,38 +335,42 @@ func (b *splitBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 
 func (b *splitBolt) Cleanup() error { return nil }
 
-// countBolt counts each word occurrence once.
+// countBolt counts each word occurrence once. Its counts are its own until Cleanup
+// hands them to the run's results.
 type countBolt struct {
-	job    *job
-	rng    *rand.Rand
-	counts map[string]uint64
-	seen   *Occurrences
-	dups   uint64
+	failures
+	tracked bool       // acker tasks run: lines may be replayed
+	results *results   // the end-of-run hand-off, written once, in Cleanup
+	in      fieldIndex // word, line_id, off, low
+	counts  map[string]uint64
+	seen    *Occurrences
+	dups    uint64
 }
 
 func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext) error {
-	b.rng = rand.New(rand.NewPCG(b.job.opts.Seed, uint64(tc.TaskID)))
+	b.prepare(tc)
+	b.in.names = []string{"word", "line_id", "off", "low"}
 	b.counts = map[string]uint64{}
-	if b.job.opts.Config.Ackers > 0 {
+	if b.tracked {
 		b.seen = NewOccurrences()
 	}
 	return nil
 }
 
 func (b *countBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
-	word := t.Value(0).(string)
-	pos := t.Value(1).(*LinePos)
-	occ := pos.ID + uint64(t.Value(2).(int))
+	at := b.in.of(t)
+	word := t.Value(at[0]).(string)
+	occ := t.Value(at[1]).(uint64) + uint64(t.Value(at[2]).(int))
 	// Without acker tasks nothing is tracked or replayed, and a line counts as acked as
 	// soon as it is emitted, so the watermark says nothing: every occurrence is new.
-	if b.seen != nil && b.seen.Seen(occ, pos.Low) {
+	if b.seen != nil && b.seen.Seen(occ, t.Value(at[3]).(uint64)) {
 		// Applied by an earlier attempt of this line: the effect is already there, so
 		// ack it (an idempotent sink acks duplicates; failing them again would only
 		// make long lines replay forever under --fail-rate).
 		b.dups++
 		return nil
 	}
-	if b.job.opts.FailRate > 0 && b.rng.Float64() < b.job.opts.FailRate {
+	if b.fail() {
 		return errInjected
 	}
 	if b.seen != nil {
@@ -295,32 +380,56 @@ func (b *countBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 	return nil
 }
 
+// Cleanup hands the task's counts to the run's results: the task has stopped, and
+// its counts are final.
 func (b *countBolt) Cleanup() error {
-	b.job.mergeCounts(b.counts, b.dups)
+	b.results.add(b.counts, b.dups)
+	b.counts = nil
 	return nil
 }
 
-// Build returns the word-count topology for j.
-func (j *job) build() (*topology.Topology, error) {
-	b := topology.NewBuilder()
-	b.SetSpout("lines", func() topology.Spout { return &lineSpout{job: j} }, 1).Output("line", "pos")
-	from := "lines"
-	if j.opts.interpose != nil { // tests only: a bolt between lines and split
-		b.SetBolt("interpose", j.opts.interpose, 1).ShuffleGrouping("lines").Output("line", "pos")
-		from = "interpose"
-	}
-	b.SetBasicBolt("split", func() topology.BasicBolt { return &splitBolt{job: j} }, 2).
-		ShuffleGrouping(from).Output("word", "pos", "off")
-	b.SetBasicBolt("count", func() topology.BasicBolt { return &countBolt{job: j} }, 2).
-		FieldsGrouping("split", "word")
-	return b.Build()
+// results is the one hand-off of a word-count run's outcome out of the topology: each
+// count task hands it its own counts once, in Cleanup, and Run reads it after every
+// task has stopped. In a multi-process run this hand-off is the topology's sink. Safe
+// for concurrent use.
+type results struct {
+	mu     sync.Mutex
+	counts map[string]uint64 // word → occurrences, summed over the count tasks
+	dups   uint64            // replayed occurrences the count tasks absorbed
 }
 
-func (j *job) mergeCounts(counts map[string]uint64, dups uint64) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for w, n := range counts {
-		j.counts[w] += n
+func (r *results) add(counts map[string]uint64, dups uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counts == nil {
+		r.counts = counts // the first task's map, which it gave up
+	} else {
+		for w, n := range counts {
+			r.counts[w] += n
+		}
 	}
-	j.dups += dups
+	r.dups += dups
+}
+
+// build returns the word-count topology for j. Every task gets its own bolt or spout
+// value from its factory, holding copies of the options it needs; the count tasks
+// share only j.results, their end-of-run hand-off, and the spout only j.progress.
+func (j *job) build() (*topology.Topology, error) {
+	o := j.opts
+	fail := failures{rate: o.FailRate, seed: o.Seed}
+	b := topology.NewBuilder()
+	b.SetSpout("lines", func() topology.Spout {
+		return &lineSpout{names: append([]string(nil), o.Files...), p: &j.progress}
+	}, 1).Output(lineFields...)
+	from := "lines"
+	if o.interpose != nil { // tests only: a bolt between lines and split
+		b.SetBolt("interpose", o.interpose, 1).ShuffleGrouping("lines").Output(lineFields...)
+		from = "interpose"
+	}
+	b.SetBasicBolt("split", func() topology.BasicBolt { return &splitBolt{failures: fail} }, 2).
+		ShuffleGrouping(from).Output(splitFields...)
+	b.SetBasicBolt("count", func() topology.BasicBolt {
+		return &countBolt{failures: fail, tracked: o.Config.Ackers > 0, results: &j.results}
+	}, 2).FieldsGrouping("split", "word")
+	return b.Build()
 }
