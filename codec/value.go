@@ -59,8 +59,9 @@ const (
 
 // Errors.
 var (
-	// ErrVersion is wrapped by the error for a frame of another version.
-	ErrVersion = errors.New("codec: unsupported version")
+	// ErrVersion is matched (errors.Is) by the error for a frame of another
+	// version, a *VersionError.
+	ErrVersion = errors.New("codec: frame of another version")
 	// ErrUnencodable is matched (errors.Is) by the error for a value the codec cannot
 	// encode; the error itself is an *UnencodableError.
 	ErrUnencodable = errors.New("codec: value is not encodable")
@@ -573,7 +574,7 @@ func (d *decoder) length(min int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if x > uint64(d.left()/min) {
+	if left := uint64(d.left()); x > left || x*uint64(min) > left {
 		return 0, corrupt("length %d at byte %d exceeds the %d bytes left", x, at, d.left())
 	}
 	return int(x), nil
@@ -589,7 +590,7 @@ func (d *decoder) optLength(min int) (int, error) {
 	if x == 0 {
 		return -1, nil
 	}
-	if x-1 > uint64(d.left()/min) {
+	if left := uint64(d.left()); x-1 > left || (x-1)*uint64(min) > left {
 		return 0, corrupt("length %d at byte %d exceeds the %d bytes left", x-1, at, d.left())
 	}
 	return int(x - 1), nil
