@@ -14,6 +14,14 @@ func TestLocalConformance(t *testing.T) {
 		return transporttest.NewFaulty(transport.NewLocal(),
 			transporttest.Drop(0.01), transporttest.Duplicate(0.005), transporttest.Reorder(0.01, 16), transporttest.Seed(11))
 	})
+	// One fault at a time, so that the promises the others break are still checked:
+	// Ordered and NoDuplicates without Lossless, Lossless with duplicates.
+	transporttest.TestTransport(t, "local-lossy", func(*testing.T) transport.Transport {
+		return transporttest.NewFaulty(transport.NewLocal(), transporttest.Drop(0.05), transporttest.Seed(13))
+	})
+	transporttest.TestTransport(t, "local-duplicating", func(*testing.T) transport.Transport {
+		return transporttest.NewFaulty(transport.NewLocal(), transporttest.Duplicate(0.05), transporttest.Seed(14))
+	})
 	// Every message crosses the codec, as between processes.
 	st := codec.NewStreams(transporttest.Topology())
 	clone := func(m *transport.Message) (*transport.Message, error) { return codec.Clone(m, st) }
