@@ -109,8 +109,9 @@
 // ReadValue and ReadMessage never panic on bad input. Every length is checked
 // against the bytes left before anything is allocated (each element takes at least
 // one byte), nesting is bounded by MaxDepth, integers are range-checked against their
-// type, map keys must ascend, and the total allocated while decoding is bounded by 64
-// bytes per input byte (plus 4 KiB). Locations are cached up to 1024 names, so
+// type, map keys must ascend, and what decoding allocates is bounded by 64 bytes per
+// input byte, plus a few KiB of shared chunks per message (the boxes of its strings,
+// numbers and times, and its tuples' value slices). Locations are cached up to 1024 names, so
 // random zone names cannot grow the cache without bound. A registered type's
 // UnmarshalBinary is the user's code and is trusted.
 //
