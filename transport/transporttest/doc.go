@@ -32,7 +32,7 @@
 // Every wait is on an Inbox's Signal, bounded by Timeout, and a wait that runs out
 // fails naming what was stuck and the state of every flow. Every goroutine the suite
 // starts is stopped before its subtest returns. On a transport that is not Lossless
-// the suite re-sends what it must see (every retryEvery); the flows rely on the
+// the suite re-sends what it must see (every 2 ms); the flows rely on the
 // protocol's own probes and re-sends.
 //
 // # Running it on a new transport
