@@ -48,7 +48,12 @@ func (b *sinkBolt) Prepare(_ context.Context, _ topology.TaskContext, out topolo
 func (b *sinkBolt) Cleanup() error { return nil }
 func (b *sinkBolt) Execute(t *tuple.Tuple) {
 	id := t.StringByField("event_id")
-	rec := t.ValueByField("record").(*event.Record)
+	rec, err := SpoutRecord(t)
+	if err != nil {
+		b.out.ReportError(err)
+		_ = b.out.Fail(t)
+		return
+	}
 	b.mu.Lock()
 	b.execs[id]++
 	n := b.execs[id]

@@ -14,9 +14,82 @@ import (
 	"github.com/gale-stream/gale/tuple"
 )
 
-// SpoutFields are the fields of the tuples the log spout emits: the event id and the
-// *event.Record (with Seq and Generation set).
-var SpoutFields = []string{"event_id", "record"}
+// SpoutFields are the fields of the tuples the log spout emits: one record of the
+// log, one field per part, each a plain value (one the tuple codec encodes without
+// registration, so that the tuple can cross processes):
+//
+//	event_id     string  the event's id
+//	source       string
+//	type         string
+//	key          string  "" when the event has none
+//	version      int64   nil when the event has none
+//	payload      []byte  the JSON object, byte for byte as sent
+//	seq          uint64  the record's log position
+//	received_at  int64   Unix nanoseconds when the ingest API took it in
+//	generation   uint32  0, or the resubmission that wrote the record
+//
+// The record's content hash stays in the log. SpoutValues makes the values of a
+// record, SpoutRecord reads them back.
+var SpoutFields = []string{"event_id", "source", "type", "key", "version", "payload", "seq", "received_at", "generation"}
+
+// SpoutValues returns the tuple values of rec, in SpoutFields' order. The payload
+// shares rec's bytes: neither side may modify them.
+func SpoutValues(rec *event.Record) tuple.Values {
+	e := &rec.Event
+	var version any
+	if e.Version != nil {
+		version = *e.Version
+	}
+	return tuple.Values{e.ID, e.Source, e.Type, e.Key, version, []byte(e.Payload), rec.Seq, rec.ReceivedAt, rec.Generation}
+}
+
+// SpoutRecord reads back the record of a tuple made by SpoutValues, found by the
+// field names of SpoutFields (Hash is left zero). An error names the first field that
+// is missing or of another type.
+func SpoutRecord(t *tuple.Tuple) (event.Record, error) {
+	var r event.Record
+	e := &r.Event
+	var payload []byte
+	var version any
+	for _, f := range []struct {
+		name string
+		dst  any
+	}{
+		{"event_id", &e.ID}, {"source", &e.Source}, {"type", &e.Type}, {"key", &e.Key},
+		{"version", &version}, {"payload", &payload}, {"seq", &r.Seq}, {"received_at", &r.ReceivedAt},
+		{"generation", &r.Generation},
+	} {
+		v, ok := t.Lookup(f.name)
+		if !ok {
+			return r, fmt.Errorf("ingest: tuple %v has no field %q (a log spout tuple has %v)", t, f.name, SpoutFields)
+		}
+		ok = true
+		switch d := f.dst.(type) {
+		case *string:
+			*d, ok = v.(string)
+		case *uint64:
+			*d, ok = v.(uint64)
+		case *int64:
+			*d, ok = v.(int64)
+		case *uint32:
+			*d, ok = v.(uint32)
+		case *[]byte:
+			*d, ok = v.([]byte)
+		case *any: // version: an int64 or nil
+			_, isInt := v.(int64)
+			*d, ok = v, v == nil || isInt
+		}
+		if !ok {
+			return r, fmt.Errorf("ingest: field %q of tuple %v is %T, not what a log spout emits", f.name, t, v)
+		}
+	}
+	e.Payload = payload
+	if version != nil {
+		v := version.(int64)
+		e.Version = &v
+	}
+	return r, nil
+}
 
 // Spout returns the factory of the log spout for s: it reads the log in sequence
 // from the committed offset, emits each durable record as the root of a tracked
@@ -134,7 +207,7 @@ const recoveredChunk = 32
 // send emits rec as a tracked root whose attempt was started.
 func (sp *logSpout) send(rec *event.Record) {
 	sp.inflight[rec.Seq] = inflight{rec: rec, outages: sp.svc.sinkOutages()}
-	if err := sp.out.Emit(tuple.Values{rec.Event.ID, rec}, rec.Seq); err != nil {
+	if err := sp.out.Emit(SpoutValues(rec), rec.Seq); err != nil {
 		sp.svc.cfg.Logger.Error("log spout: emit failed", "event_id", rec.Event.ID, "err", err)
 	}
 }

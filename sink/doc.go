@@ -29,9 +29,9 @@
 //		DB: db,
 //		Tables: []sink.Table{{Name: "events", Columns: []string{"event_id", "type", "payload"},
 //			Conflict: []string{"event_id"}, Mode: sink.InsertOnce}},
-//		Rows: func(t *tuple.Tuple) ([]sink.Row, error) {
-//			rec := t.ValueByField("record").(*event.Record)
-//			return []sink.Row{{Table: "events", Values: []any{rec.Event.ID, rec.Event.Type, string(rec.Event.Payload)}}}, nil
+//		Rows: func(t *tuple.Tuple) ([]sink.Row, error) { // t: a log spout tuple (ingest.SpoutFields)
+//			return []sink.Row{{Table: "events", Values: []any{t.StringByField("event_id"), t.StringByField("type"),
+//				string(t.ValueByField("payload").([]byte))}}}, nil
 //		},
 //	}
 //	d, err := sink.SetBolt(builder, "sink", 1, opts) // declares TickEvery(BatchDelay)

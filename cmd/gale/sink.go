@@ -16,11 +16,11 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/pipelines/events"
 	"github.com/gale-stream/gale/pipelines/orders"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
-	"github.com/gale-stream/gale/tuple"
 )
 
 func sinkCmd() *cobra.Command {
@@ -445,7 +445,7 @@ func (sp *replaySpout) send(rec *event.Record) {
 	sp.st.attempts[rec.Seq]++
 	sp.st.mu.Unlock()
 	// The values of ingest.SpoutFields, as the log spout of gale serve emits them.
-	if err := sp.out.Emit(tuple.Values{rec.Event.ID, rec}, rec.Seq); err != nil {
+	if err := sp.out.Emit(ingest.SpoutValues(rec), rec.Seq); err != nil {
 		delete(sp.inflight, rec.Seq)
 		sp.giveUp(rec, fmt.Sprintf("emit: %v", err))
 	}

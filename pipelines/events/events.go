@@ -4,13 +4,17 @@
 // key (versioned upsert: an older version arriving later changes nothing).
 //
 //	log spout ──shuffle──▶ sink (1 task: one writer per key)
+//
+// The spout's tuples carry the record's parts as plain values (ingest.SpoutFields);
+// Rows reads them back by name with ingest.SpoutRecord. The sink task keeps its own
+// batch; the database is where the results go.
 package events
 
 import (
 	"errors"
 	"fmt"
 
-	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -47,12 +51,12 @@ func Schema() []string {
 	}
 }
 
-// Rows maps a log spout tuple to its rows: the events row, and the entities row if
-// the event has a key and a version.
+// Rows maps a log spout tuple (fields ingest.SpoutFields) to its rows: the events
+// row, and the entities row if the event has a key and a version.
 func Rows(t *tuple.Tuple) ([]sink.Row, error) {
-	rec, ok := t.ValueByField("record").(*event.Record)
-	if !ok || rec == nil {
-		return nil, fmt.Errorf("events: field \"record\" is %T, want *event.Record", t.ValueByField("record"))
+	rec, err := ingest.SpoutRecord(t)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
 	}
 	e := &rec.Event
 	var key, version any
@@ -79,7 +83,7 @@ func Build(spout func() topology.Spout, so sink.Options) (*topology.Topology, er
 	}
 	so.Tables, so.Rows = []sink.Table{EventsTable, EntitiesTable}, Rows
 	b := topology.NewBuilder()
-	b.SetSpout("events", spout, 1).Output("event_id", "record")
+	b.SetSpout("events", spout, 1).Output(ingest.SpoutFields...)
 	d, err := sink.SetBolt(b, "sink", 1, so)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -17,14 +17,14 @@ var errInjected = errors.New("orders: injected failure")
 // errUnpaired is the reason a held half is failed with when its partner never came.
 var errUnpaired = errors.New("orders: decision: the other half never came")
 
-// parseBolt decodes an *event.Record into an *OrderLine.
+// parseBolt decodes a log record (the fields ingest.SpoutFields) into an *OrderLine.
 type parseBolt struct{ o *Options }
 
 func (b *parseBolt) Prepare(context.Context, topology.TaskContext) error { return nil }
 func (b *parseBolt) Cleanup() error                                      { return nil }
 
 // Execute emits (event_id, stock_code, *OrderLine). An input that is not an order line
-// (no *event.Record, another event type, a payload DecodeLine refuses) is reported and
+// (not a log record, another event type, a payload DecodeLine refuses) is reported and
 // failed: the error wraps ErrNotOrderLine, and replaying it can never succeed, so a
 // spout should stop retrying it. The tree's failure reason (topology.ReasonedSpout)
 // then contains "orders: not an order line".
@@ -39,10 +39,9 @@ func (b *parseBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 }
 
 func parse(t *tuple.Tuple) (*OrderLine, error) {
-	v, _ := t.Lookup("record")
-	rec, ok := v.(*event.Record)
-	if !ok || rec == nil {
-		return nil, fmt.Errorf("%w: input %v: field \"record\" is %T, want *event.Record", ErrNotOrderLine, t, v)
+	rec, err := ingest.SpoutRecord(t)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotOrderLine, err)
 	}
 	if rec.Event.Type != Type {
 		return nil, fmt.Errorf("%w: event %s (log seq %d) has type %q, want %q", ErrNotOrderLine, rec.Event.ID, rec.Seq, rec.Event.Type, Type)

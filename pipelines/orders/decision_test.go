@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/tupleinternal"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -155,10 +156,10 @@ func TestDecisionEvictsUnpairedHalves(t *testing.T) {
 // parse refuses what is not an order line, with ErrNotOrderLine and a message naming
 // the event; a good record becomes an *OrderLine.
 func TestParseRefusesNonOrderLines(t *testing.T) {
-	src := &tuple.Source{Component: SpoutID, Stream: tuple.DefaultStream, Fields: tuple.NewFields("event_id", "record")}
+	src := &tuple.Source{Component: SpoutID, Stream: tuple.DefaultStream, Fields: tuple.NewFields(ingest.SpoutFields...)}
 	good := event.Event{ID: "2010-12-01:1", Source: Source, Type: Type, Key: "536365",
 		Payload: []byte(`{"invoice_no":"536365","stock_code":"85123A","description":"WHITE HANGING HEART T-LIGHT HOLDER","quantity":6,"invoice_date":"2010-12-01 08:26:00","unit_price":2.55,"customer_id":17850,"country":"United Kingdom"}`)}
-	l, err := parse(tuple.New(src, 1, tuple.Values{good.ID, &event.Record{Seq: 1, Event: good}}))
+	l, err := parse(tuple.New(src, 1, ingest.SpoutValues(&event.Record{Seq: 1, Event: good})))
 	if err != nil || l.InvoiceNo != "536365" || l.Quantity != 6 || l.UnitPrice != 2550 || l.EventID != good.ID {
 		t.Fatalf("parse = %+v, %v", l, err)
 	}
@@ -166,15 +167,17 @@ func TestParseRefusesNonOrderLines(t *testing.T) {
 	cmd.ID, cmd.Type, cmd.Payload = "dev-9", "device_command", []byte(`{"device":"thermostat","celsius":21}`)
 	wrongPayload := good
 	wrongPayload.ID, wrongPayload.Payload = "ol-3", []byte(`{"device":"thermostat","celsius":21}`)
+	notRecord := ingest.SpoutValues(&event.Record{Seq: 4, Event: good})
+	notRecord[6] = "4" // seq
 	for _, tc := range []struct {
-		v    any
+		v    tuple.Values
 		want string
 	}{
-		{&event.Record{Seq: 9, Event: cmd}, `event dev-9 (log seq 9) has type "device_command", want "order_line"`},
-		{&event.Record{Seq: 3, Event: wrongPayload}, `event ol-3: json: unknown field "device" (log seq 3)`},
-		{"not a record", `field "record" is string, want *event.Record`},
+		{ingest.SpoutValues(&event.Record{Seq: 9, Event: cmd}), `event dev-9 (log seq 9) has type "device_command", want "order_line"`},
+		{ingest.SpoutValues(&event.Record{Seq: 3, Event: wrongPayload}), `event ol-3: json: unknown field "device" (log seq 3)`},
+		{notRecord, `field "seq" of tuple`},
 	} {
-		_, err := parse(tuple.New(src, 1, tuple.Values{"x", tc.v}))
+		_, err := parse(tuple.New(src, 1, tc.v))
 		if !errors.Is(err, ErrNotOrderLine) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parse(%v) = %v, want ErrNotOrderLine and %q", tc.v, err, tc.want)
 		}

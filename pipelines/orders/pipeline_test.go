@@ -21,6 +21,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -67,7 +68,7 @@ func (s *recordSpout) NextTuple() {
 		return
 	}
 	r := s.recs[i]
-	if err := s.out.Emit(tuple.Values{r.Event.ID, r}, r.Seq); err != nil {
+	if err := s.out.Emit(ingest.SpoutValues(r), r.Seq); err != nil {
 		s.out.ReportError(err)
 	}
 }

@@ -6,8 +6,8 @@
 //	                         \--fields(stock_code)-> stock --fields(event_id)--/
 //
 // The spout is the caller's (the ingest log's, or a test's): it emits tracked tuples
-// with fields ("event_id", "record"), record being an *event.Record whose payload is an
-// order line (see ReadCSV). parse decodes it; risk flags it (Assess); stock reserves or
+// with the fields ingest.SpoutFields, the parts of a log record whose payload is an
+// order line (see ReadCSV and ingest.SpoutValues). parse decodes it; risk flags it (Assess); stock reserves or
 // returns units (Stock, idempotent per event id); decision joins the two halves of each
 // line and emits one tuple anchored to both (seed 000 §3.2: if either branch fails, the
 // event is replayed); the sink writes the line once per event id to order_lines and
@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -209,7 +210,7 @@ func Build(spout func() topology.Spout, opts Options) (*topology.Topology, error
 	o := &opts
 	p := opts.Parallelism
 	b := topology.NewBuilder()
-	b.SetSpout(SpoutID, spout, 1).Output("event_id", "record")
+	b.SetSpout(SpoutID, spout, 1).Output(ingest.SpoutFields...)
 	b.SetBasicBolt(ParseID, func() topology.BasicBolt { return &parseBolt{o: o} }, p).
 		ShuffleGrouping(SpoutID).Output("event_id", "stock_code", "line")
 	b.SetBasicBolt(RiskID, func() topology.BasicBolt { return &riskBolt{o: o} }, p).
