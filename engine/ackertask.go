@@ -8,18 +8,19 @@ import (
 	"github.com/gale-stream/gale/transport"
 )
 
-// ackerExec is one acker task: the pure ledger, plus the goroutine, clock and transport
+// ackerExec is one acker task: the pure ledger, plus the goroutine, clock and endpoint
 // around it.
 type ackerExec struct {
 	rt       *Runtime
 	task     int
-	inbox    transport.Inbox
+	ep       *endpoint
 	mu       sync.Mutex // guards ledger and rejected for Stats
 	ledger   *acker.Ledger
 	rejected uint64
 	msgs     []acker.Msg
-	outs     [][]acker.Outcome // by spout task id
-	dirty    []int
+	// outs holds the outcomes for each spout task, made at its first outcome.
+	outs  map[int][]acker.Outcome
+	dirty []int
 }
 
 // ackerBuckets: one bucket more than the spout's pending map, so the acker drops a
@@ -27,7 +28,11 @@ type ackerExec struct {
 const ackerBuckets = rotationsPerTimeout + 2
 
 func (a *ackerExec) process() {
-	a.msgs = a.inbox.TakeAcks(a.msgs)
+	ep := a.ep
+	ep.poll(false)
+	ep.cmu.Lock()
+	a.msgs, ep.acks = ep.acks, a.msgs[:0]
+	ep.cmu.Unlock()
 	if len(a.msgs) == 0 {
 		return
 	}
@@ -42,7 +47,7 @@ func (a *ackerExec) process() {
 		}
 		if ok {
 			t := int(o.SpoutTask)
-			if t <= 0 || t >= len(a.outs) {
+			if c := a.rt.componentOf(t); c == nil || !c.IsSpout() {
 				a.rejected++
 				a.rt.log.Warn("acker outcome for an unknown spout task", "task", a.task, "spout_task", t, "root", o.Root)
 				continue
@@ -55,8 +60,11 @@ func (a *ackerExec) process() {
 	}
 	a.mu.Unlock()
 	for _, t := range a.dirty {
-		_ = a.rt.transport.SendOutcomes(t, a.outs[t])
-		a.outs[t] = a.outs[t][:0]
+		ep.cmu.Lock()
+		seq := ep.nextSeq(t)
+		ep.cmu.Unlock()
+		a.rt.send(&transport.Message{Kind: transport.KindOutcomes, From: a.task, To: t, Seq: seq, Outcomes: a.outs[t]})
+		a.outs[t] = nil // the sent slice belongs to the transport
 	}
 	a.dirty = a.dirty[:0]
 }
@@ -69,16 +77,30 @@ func (a *ackerExec) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	workersDone := rt.workersDone
+	var hard <-chan struct{}
 	for {
 		select {
-		case <-a.inbox.Signal():
+		case <-workersDone:
+			// This host's spouts and bolts have exited. After a hard stop nothing
+			// more is waited for; otherwise the ends of other hosts' tasks are.
+			if rt.hard.Err() != nil {
+				a.process()
+				return
+			}
+			workersDone, hard = nil, rt.hard.Done()
+		case <-hard:
+			a.process()
+			return
+		case <-a.ep.inbox.Signal():
 			a.process()
 		case <-tick:
 			a.process()
 			a.mu.Lock()
 			a.ledger.Rotate()
 			a.mu.Unlock()
-		case <-rt.ackersStop:
+		case <-a.ep.endSeen:
+			// Every spout and bolt task has ended: their last acks came before.
 			a.process()
 			return
 		}

@@ -27,7 +27,7 @@ type boltExec struct {
 	// emits and acks from other goroutines then need no wake-up, the batch end flushes.
 	executing bool
 	wake      chan struct{}
-	tuples    <-chan []*tuple.Tuple
+	ep        *endpoint
 	cleanup   func() error // the bolt's Cleanup, rich or basic
 	// cur is the batch position of the input inside Execute, -1 between Execute calls;
 	// an ack of that input during its Execute queues its process latency in procQ,
@@ -142,7 +142,7 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 		if parents != nil {
 			b.lineageEmitLocked(st, stream, parents)
 		}
-		e.enqueue(b.rt.hard, task, t)
+		e.enqueue(b.rt.hard, e.edge(task), t)
 	}
 	b.wakeLocked()
 	return misuseErr
@@ -378,21 +378,18 @@ func (b *boltExec) run() {
 			t := tuple.New(tuple.TickSource, -1, tuple.Values{now})
 			stateOf(t).DstTask = b.e.task
 			b.executeBatch([]*tuple.Tuple{t}, true)
-		case batch, ok := <-b.tuples:
-			if !ok {
-				// Every producer has exited: the last inputs held are written
-				// before Cleanup, unless the stop already cut work off.
-				if b.drainer != nil {
-					b.drainIfIdle()
-				}
-				b.stop()
-				return
-			}
-			rt.queued[b.e.task].n.Add(-int64(len(batch)))
-			b.executeBatch(batch, false)
-			if stopping {
+		case <-b.ep.inbox.Signal():
+			b.executeTaken(stopping)
+		case <-b.ep.endSeen:
+			// Every producer has ended its edge: what they sent before is here. It is
+			// executed, then the last inputs held are written before Cleanup, unless
+			// the stop already cut work off.
+			b.executeTaken(stopping)
+			if b.drainer != nil {
 				b.drainIfIdle()
 			}
+			b.stop()
+			return
 		case <-b.wake:
 			b.e.mu.Lock()
 			if rt.lin != nil {
@@ -402,6 +399,25 @@ func (b *boltExec) run() {
 			b.e.mu.Unlock()
 		case <-rt.hard.Done():
 			b.stop()
+			return
+		}
+	}
+}
+
+// executeTaken takes the waiting messages and executes every batch taken, granting
+// credit to its producer as each is done.
+func (b *boltExec) executeTaken(stopping bool) {
+	ep := b.ep
+	ep.poll(true)
+	for m := ep.takeBatch(); m != nil; m = ep.takeBatch() {
+		// Out of the queue once taken for execution (as Storm's receive queue):
+		// the grant goes before Execute, which may take long.
+		ep.consumed(m)
+		b.executeBatch(m.Tuples, false)
+		if stopping {
+			b.drainIfIdle()
+		}
+		if b.rt.hard.Err() != nil {
 			return
 		}
 	}
@@ -501,7 +517,7 @@ func (b *boltExec) executeBatch(batch []*tuple.Tuple, ticks bool) {
 // Stop's deadline passed): writes would only be cut off in turn, and the trees are
 // abandoned already.
 func (b *boltExec) drainIfIdle() {
-	if len(b.tuples) > 0 || b.rt.interrupted() {
+	if b.ep.queueDepth() > 0 || b.rt.interrupted() {
 		return
 	}
 	e := b.e

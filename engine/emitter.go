@@ -11,6 +11,7 @@ import (
 	"github.com/gale-stream/gale/acker"
 	"github.com/gale-stream/gale/internal/tupleinternal"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/tuple"
 )
 
@@ -37,11 +38,13 @@ type emitter struct {
 	rt      *Runtime
 	task    int32
 	comp    *topology.Component
+	ep      *endpoint
 	streams map[string]*streamOut
-	// batches[task] is the batch being filled for that target task; dirty lists the
-	// targets with a non-empty batch.
-	batches [][]*tuple.Tuple
-	dirty   []int
+	// edges holds the edges this task has sent on, made at the first tuple for a
+	// target (the map is the slow path: a route keeps its own small index); dirty
+	// lists the edges with a batch being filled.
+	edges map[int]*outEdge
+	dirty []*outEdge
 	// acks[i] is the buffer of messages for acker task i.
 	acks    [][]acker.Msg
 	scratch []int
@@ -66,11 +69,11 @@ type emitter struct {
 	_ [64]byte
 }
 
-func newEmitter(rt *Runtime, task int, comp *topology.Component, log *slog.Logger) (*emitter, error) {
+func newEmitter(rt *Runtime, ep *endpoint, comp *topology.Component, log *slog.Logger) (*emitter, error) {
 	e := &emitter{
-		rt: rt, task: int32(task), comp: comp, log: log,
+		rt: rt, task: int32(ep.task), comp: comp, log: log, ep: ep,
 		streams: map[string]*streamOut{},
-		batches: make([][]*tuple.Tuple, rt.numTasks+1),
+		edges:   map[int]*outEdge{},
 		acks:    make([][]acker.Msg, len(rt.ackerTasks)),
 		logged:  map[string]bool{},
 	}
@@ -89,14 +92,17 @@ func newEmitter(rt *Runtime, task int, comp *topology.Component, log *slog.Logge
 			if cons.Input.Grouping.Kind == topology.GlobalKind {
 				r.targets = targets[:1]
 			}
-			for _, t := range targets {
-				if rt.transport.Local(t) {
-					r.local = append(r.local, t)
+			if cons.Input.Grouping.Kind == topology.LocalOrShuffleKind {
+				for _, t := range targets {
+					if rt.hosts(t) {
+						r.local = append(r.local, t)
+					}
 				}
 			}
 			for _, f := range cons.Input.Grouping.Fields {
 				r.fieldIdx = append(r.fieldIdx, st.Source.Fields.Index(f))
 			}
+			r.fieldNames = cons.Input.Grouping.Fields
 			if cons.Input.Grouping.Kind == topology.CustomKind {
 				r.custom = cons.Input.Grouping.Custom()
 				if err := r.custom.Prepare(st.Source, append([]int(nil), targets...)); err != nil {
@@ -143,70 +149,115 @@ func (e *emitter) targets(stream string, direct int, values tuple.Values) (*stre
 	return so, dst, nil
 }
 
-// enqueue adds t for task to its batch, sending the batch when full (mu held).
-func (e *emitter) enqueue(ctx context.Context, task int, t *tuple.Tuple) {
-	b := e.batches[task]
-	if b == nil {
-		b = make([]*tuple.Tuple, 0, e.rt.cfg.BatchSize)
-		e.dirty = append(e.dirty, task)
+// edge returns the edge to task, made at its first tuple (mu held).
+func (e *emitter) edge(task int) *outEdge {
+	o := e.edges[task]
+	if o == nil {
+		o = e.ep.edgeTo(task)
+		e.edges[task] = o
 	}
-	b = append(b, t)
+	return o
+}
+
+// enqueue adds t to the batch of edge o, sending the batch when full (mu held).
+func (e *emitter) enqueue(ctx context.Context, o *outEdge, t *tuple.Tuple) {
+	if o.batch == nil {
+		o.batch = make([]*tuple.Tuple, 0, e.rt.cfg.BatchSize)
+	}
+	if !o.dirty {
+		o.dirty = true
+		e.dirty = append(e.dirty, o)
+	}
+	o.batch = append(o.batch, t)
 	e.stats.transferred++
-	if len(b) >= e.rt.cfg.BatchSize {
+	if len(o.batch) >= e.rt.cfg.BatchSize {
 		// Acker messages first: a spout's init must not wait behind a send that may
 		// block, or a reset or ack from downstream could reach the acker long before it.
 		e.flushAcks()
 		e.publish() // the send may block for long: let Stats see the counts so far
-		e.send(ctx, task, b)
-		b = nil
-		for i, d := range e.dirty {
-			if d == task {
-				e.dirty = append(e.dirty[:i], e.dirty[i+1:]...)
-				break
-			}
-		}
+		e.send(ctx, o)
 	}
-	e.batches[task] = b
 }
 
-func (e *emitter) send(ctx context.Context, task int, b []*tuple.Tuple) {
-	if e.trySend(task, b) {
+// trySend sends o's batch if the edge has credit now, and reports whether it did
+// (mu held).
+func (e *emitter) trySend(o *outEdge) bool {
+	ep := e.ep
+	ep.cmu.Lock()
+	if !o.flow.CanSend() {
+		ep.cmu.Unlock()
+		return false
+	}
+	b := o.batch
+	pos := o.flow.Sent(len(b))
+	o.seq++
+	seq := o.seq
+	ep.cmu.Unlock()
+	o.batch = nil
+	e.rt.send(&transport.Message{Kind: transport.KindTuples, From: int(e.task), To: o.to, Seq: seq, Pos: pos, Tuples: b})
+	return true
+}
+
+// send sends o's batch, waiting for credit while the edge has none (mu held). The
+// edge stays in the dirty list; flush clears it.
+func (e *emitter) send(ctx context.Context, o *outEdge) {
+	if len(o.batch) == 0 || e.trySend(o) {
 		return
 	}
-	// The queue is full: the time blocked here is backpressure (Stats adds the time
-	// of a send still blocked).
+	// No credit: the time waiting here is backpressure (Stats adds the time of a
+	// send still waiting).
 	if e.beforeBlock != nil {
-		e.beforeBlock(true) // mu stays held while blocked: leave what it guards readable
+		e.beforeBlock(true) // mu stays held while waiting: leave what it guards readable
 		defer e.beforeBlock(false)
 	}
 	start := e.rt.nanotime()
 	e.bp.mu.Lock()
 	e.bp.since = start
 	e.bp.mu.Unlock()
-	n := int64(len(b)) // the batch is the transport's once sent
-	err := e.rt.transport.SendTuples(ctx, task, b)
-	if err == nil {
-		e.rt.queued[task].n.Add(n)
-	}
+	ok := e.waitCredit(ctx, o)
 	e.bp.mu.Lock()
 	e.bp.total += e.rt.nanotime() - start // read under mu: Stats never sees the total shrink
 	e.bp.since = 0
 	e.bp.mu.Unlock()
-	if err != nil {
-		// Only a hard stop cancels ctx: the batch is dropped, and its trees (if any)
-		// are failed by the message timeout of a restarted source.
-		e.stats.dropped += uint64(len(b))
+	if !ok {
+		// Only a hard stop ends the wait: the batch is dropped, and its trees (if
+		// any) are failed by the message timeout of a restarted source.
+		e.stats.dropped += uint64(len(o.batch))
+		o.batch = nil
 	}
 }
 
-// trySend is TrySendTuples, counting the batch into the target's queue depth.
-func (e *emitter) trySend(task int, b []*tuple.Tuple) bool {
-	n := int64(len(b))
-	if !e.rt.transport.TrySendTuples(task, b) {
-		return false
+// waitCredit waits until o's batch has gone out, taking the task's control messages
+// meanwhile (a grant among them) and probing the consumer every resend interval (a
+// grant may have been lost). It gives up when ctx ends.
+func (e *emitter) waitCredit(ctx context.Context, o *outEdge) bool {
+	ep := e.ep
+	every := e.rt.resendEvery()
+	probe := time.NewTimer(every)
+	defer probe.Stop()
+	for {
+		ep.poll(false)
+		if e.trySend(o) {
+			return true
+		}
+		select {
+		case <-ep.inbox.Signal():
+		case <-ep.credited:
+		case <-probe.C:
+			e.probe(o)
+			probe.Reset(every)
+		case <-ctx.Done():
+			return false
+		}
 	}
-	e.rt.queued[task].n.Add(n)
-	return true
+}
+
+// probe asks o's consumer for credit, telling it the edge's position.
+func (e *emitter) probe(o *outEdge) {
+	e.ep.cmu.Lock()
+	pos := o.flow.Pos()
+	e.ep.cmu.Unlock()
+	e.rt.send(&transport.Message{Kind: transport.KindProbe, From: int(e.task), To: o.to, Pos: pos})
 }
 
 // ackMsg queues an acker message, coalescing consecutive acks of the same tree: a bolt
@@ -227,25 +278,25 @@ func (e *emitter) ackMsg(m acker.Msg) {
 	e.acks[i] = append(buf, m)
 }
 
-// flush sends the queued acker messages, then every partial batch (mu held). Acker
-// messages go first because data sends may block under backpressure.
+// flush sends the queued acker messages, then every partial batch, waiting for
+// credit where an edge has none (mu held). Acker messages go first because data
+// sends may wait.
 func (e *emitter) flush(ctx context.Context) {
 	e.flushAcks()
-	for _, task := range e.dirty {
-		if b := e.batches[task]; len(b) > 0 {
-			e.send(ctx, task, b)
-		}
-		e.batches[task] = nil
+	for _, o := range e.dirty {
+		e.send(ctx, o)
+		o.dirty = false
 	}
+	clear(e.dirty)
 	e.dirty = e.dirty[:0]
 	e.publish()
 }
 
 // flushHeld is the timed flush, from the runtime's flusher goroutine: if the task is
 // not using its emitter now, it sends the queued acker messages and every partial
-// batch whose target has room. It never blocks: a task holding mu (emitting, or
-// blocked in a send) flushes by itself, and a batch refused by a full queue stays
-// for the task's next send.
+// batch whose edge has credit, and probes the consumers of those that have none (a
+// grant may have been lost). It never waits: a task holding mu (emitting, or
+// waiting for credit) flushes by itself.
 func (e *emitter) flushHeld() {
 	if !e.mu.TryLock() {
 		return
@@ -263,15 +314,16 @@ func (e *emitter) flushHeld() {
 	}
 	e.flushAcks()
 	kept := e.dirty[:0]
-	for _, task := range e.dirty {
-		b := e.batches[task]
-		if len(b) > 0 && !e.trySend(task, b) {
-			kept = append(kept, task)
+	for _, o := range e.dirty {
+		if len(o.batch) > 0 && !e.trySend(o) {
+			e.probe(o)
+			kept = append(kept, o)
 			continue
 		}
-		e.batches[task] = nil
+		o.dirty = false
 		sent = true
 	}
+	clear(e.dirty[len(kept):])
 	e.dirty = kept
 	if sent {
 		e.publish()
@@ -311,12 +363,17 @@ func (e *emitter) publish() {
 	e.pub.latency, e.pub.execLat, e.pub.procLat = hists[0], hists[1], hists[2]
 }
 
-// flushAcks sends the queued acker messages; the control lane never blocks (mu held).
+// flushAcks sends the queued acker messages; the control lane never waits (mu
+// held). A sent buffer belongs to the transport: the next one is new.
 func (e *emitter) flushAcks() {
 	for i, buf := range e.acks {
 		if len(buf) > 0 {
-			_ = e.rt.transport.SendAcks(e.rt.ackerTasks[i], buf)
-			e.acks[i] = buf[:0]
+			to := e.rt.ackerTasks[i]
+			e.ep.cmu.Lock()
+			seq := e.ep.nextSeq(to)
+			e.ep.cmu.Unlock()
+			e.rt.send(&transport.Message{Kind: transport.KindAcks, From: int(e.task), To: to, Seq: seq, Acks: buf})
+			e.acks[i] = make([]acker.Msg, 0, max(cap(buf), 8))
 		}
 	}
 }

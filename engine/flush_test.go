@@ -18,8 +18,9 @@ type initTap struct {
 	initSent chan struct{}
 }
 
-func (o *initTap) SendAcks(task int, msgs []acker.Msg) error {
-	err := o.Transport.SendAcks(task, msgs)
+func (o *initTap) Send(m *transport.Message) error {
+	msgs := m.Acks
+	err := o.Transport.Send(m)
 	for _, m := range msgs {
 		if m.Kind == acker.Init {
 			o.once.Do(func() { close(o.initSent) })

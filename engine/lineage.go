@@ -42,9 +42,9 @@ func (r *Runtime) unixNano(t int64) int64 { return r.epochUnix + t }
 // that the tuples tasks still hold for them are reported and let go.
 type heldQuery struct {
 	mu    sync.Mutex
-	fresh []uint64         // ended since the last sweep
-	ended map[uint64]int64 // ended roots -> when (runtime clock), the newest maxEnded
-	order []uint64         // ended, oldest first (for the bound)
+	fresh []uint64             // ended since the last sweep
+	ended map[uint64]endedTree // ended roots, the newest maxEnded
+	order []uint64             // ended, oldest first (for the bound)
 	roots map[*boltExec][]uint64
 	// any is set once a tree has ended: until then a batch's pending inputs are listed
 	// without taking mu (a batching sink leaves every input pending at batch end).
@@ -59,18 +59,40 @@ const sweepEvery = 50 * time.Millisecond
 // trees ended stays listed (and reported) until it is acked or failed.
 const maxEnded = 1 << 17
 
-// treesEnded queues roots whose trees failed or timed out (spout goroutine).
+// endedTree is when a tree was heard to have ended, and the host whose spout
+// rooted it (where its lineage is kept).
+type endedTree struct {
+	at   int64
+	host int
+}
+
+// treesEnded queues roots whose trees failed or timed out (spout goroutine), here
+// and, by message, on every other host.
 func (r *Runtime) treesEnded(now int64, roots []uint64) {
+	r.noteEnded(now, roots, r.assign.host())
+	r.broadcastEnded(roots)
+}
+
+// endedOn returns the host whose spout rooted an ended tree, 0 if unknown.
+func (r *Runtime) endedOn(root uint64) int {
+	q := &r.held
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ended[root].host
+}
+
+// noteEnded queues roots whose trees failed or timed out on host.
+func (r *Runtime) noteEnded(now int64, roots []uint64, host int) {
 	q := &r.held
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ended == nil {
-		q.ended = map[uint64]int64{}
+		q.ended = map[uint64]endedTree{}
 	}
 	q.any.Store(true)
 	for _, root := range roots {
 		if _, dup := q.ended[root]; !dup {
-			q.ended[root] = now
+			q.ended[root] = endedTree{now, host}
 			q.order = append(q.order, root)
 			q.fresh = append(q.fresh, root)
 		}
@@ -181,7 +203,7 @@ func (b *boltExec) reportBlocked(roots []uint64) {
 	for _, c := range b.blocked.held {
 		for _, root := range c.roots {
 			if want[root] {
-				rt.lin.Hold(root, lineage.Holder{Node: c.node, Component: b.e.comp.ID, Task: int(b.e.task),
+				rt.hold(root, lineage.Holder{Node: c.node, Component: b.e.comp.ID, Task: int(b.e.task),
 					Since: rt.unixNano(c.since), SourceComp: c.comp, SourceTask: c.src, Stream: c.stream, FoundAt: now})
 			}
 		}
@@ -261,7 +283,7 @@ func (b *boltExec) reportLocked(st *tupleinternal.State, since int64, match func
 			any = true
 			comp, stream, srcTask = sourceOf(st)
 		}
-		rt.lin.Hold(root, lineage.Holder{
+		rt.hold(root, lineage.Holder{
 			Node: st.LineageID(), Component: b.e.comp.ID, Task: int(b.e.task),
 			Since: rt.unixNano(since), SourceComp: comp, SourceTask: srcTask,
 			Stream: stream, FoundAt: rt.unixNano(rt.nanotime()),

@@ -86,21 +86,7 @@ func (r *route) fieldsError(err error) error {
 
 // Fields grouping routes a tuple to targets[codec.FieldsHash(values, fieldIdx) %
 // len(targets)]: the hash of the values' encoding, the same in every process and
-// release (route_golden_test.go pins it). The helpers below are its steps, kept for
-// the tests.
-
-// fnvOffset is the FNV-1a 64-bit offset basis, the hash of no fields.
-const fnvOffset = codec.FNVOffset
-
-// hashValue folds one field into h as FieldsHash does: codec.HashValue, then the
-// field separator. An unencodable value folds as nothing (FieldsHash fails on it).
-func hashValue(h uint64, v any) uint64 {
-	h, _ = codec.HashValue(h, v)
-	return (h ^ 0xff) * 1099511628211
-}
-
-// mix is FieldsHash's finaliser (codec.Mix).
-func mix(h uint64) uint64 { return codec.Mix(h) }
+// release (route_golden_test.go pins it).
 
 // nonzeroID draws a random 64-bit id; 0 is reserved (it would vanish from an XOR).
 func nonzeroID() uint64 {

@@ -11,27 +11,44 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/transport/flow"
 )
 
 // Option changes how Start runs a topology.
 type Option func(*Runtime)
 
-// WithTransport runs the tasks over t instead of a new in-process transport.
+// WithTransport runs the tasks over t instead of a new in-process transport. Several
+// engines (one per Assignment) share one transport to run one topology.
 func WithTransport(t transport.Transport) Option { return func(r *Runtime) { r.transport = t } }
 
-// Runtime is a running topology. Stop it with Stop; Done is closed once every task has
-// exited.
+// WithAssignment makes this engine host only the tasks a assigns to a.Host (Storm's
+// assignment of tasks to a worker); the others are reached through the transport.
+func WithAssignment(a Assignment) Option { return func(r *Runtime) { r.assign = a } }
+
+// WithSerialization sends every message through the codec, even in one process
+// (Storm's topology.testing.always.try.serialize): a value that cannot cross a
+// process boundary fails its emit here, in a test, rather than in production.
+func WithSerialization() Option { return func(r *Runtime) { r.serialize = true } }
+
+// Runtime is a running topology, or the part of it one Assignment hosts. Stop it
+// with Stop; Done is closed once every hosted task has exited.
 type Runtime struct {
 	topo      *topology.Topology
 	cfg       topology.Config
 	transport transport.Transport
+	assign    Assignment
+	serialize bool
+	streams   *codec.Streams
 	log       *slog.Logger
 	epoch     time.Time
 	epochUnix int64        // epoch in Unix nanoseconds
 	finished  atomic.Int64 // when every task had exited, Unix nanoseconds (0: running)
+	// incarnation names this engine's run in every message it sends (flow.Dedupe).
+	incarnation uint64
 
 	// Lineage (WithLineage): the recorder, its sampling bound, and the roots whose
 	// holders are asked for after a timeout.
@@ -43,18 +60,19 @@ type Runtime struct {
 	numTasks   int // spout and bolt tasks are 1..numTasks
 	tasksOf    map[string][]int
 	ackerTasks []int
+	// consumerComps lists, per component, the components that subscribe to it;
+	// producerTasks counts, per component, the tasks feeding each of its tasks.
+	consumerComps map[string][]string
+	producerTasks map[string]int
 
-	spouts []*spoutExec
-	bolts  []*boltExec
-	ackers []*ackerExec
-	// queued[task] counts the tuples sent to task's input queue and not yet taken
-	// by it (Stats' QueueDepth): the transport's queue counts batches.
-	queued []queuedTuples
+	spouts    []*spoutExec
+	bolts     []*boltExec
+	ackers    []*ackerExec
+	endpoints map[int]*endpoint // hosted tasks
+	host      hostState
 
-	// consumersOf[task] lists the tasks fed by task; producersLeft[task] counts the
-	// producer tasks of task still running (its queue closes when it reaches 0).
-	consumersOf   map[int][]int
-	producersLeft map[int]*atomic.Int32
+	sendErrs atomic.Uint64 // messages the transport refused
+	stray    atomic.Uint64 // messages no handler expected
 
 	hard         context.Context // canceled on a hard stop: blocked sends give up
 	start        context.Context // Start's context: its end is a hard stop
@@ -64,26 +82,19 @@ type Runtime struct {
 	stopCh       chan struct{} // closed by Stop: spouts stop calling NextTuple
 	drainOnce    sync.Once
 	drainExpired chan struct{} // closed when Stop's deadline passes
-	ackersStop   chan struct{}
 	tasksWG      sync.WaitGroup
+	workersDone  chan struct{} // closed when every hosted spout and bolt task has exited
 	done         chan struct{}
 }
 
 func (r *Runtime) nanotime() int64 { return int64(time.Since(r.epoch)) }
 
-// queuedTuples is one task's queue depth in tuples, on a cache line of its own:
-// its senders and its task each add to it once per batch.
-type queuedTuples struct {
-	n atomic.Int64
-	_ [56]byte
-}
-
-// Start validates cfg, creates every task (calling Open and Prepare, which get ctx)
-// and starts them. If an Open or Prepare fails, the tasks already made are closed and
-// the error names the component and task. Canceling ctx stops the topology at once
-// (no drain): the trees in flight are abandoned, never failed, even when a bolt fails
-// them because ctx was cancelled (see the package doc). Use Stop for a graceful
-// shutdown.
+// Start validates cfg, creates the tasks this engine hosts (every task, unless
+// WithAssignment says otherwise), calling Open and Prepare, which get ctx, and starts
+// them. If an Open or Prepare fails, the tasks already made are closed and the error
+// names the component and task. Canceling ctx stops the topology at once (no drain):
+// the trees in flight are abandoned, never failed, even when a bolt fails them
+// because ctx was cancelled (see the package doc). Use Stop for a graceful shutdown.
 func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, opts ...Option) (*Runtime, error) {
 	if topo == nil {
 		return nil, fmt.Errorf("%w: nil topology", topology.ErrTopology)
@@ -94,12 +105,14 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	r := &Runtime{
 		topo: topo, cfg: cfg, log: cfg.Logger, epoch: time.Now(),
 		tasksOf:       map[string][]int{},
-		consumersOf:   map[int][]int{},
-		producersLeft: map[int]*atomic.Int32{},
+		consumerComps: map[string][]string{},
+		producerTasks: map[string]int{},
+		endpoints:     map[int]*endpoint{},
 		stopCh:        make(chan struct{}),
 		drainExpired:  make(chan struct{}),
-		ackersStop:    make(chan struct{}),
 		done:          make(chan struct{}),
+		workersDone:   make(chan struct{}),
+		incarnation:   nonzeroID(),
 	}
 	r.epochUnix = r.epoch.UnixNano()
 	if r.log == nil {
@@ -108,46 +121,32 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	for _, o := range opts {
 		o(r)
 	}
-	if r.transport == nil {
+	ownTransport := r.transport == nil
+	if ownTransport {
 		r.transport = transport.NewLocal()
 	}
-	// Global task ids: 1.. for spouts and bolts in declaration order, then ackers.
-	next := 1
+	r.streams = codec.NewStreams(topo)
+	r.tasksOf, r.ackerTasks = TaskIDs(topo, cfg)
+	r.numTasks = 0
 	for _, c := range topo.Components {
-		for range c.Parallelism {
-			r.tasksOf[c.ID] = append(r.tasksOf[c.ID], next)
-			next++
-		}
+		r.numTasks += c.Parallelism
 	}
-	r.numTasks = next - 1
-	r.queued = make([]queuedTuples, next)
-	r.compOfTask = make([]*topology.Component, next)
+	r.compOfTask = make([]*topology.Component, r.numTasks+1)
 	for _, c := range topo.Components {
 		for _, t := range r.tasksOf[c.ID] {
 			r.compOfTask[t] = c
 		}
-	}
-	for range cfg.Ackers {
-		r.ackerTasks = append(r.ackerTasks, next)
-		next++
-	}
-	for _, c := range topo.Components {
-		var producers []int
 		seen := map[string]bool{}
 		for _, in := range c.Inputs {
 			if !seen[in.Component] {
 				seen[in.Component] = true
-				producers = append(producers, r.tasksOf[in.Component]...)
+				r.producerTasks[c.ID] += topo.Component(in.Component).Parallelism
+				r.consumerComps[in.Component] = append(r.consumerComps[in.Component], c.ID)
 			}
 		}
-		for _, t := range r.tasksOf[c.ID] {
-			n := &atomic.Int32{}
-			n.Store(int32(len(producers)))
-			r.producersLeft[t] = n
-			for _, p := range producers {
-				r.consumersOf[p] = append(r.consumersOf[p], t)
-			}
-		}
+	}
+	if err := r.assign.check(r.numTasks + len(r.ackerTasks)); err != nil {
+		return nil, err
 	}
 	r.start = ctx
 	r.hard, r.hardCancel = context.WithCancel(context.Background())
@@ -157,11 +156,11 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	}
 	for _, s := range r.spouts {
 		r.tasksWG.Add(1)
-		go func() { defer r.taskExited(int(s.e.task)); s.run() }()
+		go func() { defer r.taskExited(s.e.ep); s.run() }()
 	}
 	for _, b := range r.bolts {
 		r.tasksWG.Add(1)
-		go func() { defer r.taskExited(int(b.e.task)); b.run() }()
+		go func() { defer r.taskExited(b.e.ep); b.run() }()
 	}
 	ackersWG := &sync.WaitGroup{}
 	for _, a := range r.ackers {
@@ -169,8 +168,9 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		go func() { defer ackersWG.Done(); a.run() }()
 	}
 	flusher := make(chan struct{})
+	tasksDone := make(chan struct{})
 	if cfg.FlushInterval > 0 {
-		go func() { defer close(flusher); r.runFlusher() }()
+		go func() { defer close(flusher); r.runFlusher(tasksDone) }()
 	} else {
 		close(flusher)
 	}
@@ -180,15 +180,22 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	} else {
 		close(sweeper)
 	}
-	// The owner of every goroutine above: once spouts and bolts have exited, the
-	// ackers are stopped, then Done closes.
+	hostDone := make(chan struct{})
+	go func() { defer close(hostDone); r.runHost(tasksDone) }()
+	// The owner of every goroutine above: once every hosted task has exited and the
+	// host has seen its ends acknowledged, the rest stop, then Done closes.
 	go func() {
 		r.tasksWG.Wait()
-		close(r.ackersStop)
+		close(r.workersDone)
 		ackersWG.Wait()
+		close(tasksDone)
+		<-hostDone
 		r.hardCancel()
 		<-sweeper
 		<-flusher
+		if ownTransport {
+			_ = r.transport.Close()
+		}
 		r.finished.Store(time.Now().UnixNano())
 		close(r.done)
 	}()
@@ -205,11 +212,74 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	return r, nil
 }
 
+// TaskIDs returns the global task ids Start gives a topology's tasks: spouts and
+// bolts from 1 in declaration order, then the ackers. Every engine of a topology
+// numbers them alike, so an Assignment can name them.
+func TaskIDs(topo *topology.Topology, cfg topology.Config) (byComponent map[string][]int, ackers []int) {
+	byComponent = map[string][]int{}
+	next := 1
+	for _, c := range topo.Components {
+		ids := make([]int, c.Parallelism)
+		for i := range ids {
+			ids[i] = next
+			next++
+		}
+		byComponent[c.ID] = ids
+	}
+	for range cfg.Ackers {
+		ackers = append(ackers, next)
+		next++
+	}
+	return byComponent, ackers
+}
+
+// windowOf is the credit window of every edge into task: its receive queue shared
+// among its producers.
+func (r *Runtime) windowOf(task int) uint64 {
+	producers := r.numTasks // an acker hears from every spout and bolt task
+	if c := r.componentOf(task); c != nil {
+		producers = r.producerTasks[c.ID]
+	}
+	return flow.Window(r.cfg.ReceiveQueue, r.cfg.BatchSize, producers)
+}
+
+// send hands a message to the transport, through the codec first with
+// WithSerialization. A refused message is counted (Stats.TransportErrors) and
+// logged, and otherwise treated as lost: the acker's timeout covers it.
+func (r *Runtime) send(m *transport.Message) {
+	m.Epoch = r.incarnation
+	if r.serialize {
+		c, err := codec.Clone(m, r.streams)
+		if err != nil {
+			r.sendFailed(m, err)
+			return
+		}
+		m = c
+	}
+	if err := r.transport.Send(m); err != nil {
+		r.sendFailed(m, err)
+	}
+}
+
+func (r *Runtime) sendFailed(m *transport.Message, err error) {
+	if n := r.sendErrs.Add(1); n <= 10 || n%1000 == 0 {
+		r.log.Error("transport refused a message", "kind", m.Kind.String(), "from", m.From, "to", m.To, "err", err, "errors_so_far", n)
+	}
+}
+
+// countStray counts a message no handler expected (a kind sent to the wrong
+// endpoint): a protocol error, never silently absorbed.
+func (r *Runtime) countStray(m *transport.Message) {
+	if n := r.stray.Add(1); n <= 10 || n%1000 == 0 {
+		r.log.Error("unexpected message", "kind", m.Kind.String(), "op", m.Op, "from", m.From, "to", m.To, "stray_so_far", n)
+	}
+}
+
 // runFlusher sends, every FlushInterval, what each spout and bolt task holds in
 // batches that are not full (Storm 2's flush tuple, without going through the
 // tasks' queues): a task inside a slow NextTuple or Execute does not hold back what
-// it emitted or acked. It stops once every task has exited.
-func (r *Runtime) runFlusher() {
+// it emitted or acked. It stops once every hosted task has exited.
+func (r *Runtime) runFlusher(tasksDone <-chan struct{}) {
 	emitters := make([]*emitter, 0, len(r.spouts)+len(r.bolts))
 	for _, s := range r.spouts {
 		emitters = append(emitters, s.e)
@@ -225,7 +295,7 @@ func (r *Runtime) runFlusher() {
 			for _, e := range emitters {
 				e.flushHeld()
 			}
-		case <-r.ackersStop:
+		case <-tasksDone:
 			return
 		}
 	}
@@ -239,7 +309,19 @@ func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.T
 	}
 }
 
-// build makes every task, opening spouts and preparing bolts in declaration order.
+// register makes a hosted task's endpoint.
+func (r *Runtime) register(task, producers int) (*endpoint, error) {
+	inbox, err := r.transport.Register(task)
+	if err != nil {
+		return nil, fmt.Errorf("engine: task %d: %w", task, err)
+	}
+	ep := newEndpoint(r, task, inbox, producers)
+	r.endpoints[task] = ep
+	return ep, nil
+}
+
+// build makes every hosted task, opening spouts and preparing bolts in declaration
+// order.
 func (r *Runtime) build(ctx context.Context) (err error) {
 	var opened []func()
 	defer func() {
@@ -249,20 +331,26 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 			}
 		}
 	}()
-	queueBatches := max(1, r.cfg.ReceiveQueue/r.cfg.BatchSize)
+	r.host.init(r.resendEvery())
+	if r.host.inbox, err = r.transport.Register(transport.Host(r.assign.host())); err != nil {
+		return fmt.Errorf("engine: host %d: %w", r.assign.host(), err)
+	}
 	for _, c := range r.topo.Components {
 		for i, task := range r.tasksOf[c.ID] {
-			inbox, err := r.transport.Register(task, queueBatches)
+			if !r.hosts(task) {
+				continue
+			}
+			ep, err := r.register(task, r.producerTasks[c.ID])
 			if err != nil {
 				return err
 			}
 			tc := r.taskContext(c, task, i)
-			e, err := newEmitter(r, task, c, tc.Logger)
+			e, err := newEmitter(r, ep, c, tc.Logger)
 			if err != nil {
 				return err
 			}
 			if c.IsSpout() {
-				s := &spoutExec{e: e, rt: r, inbox: inbox, pending: newPendingMap(rotationsPerTimeout + 1),
+				s := &spoutExec{e: e, rt: r, ep: ep, pending: newPendingMap(rotationsPerTimeout + 1),
 					timeoutReason: fmt.Sprintf("%s: tree not complete after %v", topology.TimeoutReason, r.cfg.MessageTimeout)}
 				e.stats.latency = &Histogram{}
 				s.spout = c.Spout()
@@ -273,7 +361,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 				r.spouts = append(r.spouts, s)
 				continue
 			}
-			b := &boltExec{e: e, rt: r, wake: make(chan struct{}, 1), tuples: inbox.Tuples()}
+			b := &boltExec{e: e, rt: r, ep: ep, wake: make(chan struct{}, 1)}
 			b.cur.Store(-1)
 			if r.lin != nil {
 				e.beforeBlock = b.copyHeld
@@ -301,14 +389,15 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 		}
 	}
 	for _, task := range r.ackerTasks {
-		inbox, err := r.transport.Register(task, 1)
+		if !r.hosts(task) {
+			continue
+		}
+		ep, err := r.register(task, r.numTasks)
 		if err != nil {
 			return err
 		}
-		r.ackers = append(r.ackers, &ackerExec{
-			rt: r, task: task, inbox: inbox, ledger: acker.New(ackerBuckets),
-			outs: make([][]acker.Outcome, r.numTasks+1),
-		})
+		r.ackers = append(r.ackers, &ackerExec{rt: r, task: task, ep: ep, ledger: acker.New(ackerBuckets),
+			outs: map[int][]acker.Outcome{}})
 	}
 	return nil
 }
@@ -323,13 +412,16 @@ func callErr(fn func() error) (err error) {
 	return fn()
 }
 
-// taskExited closes the queues of the consumers whose last producer this was.
-func (r *Runtime) taskExited(task int) {
-	for _, c := range r.consumersOf[task] {
-		if r.producersLeft[c].Add(-1) == 0 {
-			r.transport.CloseTuples(c)
-		}
+// taskExited ends the edges of a spout or bolt task that has exited: to every task
+// of its consumers and to every acker (they stop once all their producers ended).
+func (r *Runtime) taskExited(ep *endpoint) {
+	c := r.componentOf(ep.task)
+	var to []int
+	for _, cons := range r.consumerComps[c.ID] {
+		to = append(to, r.tasksOf[cons]...)
 	}
+	to = append(to, r.ackerTasks...)
+	r.endEdges(ep, to)
 	r.tasksWG.Done()
 }
 
@@ -368,8 +460,7 @@ var ErrShutdownTimeout = errors.New("gale: shutdown deadline passed with trees p
 // not return, Stop returns about 2 s after its deadline with ErrShutdownTimeout and Done
 // stays open. Do not call Stop from inside a task: it waits for every task to finish.
 func (r *Runtime) Stop(ctx context.Context) error {
-	r.stopping.Store(true)
-	r.stopOnce.Do(func() { close(r.stopCh) })
+	r.beginStop(true)
 	if _, ok := ctx.Deadline(); !ok && r.cfg.ShutdownTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.cfg.ShutdownTimeout)
@@ -378,7 +469,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		r.drainOnce.Do(func() { close(r.drainExpired) })
+		r.expireDrain(true)
 		// Spouts give up their pending trees now; bolts still drain what is queued.
 		// After a short grace, blocked sends are cut; after another, Stop gives up on
 		// tasks stuck in user code (Done then closes whenever they return).
@@ -474,12 +565,20 @@ func (r *Runtime) Stats() Stats {
 		cs, ts := s.Components[b.e.comp.ID], b.e.taskEntry()
 		b.e.snapshot(ts)
 		// A batch may be taken just before its sender counts it in: never below 0.
-		ts.QueueDepth = int(max(r.queued[b.e.task].n.Load(), 0))
+		ts.QueueDepth = b.ep.queueDepth()
 		cs.add(ts)
 	}
 	s.Acker.Tasks = len(r.ackers)
 	for _, a := range r.ackers {
 		a.snapshot(&s.Acker)
+	}
+	ts := r.transport.Stats()
+	s.Transport = TransportStats{Sent: ts.Sent, Errors: r.sendErrs.Load(), Dropped: ts.Dropped,
+		Stray: r.stray.Load(), LastError: ts.LastError}
+	for _, ep := range r.endpoints {
+		ep.cmu.Lock()
+		s.Transport.Duplicates += ep.dupes
+		ep.cmu.Unlock()
 	}
 	return s
 }

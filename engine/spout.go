@@ -12,7 +12,6 @@ import (
 	"github.com/gale-stream/gale/acker"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
-	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/tuple"
 )
 
@@ -68,7 +67,7 @@ type spoutExec struct {
 	e         *emitter
 	rt        *Runtime
 	spout     topology.Spout
-	inbox     transport.Inbox
+	ep        *endpoint
 	pending   *pendingMap
 	immediate []any // tracked emits acked at once (no ackers, or no consumers)
 	outs1     []*tuple.Tuple
@@ -151,7 +150,7 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 		e.ackMsg(acker.Msg{Kind: acker.Init, Root: root, Val: xor, Task: e.task})
 	}
 	for i, t := range outs {
-		e.enqueue(s.rt.hard, targets[i], t)
+		e.enqueue(s.rt.hard, e.edge(targets[i]), t)
 		outs[i] = nil
 	}
 	s.outs1 = outs[:0]
@@ -190,7 +189,11 @@ func (s *spoutExec) call(what string, fn func()) {
 // drainOutcomes applies the acker's outcomes: counters under one lock for the whole
 // batch, then the spout's Ack and Fail calls (user code, which may emit) outside it.
 func (s *spoutExec) drainOutcomes() {
-	s.outs = s.inbox.TakeOutcomes(s.outs)
+	ep := s.ep
+	ep.poll(false)
+	ep.cmu.Lock()
+	s.outs, ep.outcomes = ep.outcomes, s.outs[:0]
+	ep.cmu.Unlock()
 	if len(s.outs) == 0 {
 		return
 	}
@@ -392,7 +395,7 @@ loop:
 		}
 		timer.Reset(max(wait, 0))
 		select {
-		case <-s.inbox.Signal():
+		case <-s.ep.inbox.Signal():
 		case <-timer.C:
 		case <-stopCh:
 		case <-rt.drainExpired:

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/bits"
 	"time"
 )
@@ -126,11 +128,59 @@ type AckerStats struct {
 	Rejected                                    uint64 // malformed messages
 }
 
-// Stats is a snapshot of a running topology.
+// Stats is a snapshot of a running topology, or of the tasks one engine hosts
+// (ClusterStats merges every host's).
 type Stats struct {
 	Components map[string]*ComponentStats
 	Order      []string // component ids in declaration order
 	Acker      AckerStats
+	// Transport counts messages: Errors are sends the transport refused (each also
+	// logged), Dropped the messages it lost (a test transport's drops). Duplicates
+	// counts tuples received twice and dropped; Stray counts messages no task
+	// expected (a protocol error).
+	Transport TransportStats
+}
+
+// TransportStats are the message counters of Stats.
+type TransportStats struct {
+	Sent, Errors, Dropped, Duplicates, Stray uint64
+	LastError                                string
+}
+
+// merge adds another host's stats (whose components are the same topology's).
+func (s *Stats) merge(o *Stats) {
+	for _, id := range o.Order {
+		oc := o.Components[id]
+		c := s.Components[id]
+		if c == nil || oc == nil {
+			continue
+		}
+		for _, t := range oc.ByTask {
+			if t.Misuse == nil {
+				t.Misuse = map[string]uint64{}
+			}
+			c.add(t)
+		}
+	}
+	a := &s.Acker
+	a.Tasks += o.Acker.Tasks
+	a.Pending += o.Acker.Pending
+	a.Unmatched += o.Acker.Unmatched
+	a.Completed += o.Acker.Completed
+	a.Failed += o.Acker.Failed
+	a.Resets += o.Acker.Resets
+	a.Expired += o.Acker.Expired
+	a.Orphans += o.Acker.Orphans
+	a.Rejected += o.Acker.Rejected
+	t := &s.Transport
+	t.Sent += o.Transport.Sent
+	t.Errors += o.Transport.Errors
+	t.Dropped += o.Transport.Dropped
+	t.Duplicates += o.Transport.Duplicates
+	t.Stray += o.Transport.Stray
+	if o.Transport.LastError != "" {
+		t.LastError = o.Transport.LastError
+	}
 }
 
 // MisuseTotal sums misuse reports over every component.
@@ -250,6 +300,43 @@ func (h *Histogram) Merge(o *Histogram) {
 	h.n += o.n
 	h.sum += o.sum
 	h.max = max(h.max, o.max)
+}
+
+// histJSON is a Histogram as sent between hosts: its non-empty buckets only.
+type histJSON struct {
+	Buckets [][2]uint64 `json:"b"` // index, count
+	N       uint64      `json:"n"`
+	Sum     int64       `json:"s"`
+	Max     int64       `json:"m"`
+}
+
+// MarshalJSON encodes the histogram with its non-empty buckets (stats travel
+// between hosts as messages).
+func (h *Histogram) MarshalJSON() ([]byte, error) {
+	j := histJSON{N: h.n, Sum: h.sum, Max: h.max, Buckets: [][2]uint64{}}
+	for i, c := range h.counts {
+		if c != 0 {
+			j.Buckets = append(j.Buckets, [2]uint64{uint64(i), c})
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote.
+func (h *Histogram) UnmarshalJSON(b []byte) error {
+	var j histJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*h = Histogram{n: j.N, sum: j.Sum, max: j.Max}
+	for _, bc := range j.Buckets {
+		if bc[0] >= uint64(len(h.counts)) {
+			return fmt.Errorf("engine: histogram bucket %d out of range", bc[0])
+		}
+		h.counts[bc[0]] = bc[1]
+		h.dirty[bc[0]/64] |= 1 << (bc[0] % 64)
+	}
+	return nil
 }
 
 // Count is the number of recorded values.

@@ -23,8 +23,9 @@ type outcomeTap struct {
 	failSent chan struct{}
 }
 
-func (o *outcomeTap) SendOutcomes(task int, outs []acker.Outcome) error {
-	err := o.Transport.SendOutcomes(task, outs)
+func (o *outcomeTap) Send(m *transport.Message) error {
+	outs := m.Outcomes
+	err := o.Transport.Send(m)
 	for _, out := range outs {
 		if out.Result == acker.Failed {
 			o.once.Do(func() { close(o.failSent) })

@@ -1,0 +1,462 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/transport/flow"
+)
+
+// Assignment says which tasks an engine hosts, as Storm's assignment of tasks to a
+// worker. Hosts are numbered from 1. Of maps every task id (TaskIDs: spouts, bolts
+// and ackers) to its host; a nil Of puts every task on Host (local mode). Every
+// engine of a topology is given the same Of and its own Host.
+type Assignment struct {
+	Host int
+	Of   map[int]int
+}
+
+func (a Assignment) host() int { return max(a.Host, 1) }
+
+func (a Assignment) of(task int) int {
+	if a.Of == nil {
+		return a.host()
+	}
+	return a.Of[task]
+}
+
+// check reports a task without a host (or with a host below 1).
+func (a Assignment) check(tasks int) error {
+	if a.Of == nil {
+		return nil
+	}
+	for t := 1; t <= tasks; t++ {
+		if a.Of[t] < 1 {
+			return fmt.Errorf("%w: assignment gives task %d no host (every task 1..%d needs one, from 1)", topology.ErrConfig, t, tasks)
+		}
+	}
+	if len(a.Of) != tasks {
+		return fmt.Errorf("%w: assignment names %d tasks, the topology has %d", topology.ErrConfig, len(a.Of), tasks)
+	}
+	return nil
+}
+
+// Spread deals a topology's tasks over n hosts: each component's tasks (and the
+// ackers) in turn, continuing where the previous component stopped, so every host
+// gets a share of every component where the parallelism allows it.
+func Spread(topo *topology.Topology, cfg topology.Config, n int) []Assignment {
+	byComp, ackers := TaskIDs(topo, cfg)
+	of := map[int]int{}
+	h := 0
+	deal := func(tasks []int) {
+		for _, t := range tasks {
+			of[t] = h%n + 1
+			h++
+		}
+	}
+	for _, c := range topo.Components {
+		deal(byComp[c.ID])
+	}
+	deal(ackers)
+	out := make([]Assignment, n)
+	for i := range out {
+		out[i] = Assignment{Host: i + 1, Of: of}
+	}
+	return out
+}
+
+// hosts reports whether this engine hosts task.
+func (r *Runtime) hosts(task int) bool { return r.assign.of(task) == r.assign.host() }
+
+// peers lists the other hosts of the topology.
+func (r *Runtime) peers() []int {
+	if r.assign.Of == nil {
+		return nil
+	}
+	seen := map[int]bool{r.assign.host(): true}
+	var out []int
+	for _, h := range r.assign.Of {
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Host-level control operations (transport.KindControl's Op).
+const (
+	opAck        uint8 = iota + 1 // a request was applied (ID names it)
+	opStop                        // begin a graceful stop (Storm's deactivate, then kill)
+	opExpire                      // the stop's deadline passed: abandon the trees left
+	opStats                       // send this host's Stats
+	opStatsReply                  // Body: a host's Stats (JSON)
+	opEnded                       // Body: roots whose trees failed or timed out
+	opHeld                        // Body: a lineage holder report (JSON)
+)
+
+// hostState is the host endpoint: ends and requests re-sent until acknowledged, and
+// replies awaited.
+type hostState struct {
+	inbox transport.Inbox
+	mu    sync.Mutex
+	// ends: (task, host) pairs, a task's end of every edge to that host.
+	ends     *flow.Resender[endKey]
+	requests *flow.Resender[uint64]
+	pending  map[uint64]*transport.Message
+	replies  map[uint64]chan *transport.Message
+	nextID   uint64
+	heard    int64 // runtime clock of the last message received
+	ctl      []*transport.Message
+}
+
+type endKey struct{ task, host int }
+
+// resendEvery is how often ends, requests and probes are re-sent.
+func (r *Runtime) resendEvery() time.Duration {
+	if r.cfg.FlushInterval > 0 {
+		return r.cfg.FlushInterval
+	}
+	return 10 * time.Millisecond
+}
+
+func (h *hostState) init(every time.Duration) {
+	h.ends = flow.NewResender[endKey](int64(every))
+	h.requests = flow.NewResender[uint64](int64(every))
+	h.pending = map[uint64]*transport.Message{}
+	h.replies = map[uint64]chan *transport.Message{}
+}
+
+// endEdges ends every edge of an exited task to the hosts of the tasks given: one
+// end per host, re-sent until that host acknowledges it.
+func (r *Runtime) endEdges(ep *endpoint, to []int) {
+	hosts := map[int]bool{}
+	for _, t := range to {
+		hosts[r.assign.of(t)] = true
+	}
+	now := r.nanotime()
+	r.host.mu.Lock()
+	for h := range hosts {
+		r.host.ends.Sent(now, endKey{ep.task, h})
+	}
+	r.host.mu.Unlock()
+	for h := range hosts {
+		r.send(&transport.Message{Kind: transport.KindEnd, From: ep.task, To: transport.Host(h)})
+	}
+}
+
+// request sends a control request to host h, re-sent until acknowledged.
+func (r *Runtime) request(h int, op uint8, body []byte) uint64 {
+	r.host.mu.Lock()
+	r.host.nextID++
+	id := r.host.nextID
+	m := &transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: op, ID: id, Body: body}
+	r.host.pending[id] = m
+	r.host.requests.Sent(r.nanotime(), id)
+	r.host.mu.Unlock()
+	r.send(copyMsg(m))
+	return id
+}
+
+// copyMsg copies a message kept for re-sending: a sent message belongs to the
+// transport.
+func copyMsg(m *transport.Message) *transport.Message {
+	c := *m
+	return &c
+}
+
+// beginStop stops NextTuple calls (Storm's deactivate) here and, when asked, on
+// every other host.
+func (r *Runtime) beginStop(broadcast bool) {
+	r.stopping.Store(true)
+	r.stopOnce.Do(func() { close(r.stopCh) })
+	if broadcast {
+		for _, h := range r.peers() {
+			r.request(h, opStop, nil)
+		}
+	}
+}
+
+// expireDrain marks the stop's deadline as passed here and, when asked, on every
+// other host; a host told by a peer cuts blocked sends after the same grace as Stop.
+func (r *Runtime) expireDrain(broadcast bool) {
+	first := false
+	r.drainOnce.Do(func() { close(r.drainExpired); first = true })
+	if broadcast {
+		for _, h := range r.peers() {
+			r.request(h, opExpire, nil)
+		}
+	} else if first {
+		r.stopping.Store(true)
+		r.stopOnce.Do(func() { close(r.stopCh) })
+		t := time.AfterFunc(stopGrace, r.hardCancel)
+		context.AfterFunc(r.hard, func() { t.Stop() })
+	}
+}
+
+// runHost serves the host endpoint: ends and their acknowledgements, requests from
+// other hosts, and re-sends. It returns once every hosted task has exited and its
+// ends are acknowledged (at once after a hard stop), lingering while other hosts
+// still talk to it, so that an acknowledgement they lost is sent again.
+func (r *Runtime) runHost(tasksDone <-chan struct{}) {
+	every := r.resendEvery()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	finished := false
+	for {
+		select {
+		case <-r.host.inbox.Signal():
+			r.hostPoll()
+		case <-t.C:
+			r.hostResend()
+		case <-tasksDone:
+			tasksDone, finished = nil, true
+		case <-r.hard.Done():
+			if finished {
+				return
+			}
+		}
+		if finished {
+			if r.hard.Err() != nil {
+				return
+			}
+			r.host.mu.Lock()
+			out := r.host.ends.Outstanding() + r.host.requests.Outstanding()
+			quiet := r.nanotime()-r.host.heard >= 3*int64(every)
+			r.host.mu.Unlock()
+			if out == 0 && (len(r.peers()) == 0 || quiet) {
+				return
+			}
+		}
+	}
+}
+
+func (r *Runtime) hostResend() {
+	now := r.nanotime()
+	var ends []endKey
+	var ids []uint64
+	var msgs []*transport.Message
+	r.host.mu.Lock()
+	ends = r.host.ends.Due(now, ends)
+	ids = r.host.requests.Due(now, ids)
+	for _, id := range ids {
+		msgs = append(msgs, copyMsg(r.host.pending[id]))
+	}
+	r.host.mu.Unlock()
+	for _, k := range ends {
+		r.send(&transport.Message{Kind: transport.KindEnd, From: k.task, To: transport.Host(k.host)})
+	}
+	for _, m := range msgs {
+		r.send(m)
+	}
+}
+
+// hostPoll handles the messages waiting at the host endpoint.
+func (r *Runtime) hostPoll() {
+	h := &r.host
+	h.ctl = h.inbox.TakeControl(h.ctl[:0])
+	if len(h.ctl) == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.heard = r.nanotime()
+	h.mu.Unlock()
+	self := transport.Host(r.assign.host())
+	for i, m := range h.ctl {
+		h.ctl[i] = nil
+		switch m.Kind {
+		case transport.KindEnd:
+			r.edgesEnded(m.From)
+			r.send(&transport.Message{Kind: transport.KindEndAck, From: self, To: transport.Host(r.assign.of(m.From)), ID: uint64(m.From)})
+		case transport.KindEndAck:
+			h.mu.Lock()
+			h.ends.Acked(endKey{int(m.ID), -m.From})
+			h.mu.Unlock()
+		case transport.KindControl:
+			r.hostControl(self, m)
+		default:
+			r.countStray(m)
+		}
+	}
+}
+
+// edgesEnded records that task has ended its edges to every hosted task it feeds.
+func (r *Runtime) edgesEnded(task int) {
+	c := r.componentOf(task)
+	if c == nil {
+		return // an acker feeds no task through edges
+	}
+	end := func(t int) {
+		if ep := r.endpoints[t]; ep != nil {
+			ep.cmu.Lock()
+			ep.end(task, 0)
+			ep.cmu.Unlock()
+		}
+	}
+	for _, cons := range r.consumerComps[c.ID] {
+		for _, t := range r.tasksOf[cons] {
+			end(t)
+		}
+	}
+	for _, t := range r.ackerTasks {
+		end(t)
+	}
+}
+
+func (r *Runtime) hostControl(self int, m *transport.Message) {
+	h := &r.host
+	ack := func() {
+		r.send(&transport.Message{Kind: transport.KindControl, From: self, To: m.From, Op: opAck, ID: m.ID})
+	}
+	switch m.Op {
+	case opAck:
+		h.mu.Lock()
+		h.requests.Acked(m.ID)
+		delete(h.pending, m.ID)
+		h.mu.Unlock()
+	case opStop:
+		r.beginStop(false)
+		ack()
+	case opExpire:
+		r.expireDrain(false)
+		ack()
+	case opStats:
+		body, err := json.Marshal(r.Stats())
+		if err != nil {
+			r.countStray(m)
+			return
+		}
+		r.send(&transport.Message{Kind: transport.KindControl, From: self, To: m.From, Op: opStatsReply, ID: m.ID, Body: body})
+	case opStatsReply:
+		h.mu.Lock()
+		ch := h.replies[m.ID]
+		delete(h.replies, m.ID)
+		h.mu.Unlock()
+		if ch != nil {
+			ch <- m // buffered for every host asked; each id is answered once
+		}
+	case opEnded:
+		roots := make([]uint64, 0, len(m.Body)/8)
+		for b := m.Body; len(b) >= 8; b = b[8:] {
+			roots = append(roots, binary.LittleEndian.Uint64(b))
+		}
+		r.noteEnded(r.nanotime(), roots, -m.From)
+	case opHeld:
+		var rep heldReport
+		if err := json.Unmarshal(m.Body, &rep); err != nil || r.lin == nil {
+			return
+		}
+		r.lin.Hold(rep.Root, rep.Holder)
+	default:
+		r.countStray(m)
+	}
+}
+
+// heldReport is a lineage holder found on one host for a tree rooted on another.
+type heldReport struct {
+	Root   uint64
+	Holder lineage.Holder
+}
+
+// ClusterStats returns the Stats of every host of the topology, asked for by
+// message: this engine's own, merged with each other host's reply. A request is
+// re-sent every resend interval until answered (it or its reply may be lost), until
+// ctx ends; then it fails naming the hosts that did not answer.
+func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
+	s := r.Stats()
+	peers := r.peers()
+	if len(peers) == 0 {
+		return s, nil
+	}
+	replies := make(chan *transport.Message, len(peers))
+	asked := map[uint64]int{} // request id -> host
+	r.host.mu.Lock()
+	for _, h := range peers {
+		r.host.nextID++
+		asked[r.host.nextID] = h
+		r.host.replies[r.host.nextID] = replies
+	}
+	r.host.mu.Unlock()
+	defer func() {
+		r.host.mu.Lock()
+		for id := range asked {
+			delete(r.host.replies, id)
+		}
+		r.host.mu.Unlock()
+	}()
+	ask := func() {
+		for id, h := range asked {
+			r.send(&transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: opStats, ID: id})
+		}
+	}
+	ask()
+	t := time.NewTicker(r.resendEvery())
+	defer t.Stop()
+	for len(asked) > 0 {
+		select {
+		case m := <-replies:
+			h, ok := asked[m.ID]
+			if !ok {
+				continue // a duplicate reply
+			}
+			delete(asked, m.ID)
+			var other Stats
+			if err := json.Unmarshal(m.Body, &other); err != nil {
+				return s, fmt.Errorf("engine: stats of host %d: %w", h, err)
+			}
+			s.merge(&other)
+		case <-t.C:
+			ask()
+		case <-ctx.Done():
+			var missing []int
+			for _, h := range asked {
+				missing = append(missing, h)
+			}
+			slices.Sort(missing)
+			return s, fmt.Errorf("engine: hosts %v did not send their stats: %w", missing, ctx.Err())
+		}
+	}
+	return s, nil
+}
+
+// broadcastEnded tells the other hosts which trees failed or timed out, so that
+// their tasks report the tuples they hold for them.
+func (r *Runtime) broadcastEnded(roots []uint64) {
+	peers := r.peers()
+	if len(peers) == 0 {
+		return
+	}
+	body := make([]byte, 0, 8*len(roots))
+	for _, root := range roots {
+		body = binary.LittleEndian.AppendUint64(body, root)
+	}
+	for _, h := range peers {
+		r.send(&transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: opEnded, Body: slices.Clone(body)})
+	}
+}
+
+// hold records a holder in the lineage of the host whose spout rooted the tree (the
+// host that said it ended).
+func (r *Runtime) hold(root uint64, hd lineage.Holder) {
+	h := r.endedOn(root)
+	if h == 0 || h == r.assign.host() {
+		if r.lin != nil {
+			r.lin.Hold(root, hd)
+		}
+		return
+	}
+	body, err := json.Marshal(heldReport{Root: root, Holder: hd})
+	if err != nil {
+		return
+	}
+	r.send(&transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: opHeld, Body: body})
+}
