@@ -413,7 +413,7 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 			if err := json.Unmarshal(m.Body, &other); err != nil {
 				return s, fmt.Errorf("engine: stats of host %d: %w", h, err)
 			}
-			s.merge(&other)
+			s.Merge(&other)
 		case <-t.C:
 			ask()
 		case <-ctx.Done():

@@ -147,8 +147,9 @@ type TransportStats struct {
 	LastError                                string
 }
 
-// merge adds another host's stats (whose components are the same topology's).
-func (s *Stats) merge(o *Stats) {
+// Merge adds another host's stats (of the same topology): ClusterStats does it for
+// the hosts it asks.
+func (s *Stats) Merge(o *Stats) {
 	for _, id := range o.Order {
 		oc := o.Components[id]
 		c := s.Components[id]

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/transport"
 )
 
 // Options configure a word-count run.
@@ -19,6 +21,8 @@ type Options struct {
 	FailRate float64
 	// Seed seeds the failure injection (per task).
 	Seed uint64
+	// Parallelism is the number of split tasks and of count tasks (default 2).
+	Parallelism int
 	// Config is the topology config (acker tasks, max spout pending, timeout, ...).
 	Config topology.Config
 	// Progress, if set, is called about every interval with a snapshot while running.
@@ -27,6 +31,12 @@ type Options struct {
 	ProgressInterval time.Duration
 	// RuntimeOptions are passed to engine.Start (e.g. engine.WithLineage).
 	RuntimeOptions []engine.Option
+	// Hosts > 1 runs the topology as that many engines in this process, each
+	// hosting its share of every component's tasks and of the ackers
+	// (engine.Spread), talking only through Transport (a new in-process one if
+	// nil): what a run across processes does, in one process.
+	Hosts     int
+	Transport transport.Transport
 	// Started, if set, is called with the running topology (to serve its UI and
 	// metrics) before any line is read to the end.
 	Started func(*engine.Runtime)
@@ -96,10 +106,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		opts.tap(topo)
 	}
 	start := time.Now()
-	rt, err := engine.Start(ctx, topo, opts.Config, opts.RuntimeOptions...)
+	engines, err := startEngines(ctx, topo, opts)
 	if err != nil {
 		return nil, err
 	}
+	rt := engines[0]
 	if opts.Started != nil {
 		opts.Started(rt)
 	}
@@ -131,10 +142,13 @@ wait:
 		stopCtx, cancel = context.WithTimeout(stopCtx, time.Second)
 		defer cancel()
 	}
-	shutdownErr := rt.Stop(stopCtx)
-	<-rt.Done() // every task has stopped: each count task has handed over its counts
+	shutdownErr := stopEngines(stopCtx, engines)
 	elapsed := time.Since(start)
-	st := rt.Stats()
+	st := engines[0].Stats()
+	for _, other := range engines[1:] {
+		o := other.Stats()
+		st.Merge(&o)
+	}
 	spout := st.Components["lines"]
 	p := &j.progress
 	counts := j.results.counts
@@ -158,4 +172,47 @@ wait:
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// startEngines starts the topology as one engine, or as opts.Hosts engines sharing
+// a transport.
+func startEngines(ctx context.Context, topo *topology.Topology, opts Options) ([]*engine.Runtime, error) {
+	if opts.Hosts <= 1 {
+		rt, err := engine.Start(ctx, topo, opts.Config, opts.RuntimeOptions...)
+		if err != nil {
+			return nil, err
+		}
+		return []*engine.Runtime{rt}, nil
+	}
+	tr := opts.Transport
+	if tr == nil {
+		tr = transport.NewLocal()
+	}
+	var engines []*engine.Runtime
+	for _, a := range engine.Spread(topo, opts.Config, opts.Hosts) {
+		ropts := append([]engine.Option{engine.WithTransport(tr), engine.WithAssignment(a)}, opts.RuntimeOptions...)
+		rt, err := engine.Start(ctx, topo, opts.Config, ropts...)
+		if err != nil {
+			_ = stopEngines(ctx, engines)
+			return nil, fmt.Errorf("wordcount: host %d: %w", a.Host, err)
+		}
+		engines = append(engines, rt)
+	}
+	return engines, nil
+}
+
+// stopEngines stops every engine at once (each tells the others too) and waits
+// until every task has stopped: each count task has then handed over its counts.
+func stopEngines(ctx context.Context, engines []*engine.Runtime) error {
+	errs := make([]error, len(engines))
+	var wg sync.WaitGroup
+	for i, rt := range engines {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = rt.Stop(ctx) }()
+	}
+	wg.Wait()
+	for _, rt := range engines {
+		<-rt.Done()
+	}
+	return errors.Join(errs...)
 }

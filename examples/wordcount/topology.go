@@ -426,10 +426,14 @@ func (j *job) build() (*topology.Topology, error) {
 		b.SetBolt("interpose", o.interpose, 1).ShuffleGrouping("lines").Output(lineFields...)
 		from = "interpose"
 	}
-	b.SetBasicBolt("split", func() topology.BasicBolt { return &splitBolt{failures: fail} }, 2).
+	par := o.Parallelism
+	if par <= 0 {
+		par = 2
+	}
+	b.SetBasicBolt("split", func() topology.BasicBolt { return &splitBolt{failures: fail} }, par).
 		ShuffleGrouping(from).Output(splitFields...)
 	b.SetBasicBolt("count", func() topology.BasicBolt {
 		return &countBolt{failures: fail, tracked: o.Config.Ackers > 0, results: &j.results}
-	}, 2).FieldsGrouping("split", "word")
+	}, par).FieldsGrouping("split", "word")
 	return b.Build()
 }
