@@ -17,13 +17,14 @@ var errInjected = errors.New("orders: injected failure")
 // errUnpaired is the reason a held half is failed with when its partner never came.
 var errUnpaired = errors.New("orders: decision: the other half never came")
 
-// parseBolt decodes a log record (the fields ingest.SpoutFields) into an *OrderLine.
+// parseBolt decodes a log record (the fields ingest.SpoutFields) into an order line
+// (LineFields).
 type parseBolt struct{ o *Options }
 
 func (b *parseBolt) Prepare(context.Context, topology.TaskContext) error { return nil }
 func (b *parseBolt) Cleanup() error                                      { return nil }
 
-// Execute emits (event_id, stock_code, *OrderLine). An input that is not an order line
+// Execute emits the line's LineFields. An input that is not an order line
 // (not a log record, another event type, a payload DecodeLine refuses) is reported and
 // failed: the error wraps ErrNotOrderLine, and replaying it can never succeed, so a
 // spout should stop retrying it. The tree's failure reason (topology.ReasonedSpout)
@@ -35,7 +36,7 @@ func (b *parseBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 		out.ReportError(err)
 		return err
 	}
-	return out.Emit(tuple.Values{line.EventID, line.StockCode, line})
+	return out.Emit(lineValues(line))
 }
 
 func parse(t *tuple.Tuple) (*OrderLine, error) {
@@ -53,19 +54,26 @@ func parse(t *tuple.Tuple) (*OrderLine, error) {
 	return &l, nil
 }
 
+// riskFields are the fields of risk's tuples: the line and its Flags as a uint8.
+var riskFields = append(append([]string(nil), LineFields...), "flags")
+
 // riskBolt flags lines (Assess). Stateless.
 type riskBolt struct{ o *Options }
 
 func (b *riskBolt) Prepare(context.Context, topology.TaskContext) error { return nil }
 func (b *riskBolt) Cleanup() error                                      { return nil }
 
-// Execute emits (event_id, *OrderLine, Flags).
+// Execute emits the line (LineFields) and its flags (uint8), for the decision to
+// join with the stock verdict.
 func (b *riskBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
-	line := t.ValueByField("line").(*OrderLine)
+	line, err := lineOf(t)
+	if err != nil {
+		return err
+	}
 	if b.o.inject != nil && b.o.inject(RiskID, line.EventID) {
 		return errInjected
 	}
-	return out.Emit(tuple.Values{line.EventID, line, Assess(line, b.o.LargeAmount)})
+	return out.Emit(lineValues(&line, uint8(Assess(&line, b.o.LargeAmount))))
 }
 
 // stockBolt applies lines to the stock levels of its stock codes (fields grouping on
@@ -83,7 +91,10 @@ func (b *stockBolt) Prepare(context.Context, topology.TaskContext) error {
 
 func (b *stockBolt) Cleanup() error { return nil }
 
-// Execute emits (event_id, StockVerdict). A replayed event gets the verdict it was
+// stockFields are the fields of stock's tuples: the event id and its StockVerdict.
+var stockFields = []string{"event_id", "stock", "stock_level"}
+
+// Execute emits (event_id, stock, stock_level): the StockVerdict. A replayed event gets the verdict it was
 // given first and moves no stock. On a tick, verdicts are forgotten in generations of
 // RememberFor (see Stock).
 func (b *stockBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
@@ -98,7 +109,10 @@ func (b *stockBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 		}
 		return nil
 	}
-	line := t.ValueByField("line").(*OrderLine)
+	line, err := lineOf(t)
+	if err != nil {
+		return err
+	}
 	v, replay := b.stock.Apply(line.EventID, line.StockCode, line.Quantity)
 	if replay {
 		b.o.Counters.StockReplayed.Add(1)
@@ -110,7 +124,7 @@ func (b *stockBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 	if b.o.inject != nil && b.o.inject(StockID, line.EventID) {
 		return errInjected
 	}
-	return out.Emit(tuple.Values{line.EventID, v})
+	return out.Emit(tuple.Values{line.EventID, v.Verdict, v.Level})
 }
 
 // joinKey names one try of one event: its id and the root of the tuple tree the try
@@ -148,8 +162,8 @@ func (d *decisionBolt) Prepare(_ context.Context, _ topology.TaskContext, out to
 	return nil
 }
 
-// Execute holds the first half of a join; when the second arrives it emits
-// (invoice_no, event_id, *Decision) anchored to both and acks both. On a tick it fails
+// Execute holds the first half of a join; when the second arrives it emits the
+// decision (DecisionFields) anchored to both and acks both. On a tick it fails
 // and drops the halves that waited more than HoldFor, which bounds the held map (see
 // Options.HoldFor). A tick scans the map: O(halves held), every TickEvery.
 func (d *decisionBolt) Execute(t *tuple.Tuple) {
@@ -188,13 +202,20 @@ func (d *decisionBolt) Execute(t *tuple.Tuple) {
 	if t.SourceComponent() == RiskID {
 		risk, stock = t, h.t
 	}
-	line := risk.ValueByField("line").(*OrderLine)
-	flags := risk.ValueByField("flags").(Flags)
-	verdict := stock.ValueByField("stock").(StockVerdict)
-	dec := &Decision{Line: *line, Flags: flags, Stock: verdict, Outcome: Decide(flags, verdict)}
-	// Anchored to both halves (seed 000 §3.2): the decision joins both trees' edges, so
-	// a failure anywhere downstream fails the event and the spout replays it.
-	if err := d.out.Emit(tuple.Values{line.InvoiceNo, k.id, dec}, risk, stock); err != nil {
+	line, err := lineOf(risk)
+	flags, ok1 := risk.ValueByField("flags").(uint8)
+	verdict, ok2 := stock.ValueByField("stock").(string)
+	level, ok3 := stock.ValueByField("stock_level").(int64)
+	if err == nil && !(ok1 && ok2 && ok3) {
+		err = fmt.Errorf("orders: decision: halves %v and %v: flags, stock or stock_level of another type", risk, stock)
+	}
+	if err == nil {
+		v := StockVerdict{Verdict: verdict, Level: level}
+		// Anchored to both halves (seed 000 §3.2): the decision joins both trees' edges,
+		// so a failure anywhere downstream fails the event and the spout replays it.
+		err = d.out.Emit(lineValues(&line, flags, verdict, level, Decide(Flags(flags), v)), risk, stock)
+	}
+	if err != nil {
 		err = fmt.Errorf("orders: decision for event %s: %w", k.id, err)
 		d.out.ReportError(err)
 		_ = d.out.FailWith(risk, err)

@@ -56,9 +56,22 @@ func (f *fakeOut) has(list []*tuple.Tuple, t *tuple.Tuple) bool {
 }
 
 var (
-	riskSrc  = &tuple.Source{Component: RiskID, Stream: tuple.DefaultStream, Fields: tuple.NewFields("event_id", "line", "flags")}
-	stockSrc = &tuple.Source{Component: StockID, Stream: tuple.DefaultStream, Fields: tuple.NewFields("event_id", "stock")}
+	riskSrc     = &tuple.Source{Component: RiskID, Stream: tuple.DefaultStream, Fields: tuple.NewFields(riskFields...)}
+	stockSrc    = &tuple.Source{Component: StockID, Stream: tuple.DefaultStream, Fields: tuple.NewFields(stockFields...)}
+	decisionSrc = &tuple.Source{Component: DecisionID, Stream: tuple.DefaultStream, Fields: tuple.NewFields(DecisionFields...)}
 )
+
+// riskHalf and stockHalf are the tuples risk and stock emit, as the decision gets them.
+func riskHalf(task int, l *OrderLine, f Flags) *tuple.Tuple {
+	return tuple.New(riskSrc, task, lineValues(l, uint8(f)))
+}
+
+func stockHalf(task int, id string, v StockVerdict) *tuple.Tuple {
+	return tuple.New(stockSrc, task, tuple.Values{id, v.Verdict, v.Level})
+}
+
+// decided reads back an emitted decision by field name.
+func decided(v tuple.Values) *tuple.Tuple { return tuple.New(decisionSrc, 0, v) }
 
 // inTree makes t look delivered in the tuple tree rooted at root, as the runtime
 // would (tuple.New makes untracked tuples; only the runtime sets roots).
@@ -83,12 +96,12 @@ func newTestDecision(t *testing.T, holdFor, every time.Duration) (*decisionBolt,
 }
 
 // The two halves of one try join into one decision anchored to both, and both are
-// acked; the values are the sink's (invoice_no, event_id, *Decision).
+// acked; the values are the sink's (DecisionFields).
 func TestDecisionJoinsBothHalves(t *testing.T) {
 	d, out, c := newTestDecision(t, time.Second, 250*time.Millisecond)
 	line := &OrderLine{EventID: "2010-12-01:142", InvoiceNo: "C536379", StockCode: "D", Quantity: -1, UnitPrice: 27500, CustomerID: 14527}
-	stock := inTree(tuple.New(stockSrc, 7, tuple.Values{line.EventID, StockVerdict{Verdict: Unstocked}}), 42)
-	risk := inTree(tuple.New(riskSrc, 5, tuple.Values{line.EventID, line, Cancellation | NegativeQuantity}), 42)
+	stock := inTree(stockHalf(7, line.EventID, StockVerdict{Verdict: Unstocked}), 42)
+	risk := inTree(riskHalf(5, line, Cancellation|NegativeQuantity), 42)
 	d.Execute(stock) // stock first: arrival order does not matter
 	if len(out.emits) != 0 || c.Held.Load() != 1 {
 		t.Fatalf("after one half: %d emits, %d held", len(out.emits), c.Held.Load())
@@ -101,9 +114,11 @@ func TestDecisionJoinsBothHalves(t *testing.T) {
 	if len(e.anchors) != 2 || e.anchors[0] != risk || e.anchors[1] != stock || !out.has(out.acked, risk) || !out.has(out.acked, stock) {
 		t.Fatalf("decision anchored to %v, acked %v: want both halves", e.anchors, out.acked)
 	}
-	dec := e.values[2].(*Decision)
-	if e.values[0] != "C536379" || e.values[1] != line.EventID || dec.Outcome != Review || dec.Flags != Cancellation|NegativeQuantity || dec.Line.StockCode != "D" {
-		t.Fatalf("decision values %v %+v", e.values, dec)
+	dec := decided(e.values)
+	got, err := lineOf(dec)
+	if err != nil || got != *line || dec.ValueByField("decision") != Review || dec.ValueByField("flags") != uint8(Cancellation|NegativeQuantity) ||
+		dec.ValueByField("stock") != Unstocked || dec.ValueByField("stock_level") != int64(0) {
+		t.Fatalf("decision values %v (line %+v, %v)", e.values, got, err)
 	}
 }
 
@@ -112,10 +127,10 @@ func TestDecisionJoinsBothHalves(t *testing.T) {
 func TestDecisionEvictsUnpairedHalves(t *testing.T) {
 	d, out, c := newTestDecision(t, time.Second, 250*time.Millisecond) // hold 4 ticks
 	line := &OrderLine{EventID: "e1", InvoiceNo: "536365", StockCode: "85123A", Quantity: 6, UnitPrice: 2550, CustomerID: 17850}
-	oldStock := inTree(tuple.New(stockSrc, 7, tuple.Values{"e1", StockVerdict{Reserved, 494}}), 1)
+	oldStock := inTree(stockHalf(7, "e1", StockVerdict{Reserved, 494}), 1)
 	d.Execute(tick()) // tick 1
 	d.Execute(oldStock)
-	newRisk := inTree(tuple.New(riskSrc, 5, tuple.Values{"e1", line, Flags(0)}), 2)
+	newRisk := inTree(riskHalf(5, line, 0), 2)
 	d.Execute(tick()) // tick 2
 	d.Execute(newRisk)
 	if len(out.emits) != 0 || c.Held.Load() != 2 {
@@ -135,14 +150,16 @@ func TestDecisionEvictsUnpairedHalves(t *testing.T) {
 		t.Fatalf("reason %q, want %q", out.reasons[0], want)
 	}
 	// The new try's stock half still joins the new risk half.
-	newStock := inTree(tuple.New(stockSrc, 7, tuple.Values{"e1", StockVerdict{Reserved, 494}}), 2)
+	newStock := inTree(stockHalf(7, "e1", StockVerdict{Reserved, 494}), 2)
 	d.Execute(newStock)
-	if len(out.emits) != 1 || out.emits[0].values[2].(*Decision).Outcome != Accept || c.Held.Load() != 0 {
+	if len(out.emits) != 1 || decided(out.emits[0].values).ValueByField("decision") != Accept || c.Held.Load() != 0 {
 		t.Fatalf("new try: %d emits, held %d", len(out.emits), c.Held.Load())
 	}
 	// Two halves of one branch in one tree: the newcomer is failed and reported.
-	a := inTree(tuple.New(riskSrc, 5, tuple.Values{"e2", line, Flags(0)}), 3)
-	b := inTree(tuple.New(riskSrc, 6, tuple.Values{"e2", line, Flags(0)}), 3)
+	line2 := *line
+	line2.EventID = "e2"
+	a := inTree(riskHalf(5, &line2, 0), 3)
+	b := inTree(riskHalf(6, &line2, 0), 3)
 	d.Execute(a)
 	d.Execute(b)
 	if !out.has(out.failed, b) || out.has(out.failed, a) || len(out.errs) != 1 || !strings.Contains(out.errs[0].Error(), "two risk halves for event e2") {
@@ -154,7 +171,7 @@ func TestDecisionEvictsUnpairedHalves(t *testing.T) {
 }
 
 // parse refuses what is not an order line, with ErrNotOrderLine and a message naming
-// the event; a good record becomes an *OrderLine.
+// the event; a good record becomes an OrderLine.
 func TestParseRefusesNonOrderLines(t *testing.T) {
 	src := &tuple.Source{Component: SpoutID, Stream: tuple.DefaultStream, Fields: tuple.NewFields(ingest.SpoutFields...)}
 	good := event.Event{ID: "2010-12-01:1", Source: Source, Type: Type, Key: "536365",

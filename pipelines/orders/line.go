@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gale-stream/gale/tuple"
 )
 
 // Money is an amount in thousandths of a pound sterling (GBP). Prices in the UCI data
@@ -94,6 +96,57 @@ func (l *OrderLine) Amount() (Money, error) { return l.UnitPrice.Times(l.Quantit
 // IsCancellation reports whether the line belongs to a cancellation invoice ("C"
 // prefix, as the dataset's documentation defines it).
 func (l *OrderLine) IsCancellation() bool { return strings.HasPrefix(l.InvoiceNo, "C") }
+
+// LineFields are the fields that carry an order line in the pipeline's tuples, each a
+// plain value (one the tuple codec encodes without registration), in this order:
+//
+//	event_id          string  OrderLine.EventID
+//	invoice_no        string
+//	stock_code        string
+//	description       string
+//	quantity          int64
+//	invoice_date      string
+//	unit_price_milli  int64   UnitPrice in thousandths of a pound
+//	customer_id       int64   0 when the line has none
+//	country           string
+//
+// parse emits exactly these; risk and decision emit them followed by their own.
+var LineFields = []string{"event_id", "invoice_no", "stock_code", "description", "quantity",
+	"invoice_date", "unit_price_milli", "customer_id", "country"}
+
+// lineValues returns l's values in LineFields' order, followed by more.
+func lineValues(l *OrderLine, more ...any) tuple.Values {
+	return append(tuple.Values{l.EventID, l.InvoiceNo, l.StockCode, l.Description, l.Quantity,
+		l.InvoiceDate, int64(l.UnitPrice), l.CustomerID, l.Country}, more...)
+}
+
+// lineOf reads the order line of a tuple whose stream has the LineFields, by name.
+func lineOf(t *tuple.Tuple) (OrderLine, error) {
+	var l OrderLine
+	var price int64
+	for _, f := range []struct {
+		name string
+		dst  any
+	}{
+		{"event_id", &l.EventID}, {"invoice_no", &l.InvoiceNo}, {"stock_code", &l.StockCode},
+		{"description", &l.Description}, {"quantity", &l.Quantity}, {"invoice_date", &l.InvoiceDate},
+		{"unit_price_milli", &price}, {"customer_id", &l.CustomerID}, {"country", &l.Country},
+	} {
+		v, _ := t.Lookup(f.name)
+		ok := false
+		switch d := f.dst.(type) {
+		case *string:
+			*d, ok = v.(string)
+		case *int64:
+			*d, ok = v.(int64)
+		}
+		if !ok {
+			return l, fmt.Errorf("orders: input %v: field %q is %T, not an order line's", t, f.name, v)
+		}
+	}
+	l.UnitPrice = Money(price)
+	return l, nil
+}
 
 // payload is the JSON form of an order line in an event. Pointers tell a missing field
 // from a zero one when decoding.

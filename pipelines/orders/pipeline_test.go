@@ -22,6 +22,7 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/plaintest"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -206,7 +207,10 @@ type runResult struct {
 }
 
 // run runs the topology over recs until every record is acked or given up, with
-// waitEvictions until the decision bolt holds no half, and stops it.
+// waitEvictions until the decision bolt holds no half, and stops it. Every tuple a
+// bolt receives is checked to carry only plain values (issue 11: the pipeline can run
+// across processes): a value of another type fails the test, naming its stream, field
+// and type.
 func run(t *testing.T, recs []*event.Record, opts Options, cfg topology.Config, maxTries int, waitEvictions bool) runResult {
 	t.Helper()
 	st := &spoutState{n: len(recs), acked: map[uint64]int{}, tries: map[uint64]int{}, dead: map[uint64]string{},
@@ -215,6 +219,7 @@ func run(t *testing.T, recs []*event.Record, opts Options, cfg topology.Config, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	plain := plaintest.Tap(topo)
 	rt, err := engine.Start(context.Background(), topo, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +250,9 @@ func run(t *testing.T, recs []*event.Record, opts Options, cfg topology.Config, 
 		}
 	}
 	stats := stop()
+	if err := plain.Err(); err != nil {
+		t.Error(err)
+	}
 	if n := stats.MisuseTotal(); n != 0 {
 		t.Errorf("%d misuse reports: %v", n, stats.Components)
 	}
@@ -330,7 +338,8 @@ func TestPipelinePostgres(t *testing.T) {
 // seen exactly where it should be. The message timeout is 5 s, so that on a busy
 // machine trees still complete in time and the counts stay exact; the decision bolt's
 // hold is then longer than the run, and its halves are counted when the tasks stop
-// (TestPipelineEvictsHalves waits for the evictions).
+// (TestPipelineEvictsHalves waits for the evictions). Every tuple carries only plain
+// values (see run).
 func testPipeline(t *testing.T, db *sink.DB) {
 	evs := readRetail(t)
 	in := &injector{seed: 2010, done: map[string]bool{}}

@@ -74,11 +74,11 @@ func Decide(f Flags, s StockVerdict) string {
 	return Accept
 }
 
-// Decision is what the decision bolt emits for one order line: the line and both
-// checks' results.
-type Decision struct {
-	Line    OrderLine
-	Flags   Flags
-	Stock   StockVerdict
-	Outcome string // Accept, Review or Reject
-}
+// DecisionFields are the fields of the decision bolt's tuples, one per order line:
+// the line (LineFields), then
+//
+//	flags        uint8   the risk check's Flags
+//	stock        string  the stock check's verdict (StockVerdict.Verdict)
+//	stock_level  int64   the stock level after the line (StockVerdict.Level)
+//	decision     string  Decide's outcome: Accept, Review or Reject
+var DecisionFields = append(append([]string(nil), LineFields...), "flags", "stock", "stock_level", "decision")

@@ -79,14 +79,21 @@ func Schema(d sink.Dialect) []string {
 	}
 }
 
-// Rows is the sink's Rows function: the order_lines row of a decision tuple
-// (invoice_no, event_id, *Decision), in OrderLinesTable's column order.
+// Rows is the sink's Rows function: the order_lines row of a decision tuple (fields
+// DecisionFields), in OrderLinesTable's column order.
 func Rows(t *tuple.Tuple) ([]sink.Row, error) {
-	dec, ok := t.ValueByField("decision").(*Decision)
-	if !ok || dec == nil {
-		return nil, fmt.Errorf("orders: field \"decision\" is %T, want *orders.Decision", t.ValueByField("decision"))
+	line, err := lineOf(t)
+	if err != nil {
+		return nil, err
 	}
-	l := &dec.Line
+	l := &line
+	flags, ok1 := t.ValueByField("flags").(uint8)
+	verdict, ok2 := t.ValueByField("stock").(string)
+	stockLevel, ok3 := t.ValueByField("stock_level").(int64)
+	outcome, ok4 := t.ValueByField("decision").(string)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil, fmt.Errorf("orders: input %v: not a decision (fields %v)", t, DecisionFields)
+	}
 	amount, err := l.Amount()
 	if err != nil {
 		return nil, err
@@ -95,20 +102,20 @@ func Rows(t *tuple.Tuple) ([]sink.Row, error) {
 	if l.CustomerID != 0 {
 		customer = l.CustomerID
 	}
-	if dec.Stock.Verdict != Unstocked {
-		level = dec.Stock.Level
+	if verdict != Unstocked {
+		level = stockLevel
 	}
 	bit := func(f Flags) int64 {
-		if dec.Flags.Has(f) {
+		if Flags(flags).Has(f) {
 			return 1
 		}
 		return 0
 	}
 	return []sink.Row{{Table: OrderLinesTable.Name, Values: []any{
 		l.EventID, l.InvoiceNo, l.StockCode, l.Description, l.Quantity, float64(l.UnitPrice) / 1000,
-		int64(amount), customer, l.Country, l.InvoiceDate, dec.Outcome,
+		int64(amount), customer, l.Country, l.InvoiceDate, outcome,
 		bit(Cancellation), bit(NegativeQuantity), bit(UnknownCustomer), bit(LargeAmount),
-		dec.Stock.Verdict, level,
+		verdict, level,
 	}}}, nil
 }
 

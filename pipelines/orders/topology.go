@@ -7,10 +7,10 @@
 //
 // The spout is the caller's (the ingest log's, or a test's): it emits tracked tuples
 // with the fields ingest.SpoutFields, the parts of a log record whose payload is an
-// order line (see ReadCSV and ingest.SpoutValues). parse decodes it; risk flags it (Assess); stock reserves or
-// returns units (Stock, idempotent per event id); decision joins the two halves of each
-// line and emits one tuple anchored to both (seed 000 §3.2: if either branch fails, the
-// event is replayed); the sink writes the line once per event id to order_lines and
+// order line (see ReadCSV and ingest.SpoutValues). parse decodes it; risk flags it
+// (Assess); stock reserves or returns units (Stock, idempotent per event id); decision
+// joins the two halves of each line and emits one tuple anchored to both (seed 000
+// §3.2: if either branch fails, the event is replayed); the sink writes the line once per event id to order_lines and
 // keeps invoice_summary current in the same transaction (see Schema, OrderLinesTable
 // and SummaryTable).
 //
@@ -21,6 +21,18 @@
 // events were replayed. Which sales find their stock short depends on the order in
 // which lines reach the stock tasks (parse has several tasks, and a replay comes
 // late), as it would in any live shop; it never depends on a line being counted twice.
+//
+// Tuples carry only plain values (strings and integers, which the tuple codec encodes
+// without registration), so that the tasks could run in separate processes:
+//
+//	parse:     LineFields (the order line, one field per column)
+//	risk:      LineFields, flags (uint8: Flags)
+//	stock:     event_id, stock (string: the verdict), stock_level (int64)
+//	decision:  DecisionFields (LineFields, flags, stock, stock_level, decision)
+//
+// Each task keeps its state in its own bolt (stock levels and verdicts per stock task,
+// held join halves per decision task). The pipeline's outcome is handed off in one
+// place, the sink's database, as it would be in a multi-process run.
 package orders
 
 import (
@@ -207,20 +219,25 @@ func Build(spout func() topology.Spout, opts Options) (*topology.Topology, error
 	if delay == 0 {
 		delay = sink.DefaultBatchDelay
 	}
+	// Every task's state is its own, made in its factory or Prepare (the stock levels,
+	// the held halves, the sink's batch). What the factories share is o, read-only:
+	// the options, whose Stocked function (nil: IsProduct over a fixed table) is
+	// immutable, and whose Counters are the pipeline's metrics hand-off, which tasks
+	// add to and never read. The results go to the sink's database.
 	o := &opts
 	p := opts.Parallelism
 	b := topology.NewBuilder()
 	b.SetSpout(SpoutID, spout, 1).Output(ingest.SpoutFields...)
 	b.SetBasicBolt(ParseID, func() topology.BasicBolt { return &parseBolt{o: o} }, p).
-		ShuffleGrouping(SpoutID).Output("event_id", "stock_code", "line")
+		ShuffleGrouping(SpoutID).Output(LineFields...)
 	b.SetBasicBolt(RiskID, func() topology.BasicBolt { return &riskBolt{o: o} }, p).
-		ShuffleGrouping(ParseID).Output("event_id", "line", "flags")
+		ShuffleGrouping(ParseID).Output(riskFields...)
 	b.SetBasicBolt(StockID, func() topology.BasicBolt { return &stockBolt{o: o} }, p).
-		FieldsGrouping(ParseID, "stock_code").Output("event_id", "stock").TickEvery(opts.TickEvery)
+		FieldsGrouping(ParseID, "stock_code").Output(stockFields...).TickEvery(opts.TickEvery)
 	b.SetBolt(DecisionID, func() topology.Bolt { return newDecisionBolt(o) }, p).
 		Input(RiskID, tuple.DefaultStream, topology.Fields("event_id")).
 		Input(StockID, tuple.DefaultStream, topology.Fields("event_id")).
-		Output("invoice_no", "event_id", "decision").TickEvery(opts.TickEvery)
+		Output(DecisionFields...).TickEvery(opts.TickEvery)
 	// One invoice, one writer: its lines and its summary row are written by one task,
 	// so two transactions never race on the same invoice_summary row.
 	b.SetBolt(SinkID, sinkBolt, p).FieldsGrouping(DecisionID, "invoice_no").TickEvery(delay)

@@ -59,6 +59,8 @@ type Options struct {
 	// SeparateMarkSync gives the log's high-water mark its own fdatasync even
 	// where it could ride the WAL's flush (eventlog.Options.SeparateMarkSync).
 	SeparateMarkSync bool
+
+	tap func(*topology.Topology) // tests: sees the topology before it starts
 }
 
 // Server is a running gale serve.
@@ -198,6 +200,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if o.tap != nil {
+		o.tap(topo)
 	}
 	if o.Lineage == nil {
 		if o.Lineage, err = lineage.New(lineage.DefaultConfig()); err != nil {
