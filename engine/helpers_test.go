@@ -181,9 +181,11 @@ func mustBuild(t *testing.T, b *topology.Builder) *topology.Topology {
 	return topo
 }
 
+// start starts a topology for a test, with every message through the codec (as
+// Storm's topology.testing.always.try.serialize), and stops it at the test's end.
 func start(t *testing.T, topo *topology.Topology, cfg topology.Config, opts ...Option) *Runtime {
 	t.Helper()
-	rt, err := Start(context.Background(), topo, cfg, opts...)
+	rt, err := Start(context.Background(), topo, cfg, append([]Option{WithSerialization()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
