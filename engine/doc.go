@@ -2,23 +2,51 @@
 // default): Start builds every task, Stop drains and closes them, Stats reads exact
 // counters.
 //
-// # Tasks and goroutines
+// # Tasks, hosts and messages
 //
 // Every spout and bolt task runs on one goroutine of its own, so user code needs no
 // locks; every acker task runs one more around a pure acker.Ledger. Task ids are global
-// (spouts and bolts from 1 in declaration order, then ackers) and are all a task needs
-// to reach another through the transport.Transport, in-process by default: the
-// executors never assume that a task lives in this process.
+// (spouts and bolts from 1 in declaration order, then ackers: TaskIDs) and are all a
+// task needs to reach another. An engine hosts the tasks its Assignment gives it
+// (every task by default: local mode); the engines of one topology share a
+// transport.Transport (WithTransport), in this process or, with a remote transport,
+// across processes. Tasks never touch each other's state: everything they say to
+// each other is a transport.Message, and the same code runs whether the other task
+// is in this engine or elsewhere.
+//
+//   - Tuples travel in batches on the edge from a producing task to a consuming
+//     task, under credit (package transport/flow): the consumer grants room
+//     cumulatively as it takes batches for execution, the producer waits only when
+//     its edge has none (backpressure) and probes the consumer every resend interval
+//     meanwhile, so a lost grant never stalls it. Edge state is made at the first
+//     tuple on the edge: memory follows the destinations a task actually uses.
+//   - Acker messages and outcomes travel on the control lane, which never waits.
+//     Every numbered message is checked against its link's duplicate filter, so a
+//     duplicated ack can never XOR an edge twice.
+//   - When a spout or bolt task exits, it ends its edges: one end of stream per
+//     host it feeds, re-sent until that host acknowledges it. A bolt's input ends
+//     when every producer task has ended (what they sent before is executed first);
+//     an acker stops when every spout and bolt task has ended.
+//   - Each engine has a host endpoint (transport.Host) for what concerns the engine
+//     rather than one task: ends, Stop and its deadline (told to every other host),
+//     ClusterStats (each host answers with its tasks' counters and histograms),
+//     and the lineage of failed trees (tree-ended notices to every host, holder
+//     reports back to the spout's host).
+//
+// A transport may lose, duplicate or reorder messages: a lost tuple or ack makes its
+// tree time out and replay, a lost grant or end is re-sent, a duplicate is dropped.
+// WithSerialization sends every message through the codec in one process too (the
+// tests run so), so a value that could not cross a process fails in a test.
 //
 // # What a tuple costs
 //
-// An emit routes the values (grouping), makes one tuple per target task with a fresh
-// random edge id per anchor, and appends it to that target's batch; a full batch (or
-// the end of the input batch, or of a round of NextTuple calls, or the flush interval)
-// is sent on the target's bounded queue. An ack appends one message for the acker of each of the tuple's roots
-// (root id modulo the number of ackers), coalescing consecutive acks of one tree.
-// Acker messages travel on a control lane that never blocks, and are flushed before
-// data, so acks cannot deadlock behind tuples (STORM-3637, STORM-3314).
+// An emit routes the values (grouping; fields grouping hashes the values' encoding,
+// codec.FieldsHash, so a key goes to the same task in every process), makes one tuple
+// per target task with a fresh random edge id per anchor, and appends it to that
+// edge's batch; a full batch (or the end of the input batch, or of a round of
+// NextTuple calls, or the flush interval) is sent. An ack appends one message for the
+// acker of each of the tuple's roots (root id modulo the number of ackers),
+// coalescing consecutive acks of one tree; acker messages are flushed before data.
 //
 // # Concurrency rules
 //
@@ -48,12 +76,13 @@
 // such a failure cannot reach it first). Their spouts replay them on the next run.
 //
 // Stop's context bounds a graceful stop (Config.ShutdownTimeout if it has no
-// deadline). Stop stops NextTuple calls (Storm's deactivate) and tells every bolt
-// that implements topology.Drainer to write what it holds each time its queue runs
-// empty, then waits until every spout's pending trees are acked, failed or timed
-// out; meanwhile failures are real and delivered. Then the task queues close in
-// topological order: a bolt's queue closes when its last producer has exited, the
-// bolt drains it (a Drainer once more), calls Cleanup and exits; ackers stop last.
+// deadline). Stop stops NextTuple calls (Storm's deactivate) on every host and tells
+// every bolt that implements topology.Drainer to write what it holds each time its
+// queue runs empty, then waits until every spout's pending trees are acked, failed or
+// timed out; meanwhile failures are real and delivered. Then the edges end in
+// topological order: a bolt's input ends when its last producer has ended its edge,
+// the bolt executes what is left (a Drainer once more), calls Cleanup and exits;
+// ackers stop last.
 // At Stop's deadline the trees still pending are abandoned, as at a hard stop: from
 // then on nothing is delivered as Fail or timed out. Abandoned trees are counted
 // (Abandoned) and get neither Ack nor Fail, so a stop never charges a spout's
