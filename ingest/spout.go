@@ -61,7 +61,7 @@ func SpoutRecord(t *tuple.Tuple) (event.Record, error) {
 	} {
 		v, ok := t.Lookup(f.name)
 		if !ok {
-			return r, fmt.Errorf("ingest: tuple %v has no field %q (a log spout tuple has %v)", t, f.name, SpoutFields)
+			return r, fmt.Errorf("ingest: a tuple from %s has no field %q (a log spout's tuple has %v)", t.SourceComponent(), f.name, SpoutFields)
 		}
 		ok = true
 		switch d := f.dst.(type) {
@@ -80,7 +80,7 @@ func SpoutRecord(t *tuple.Tuple) (event.Record, error) {
 			*d, ok = v, v == nil || isInt
 		}
 		if !ok {
-			return r, fmt.Errorf("ingest: field %q of tuple %v is %T, not what a log spout emits", f.name, t, v)
+			return r, fmt.Errorf("ingest: field %q of a tuple from %s is %T, not what a log spout emits", f.name, t.SourceComponent(), v)
 		}
 	}
 	e.Payload = payload

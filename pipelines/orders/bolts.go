@@ -207,7 +207,8 @@ func (d *decisionBolt) Execute(t *tuple.Tuple) {
 	verdict, ok2 := stock.ValueByField("stock").(string)
 	level, ok3 := stock.ValueByField("stock_level").(int64)
 	if err == nil && !(ok1 && ok2 && ok3) {
-		err = fmt.Errorf("orders: decision: halves %v and %v: flags, stock or stock_level of another type", risk, stock)
+		err = fmt.Errorf("flags %T, stock %T, stock_level %T: want uint8, string, int64",
+			risk.ValueByField("flags"), stock.ValueByField("stock"), stock.ValueByField("stock_level"))
 	}
 	if err == nil {
 		v := StockVerdict{Verdict: verdict, Level: level}

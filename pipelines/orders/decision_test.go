@@ -192,7 +192,7 @@ func TestParseRefusesNonOrderLines(t *testing.T) {
 	}{
 		{ingest.SpoutValues(&event.Record{Seq: 9, Event: cmd}), `event dev-9 (log seq 9) has type "device_command", want "order_line"`},
 		{ingest.SpoutValues(&event.Record{Seq: 3, Event: wrongPayload}), `event ol-3: json: unknown field "device" (log seq 3)`},
-		{notRecord, `field "seq" of tuple`},
+		{notRecord, `field "seq" of a tuple from events is string, not what a log spout emits`},
 	} {
 		_, err := parse(tuple.New(src, 1, tc.v))
 		if !errors.Is(err, ErrNotOrderLine) || !strings.Contains(err.Error(), tc.want) {

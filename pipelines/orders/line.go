@@ -141,7 +141,7 @@ func lineOf(t *tuple.Tuple) (OrderLine, error) {
 			*d, ok = v.(int64)
 		}
 		if !ok {
-			return l, fmt.Errorf("orders: input %v: field %q is %T, not an order line's", t, f.name, v)
+			return l, fmt.Errorf("orders: field %q of a tuple from %s is %T, not an order line's (LineFields)", f.name, t.SourceComponent(), v)
 		}
 	}
 	l.UnitPrice = Money(price)

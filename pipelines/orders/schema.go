@@ -92,7 +92,8 @@ func Rows(t *tuple.Tuple) ([]sink.Row, error) {
 	stockLevel, ok3 := t.ValueByField("stock_level").(int64)
 	outcome, ok4 := t.ValueByField("decision").(string)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return nil, fmt.Errorf("orders: input %v: not a decision (fields %v)", t, DecisionFields)
+		return nil, fmt.Errorf("orders: a tuple from %s is not a decision: flags %T, stock %T, stock_level %T, decision %T (want DecisionFields)",
+			t.SourceComponent(), t.ValueByField("flags"), t.ValueByField("stock"), t.ValueByField("stock_level"), t.ValueByField("decision"))
 	}
 	amount, err := l.Amount()
 	if err != nil {
