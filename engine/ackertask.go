@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/clock"
 	"github.com/gale-stream/gale/transport"
 )
 
@@ -71,11 +72,17 @@ func (a *ackerExec) process() {
 
 func (a *ackerExec) run() {
 	rt := a.rt
+	// A timer re-armed after each rotation rather than a ticker: rotations stay a
+	// full interval apart (a stalled acker rotates late, never twice in a row, as the
+	// spout), and a test's fake clock sees the timer armed again only once the
+	// rotation is done.
 	var tick <-chan time.Time
+	var rotate clock.Timer
+	every := rt.cfg.MessageTimeout / rotationsPerTimeout
 	if !rt.cfg.DisableTimeouts {
-		t := time.NewTicker(rt.cfg.MessageTimeout / rotationsPerTimeout)
-		defer t.Stop()
-		tick = t.C
+		rotate = rt.clock.NewTimer(every)
+		defer rotate.Stop()
+		tick = rotate.C()
 	}
 	workersDone := rt.workersDone
 	var hard <-chan struct{}
@@ -99,6 +106,7 @@ func (a *ackerExec) run() {
 			a.mu.Lock()
 			a.ledger.Rotate()
 			a.mu.Unlock()
+			rotate.Reset(every)
 		case <-a.ep.endSeen:
 			// Every spout and bolt task has ended: their last acks came before.
 			a.process()

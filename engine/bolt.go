@@ -358,9 +358,9 @@ func (b *boltExec) run() {
 	rt := b.rt
 	var ticks <-chan time.Time
 	if every := b.e.comp.TickEvery; every > 0 {
-		tk := time.NewTicker(every)
+		tk := rt.clock.NewTicker(every)
 		defer tk.Stop()
-		ticks = tk.C
+		ticks = tk.C()
 	}
 	// Once Stop has begun (Storm's deactivate), a Drainer is told to write what it
 	// holds each time its queue runs empty: the trees Stop waits for can then end

@@ -233,7 +233,7 @@ func (e *emitter) send(ctx context.Context, o *outEdge) {
 func (e *emitter) waitCredit(ctx context.Context, o *outEdge) bool {
 	ep := e.ep
 	every := e.rt.resendEvery()
-	probe := time.NewTimer(every)
+	probe := e.rt.clock.NewTimer(every)
 	defer probe.Stop()
 	for {
 		ep.poll(false)
@@ -243,7 +243,7 @@ func (e *emitter) waitCredit(ctx context.Context, o *outEdge) bool {
 		select {
 		case <-ep.inbox.Signal():
 		case <-ep.credited:
-		case <-probe.C:
+		case <-probe.C():
 			e.probe(o)
 			probe.Reset(every)
 		case <-ctx.Done():

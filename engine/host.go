@@ -198,8 +198,17 @@ func (r *Runtime) expireDrain(broadcast bool) {
 	} else if first {
 		r.stopping.Store(true)
 		r.stopOnce.Do(func() { close(r.stopCh) })
-		t := time.AfterFunc(stopGrace, r.hardCancel)
-		context.AfterFunc(r.hard, func() { t.Stop() })
+		// time.AfterFunc on the engine's clock: the goroutine ends with the hard stop,
+		// which the runtime always reaches before Done.
+		t := r.clock.NewTimer(stopGrace)
+		go func() {
+			defer t.Stop()
+			select {
+			case <-t.C():
+				r.hardCancel()
+			case <-r.hard.Done():
+			}
+		}()
 	}
 }
 
@@ -209,14 +218,14 @@ func (r *Runtime) expireDrain(broadcast bool) {
 // still talk to it, so that an acknowledgement they lost is sent again.
 func (r *Runtime) runHost(tasksDone <-chan struct{}) {
 	every := r.resendEvery()
-	t := time.NewTicker(every)
+	t := r.clock.NewTicker(every)
 	defer t.Stop()
 	finished := false
 	for {
 		select {
 		case <-r.host.inbox.Signal():
 			r.hostPoll()
-		case <-t.C:
+		case <-t.C():
 			r.hostResend()
 		case <-tasksDone:
 			tasksDone, finished = nil, true
@@ -399,7 +408,7 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 		}
 	}
 	ask()
-	t := time.NewTicker(r.resendEvery())
+	t := r.clock.NewTicker(r.resendEvery())
 	defer t.Stop()
 	for len(asked) > 0 {
 		select {
@@ -414,7 +423,7 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 				return s, fmt.Errorf("engine: stats of host %d: %w", h, err)
 			}
 			s.Merge(&other)
-		case <-t.C:
+		case <-t.C():
 			ask()
 		case <-ctx.Done():
 			var missing []int

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/clock"
 	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
@@ -34,6 +35,14 @@ func WithAssignment(a Assignment) Option { return func(r *Runtime) { r.assign = 
 // process boundary fails its emit here, in a test, rather than in production.
 func WithSerialization() Option { return func(r *Runtime) { r.serialize = true } }
 
+// WithClock runs the engine on c instead of the wall clock (clock.Real()): every
+// clock read and timer of the engine (message timeouts and max spout pending, the
+// acker's rotations, flushes, tick tuples, re-sends, Stop's deadline and grace) goes
+// through it, so a test driving a clock.Fake decides when time passes. Per-input
+// latencies inside a bolt's batch still come from the CPU's cycle counter, kept
+// within the batch's span on c.
+func WithClock(c clock.Clock) Option { return func(r *Runtime) { r.clock = c } }
+
 // Runtime is a running topology, or the part of it one Assignment hosts. Stop it
 // with Stop; Done is closed once every hosted task has exited.
 type Runtime struct {
@@ -44,6 +53,8 @@ type Runtime struct {
 	serialize bool
 	streams   *codec.Streams
 	log       *slog.Logger
+	clock     clock.Clock
+	realClock bool // clock is clock.Real(): nanotime reads the time package directly
 	epoch     time.Time
 	epochUnix int64        // epoch in Unix nanoseconds
 	finished  atomic.Int64 // when every task had exited, Unix nanoseconds (0: running)
@@ -87,7 +98,28 @@ type Runtime struct {
 	done         chan struct{}
 }
 
-func (r *Runtime) nanotime() int64 { return int64(time.Since(r.epoch)) }
+// nanotime is the runtime clock: nanoseconds since Start on r.clock. On the real
+// clock it is time.Since on the monotonic epoch, with no interface call.
+func (r *Runtime) nanotime() int64 {
+	if r.realClock {
+		return int64(time.Since(r.epoch))
+	}
+	return int64(r.clock.Since(r.epoch))
+}
+
+// arm resets t to fire at the runtime clock's deadline, now being a reading taken
+// just before. It reports false, with t stopped, if the clock moved between that
+// reading and the arming (a test's Advance of a fake clock): t might then fire later
+// than the deadline, so the caller takes a fresh reading instead of waiting. On the
+// real clock it only resets t.
+func (r *Runtime) arm(t clock.Timer, now, deadline int64) bool {
+	t.Reset(time.Duration(deadline - now))
+	if !r.realClock && r.nanotime() != now {
+		t.Stop()
+		return false
+	}
+	return true
+}
 
 // Start validates cfg, creates the tasks this engine hosts (every task, unless
 // WithAssignment says otherwise), calling Open and Prepare, which get ctx, and starts
@@ -103,7 +135,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		return nil, err
 	}
 	r := &Runtime{
-		topo: topo, cfg: cfg, log: cfg.Logger, epoch: time.Now(),
+		topo: topo, cfg: cfg, log: cfg.Logger, clock: clock.Real(),
 		tasksOf:       map[string][]int{},
 		consumerComps: map[string][]string{},
 		producerTasks: map[string]int{},
@@ -114,13 +146,18 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		workersDone:   make(chan struct{}),
 		incarnation:   nonzeroID(),
 	}
-	r.epochUnix = r.epoch.UnixNano()
 	if r.log == nil {
 		r.log = slog.Default()
 	}
 	for _, o := range opts {
 		o(r)
 	}
+	if r.clock == nil {
+		r.clock = clock.Real()
+	}
+	r.realClock = r.clock == clock.Real()
+	r.epoch = r.clock.Now()
+	r.epochUnix = r.epoch.UnixNano()
 	ownTransport := r.transport == nil
 	if ownTransport {
 		r.transport = transport.NewLocal()
@@ -196,7 +233,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		if ownTransport {
 			_ = r.transport.Close()
 		}
-		r.finished.Store(time.Now().UnixNano())
+		r.finished.Store(r.unixNano(r.nanotime()))
 		close(r.done)
 	}()
 	go func() {
@@ -287,11 +324,11 @@ func (r *Runtime) runFlusher(tasksDone <-chan struct{}) {
 	for _, b := range r.bolts {
 		emitters = append(emitters, b.e)
 	}
-	t := time.NewTicker(r.cfg.FlushInterval)
+	t := r.clock.NewTicker(r.cfg.FlushInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-t.C():
 			for _, e := range emitters {
 				e.flushHeld()
 			}
@@ -350,8 +387,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 				return err
 			}
 			if c.IsSpout() {
-				s := &spoutExec{e: e, rt: r, ep: ep, pending: newPendingMap(rotationsPerTimeout + 1),
-					timeoutReason: fmt.Sprintf("%s: tree not complete after %v", topology.TimeoutReason, r.cfg.MessageTimeout)}
+				s := &spoutExec{e: e, rt: r, ep: ep, state: newSpoutState(r.spoutConfig(), r.nanotime())}
 				e.stats.latency = &Histogram{}
 				s.spout = c.Spout()
 				if err := callErr(func() error { return s.spout.Open(ctx, tc, s) }); err != nil {
@@ -461,28 +497,37 @@ var ErrShutdownTimeout = errors.New("gale: shutdown deadline passed with trees p
 // stays open. Do not call Stop from inside a task: it waits for every task to finish.
 func (r *Runtime) Stop(ctx context.Context) error {
 	r.beginStop(true)
+	// Config.ShutdownTimeout is measured on the engine's clock; a deadline of ctx is
+	// the caller's.
+	var deadline <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok && r.cfg.ShutdownTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.cfg.ShutdownTimeout)
-		defer cancel()
+		t := r.clock.NewTimer(r.cfg.ShutdownTimeout)
+		defer t.Stop()
+		deadline = t.C()
 	}
+	expired := false
 	select {
 	case <-r.done:
 	case <-ctx.Done():
+		expired = true
+	case <-deadline:
+		expired = true
+	}
+	if expired {
 		r.expireDrain(true)
 		// Spouts give up their pending trees now; bolts still drain what is queued.
 		// After a short grace, blocked sends are cut; after another, Stop gives up on
 		// tasks stuck in user code (Done then closes whenever they return).
-		grace := time.NewTimer(stopGrace)
+		grace := r.clock.NewTimer(stopGrace)
 		defer grace.Stop()
 		select {
 		case <-r.done:
-		case <-grace.C:
+		case <-grace.C():
 			r.hardCancel()
 			grace.Reset(stopGrace)
 			select {
 			case <-r.done:
-			case <-grace.C:
+			case <-grace.C():
 				return fmt.Errorf("%w: tasks still inside user code (Execute, NextTuple, Close or Cleanup has not returned); Done closes when they return", ErrShutdownTimeout)
 			}
 		}
@@ -557,7 +602,7 @@ func (r *Runtime) Stats() Stats {
 		}
 		sp.skip.mu.Unlock()
 		ts.SkippedMaxSpout = time.Duration(skipped)
-		ts.Pending = int(sp.pending.n.Load())
+		ts.Pending = int(sp.pending.Load())
 		ts.Abandoned = int(sp.abandoned.Load())
 		cs.add(ts)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -15,68 +16,22 @@ import (
 	"github.com/gale-stream/gale/tuple"
 )
 
-// pendingEntry is a spout tree in flight.
-type pendingEntry struct {
-	msgID any
-	start int64
-}
-
-// pendingMap is the spout's trees in flight in rotating buckets (Storm's RotatingMap):
-// an entry expires between (n-1) and n rotations after its last put.
-type pendingMap struct {
-	buckets []map[uint64]pendingEntry
-	n       atomic.Int64 // read by Stats from other goroutines
-}
-
-func newPendingMap(n int) *pendingMap {
-	p := &pendingMap{buckets: make([]map[uint64]pendingEntry, n)}
-	for i := range p.buckets {
-		p.buckets[i] = map[uint64]pendingEntry{}
-	}
-	return p
-}
-
-func (p *pendingMap) put(root uint64, e pendingEntry) {
-	p.buckets[0][root] = e
-	p.n.Add(1)
-}
-
-func (p *pendingMap) remove(root uint64) (pendingEntry, bool) {
-	for _, b := range p.buckets {
-		if e, ok := b[root]; ok {
-			delete(b, root)
-			p.n.Add(-1)
-			return e, true
-		}
-	}
-	return pendingEntry{}, false
-}
-
-// rotate drops the oldest bucket and returns its entries (timed out).
-func (p *pendingMap) rotate() map[uint64]pendingEntry {
-	last := len(p.buckets) - 1
-	old := p.buckets[last]
-	copy(p.buckets[1:], p.buckets[:last])
-	p.buckets[0] = map[uint64]pendingEntry{}
-	p.n.Add(-int64(len(old)))
-	return old
-}
-
 // spoutExec runs one spout task. Its collector methods run on the task goroutine.
 type spoutExec struct {
-	e         *emitter
-	rt        *Runtime
-	spout     topology.Spout
-	ep        *endpoint
-	pending   *pendingMap
+	e     *emitter
+	rt    *Runtime
+	spout topology.Spout
+	ep    *endpoint
+	// state is the trees in flight, their timeouts and max spout pending; only the
+	// task goroutine touches it. pending publishes its count for Stats and Pending.
+	state     *spoutState
+	pending   atomic.Int64
 	immediate []any // tracked emits acked at once (no ackers, or no consumers)
 	outs1     []*tuple.Tuple
 	outs      []acker.Outcome
 	calls     []spoutCall // Ack and Fail calls to make, reused
 	now       int64
-	// timeoutReason is the FailReason of a tree whose message timeout passed.
-	timeoutReason string
-	ended         []uint64 // failed roots to report to the held-list sweep
+	ended     []uint64 // failed roots to report to the held-list sweep
 	// skip is the time max spout pending held NextTuple back: total, and since when
 	// it does now (0: not now); Stats reads both under mu.
 	skip struct {
@@ -109,7 +64,7 @@ func (s *spoutExec) EmitDirect(task int, stream string, values tuple.Values, msg
 func (s *spoutExec) ReportError(err error) { s.e.reportError(err) }
 
 // Pending implements topology.SpoutCollector.
-func (s *spoutExec) Pending() int { return int(s.pending.n.Load()) }
+func (s *spoutExec) Pending() int { return int(s.pending.Load()) }
 
 func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID any) error {
 	e := s.e
@@ -146,7 +101,8 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 		s.lineageStart(root, msgID, stream, targets, outs)
 	}
 	if tracked {
-		s.pending.put(root, pendingEntry{msgID: msgID, start: s.now})
+		s.state.Emit(s.now, root, msgID)
+		s.pending.Store(int64(s.state.Pending()))
 		e.ackMsg(acker.Msg{Kind: acker.Init, Root: root, Val: xor, Task: e.task})
 	}
 	for i, t := range outs {
@@ -201,36 +157,38 @@ func (s *spoutExec) drainOutcomes() {
 	// Checked once for the batch, after the outcomes were taken: a failure caused by
 	// the stop (a bolt's write cut off by the cancelled context) reached the acker
 	// after the stop began, so it is seen here as interrupted.
-	interrupted := s.rt.interrupted()
+	if s.rt.interrupted() {
+		s.state.Interrupt()
+	}
 	s.e.mu.Lock()
 	for _, o := range s.outs {
-		ent, ok := s.pending.remove(o.Root)
-		switch {
-		case !ok:
+		ev, _ := s.state.Outcome(s.now, o)
+		switch ev.Kind {
+		case spoutLate:
 			s.e.stats.late++ // the spout already timed this tree out: ignored
-		case o.Result == acker.Failed && interrupted:
+		case spoutAbandoned:
 			// The stop interrupted it: neither Fail nor a charge for the spout's
 			// source; a restart replays it.
 			s.abandoned.Add(1)
-		case o.Result == acker.Completed:
+		case spoutAcked:
 			s.e.stats.acked++
-			s.e.stats.latency.Record(s.now - ent.start)
-			calls = append(calls, spoutCall{msgID: ent.msgID, ack: true})
+			s.e.stats.latency.Record(ev.Latency)
+			calls = append(calls, spoutCall{msgID: ev.MsgID, ack: true})
 			if s.rt.sampled(o.Root) {
-				s.lineageEnd(o.Root, ent, lineage.Completed, "")
+				s.lineageEnd(ev, lineage.Completed)
 			}
-		case o.Result == acker.Failed:
+		case spoutFailed:
 			s.e.stats.failed++
-			calls = append(calls, spoutCall{msgID: ent.msgID, reason: o.Reason})
+			calls = append(calls, spoutCall{msgID: ev.MsgID, reason: ev.Reason})
 			if s.rt.lin != nil {
-				s.lineageEnd(o.Root, ent, lineage.Failed, o.Reason)
+				s.lineageEnd(ev, lineage.Failed)
 				s.ended = append(s.ended, o.Root)
 			}
-		case o.Result == acker.Restarted:
-			// The clock restarts (newest bucket); complete latency still counts from the emit.
-			s.pending.put(o.Root, ent)
 		}
+		// spoutRestarted: the tree's clock restarted (newest bucket); complete latency
+		// still counts from the emit.
 	}
+	s.pending.Store(int64(s.state.Pending()))
 	s.e.mu.Unlock()
 	clear(s.outs)
 	if len(s.ended) > 0 {
@@ -266,35 +224,34 @@ func (s *spoutExec) deliver(calls []spoutCall) {
 // abandon gives up the trees in flight at a hard stop or an expired drain: they are
 // counted as Abandoned (and no longer as Pending) and get neither Ack nor Fail.
 func (s *spoutExec) abandon() {
-	n := s.pending.n.Load()
-	for i := range s.pending.buckets {
-		s.pending.buckets[i] = map[uint64]pendingEntry{}
-	}
-	s.pending.n.Store(0)
-	s.abandoned.Add(n)
+	n := s.state.Abandon()
+	s.pending.Store(0)
+	s.abandoned.Add(int64(n))
 }
 
-// expire fails, as timed out, the trees of the bucket that rotates out. Once a stop
-// has cut work off, nothing times out: the trees left are abandoned at exit.
-func (s *spoutExec) expire() {
+// tick performs the rotation due at s.now, failing as timed out the trees of the
+// bucket that rotates out (in emit order). Once a stop has cut work off, nothing
+// times out: the trees left are abandoned at exit.
+func (s *spoutExec) tick() {
 	if s.rt.interrupted() {
-		return
+		s.state.Interrupt()
 	}
-	expired := s.pending.rotate()
+	expired := s.state.Tick(s.now)
 	if len(expired) == 0 {
 		return
 	}
+	s.pending.Store(int64(s.state.Pending()))
 	calls := s.calls[:0]
-	var roots []uint64
-	for root, ent := range expired {
-		calls = append(calls, spoutCall{msgID: ent.msgID, reason: s.timeoutReason})
+	for _, ev := range expired {
+		calls = append(calls, spoutCall{msgID: ev.MsgID, reason: ev.Reason})
 		if s.rt.lin != nil {
-			s.lineageEnd(root, ent, lineage.TimedOut, s.timeoutReason)
-			roots = append(roots, root)
+			s.lineageEnd(ev, lineage.TimedOut)
+			s.ended = append(s.ended, ev.Root)
 		}
 	}
-	if roots != nil {
-		s.rt.treesEnded(s.now, roots)
+	if len(s.ended) > 0 {
+		s.rt.treesEnded(s.now, s.ended)
+		s.ended = s.ended[:0]
 	}
 	s.e.mu.Lock()
 	s.e.stats.timedOut += uint64(len(expired))
@@ -302,20 +259,13 @@ func (s *spoutExec) expire() {
 	s.deliver(calls)
 }
 
-// full reports whether max spout pending stops NextTuple calls.
-func (s *spoutExec) full() bool {
-	cfg := s.rt.cfg
-	return cfg.MaxSpoutPending > 0 && cfg.Ackers > 0 && int(s.pending.n.Load()) >= cfg.MaxSpoutPending
-}
-
 func (s *spoutExec) run() {
 	rt := s.rt
 	cfg := rt.cfg
-	timeouts := !cfg.DisableTimeouts && cfg.Ackers > 0
-	rotateEvery := int64(cfg.MessageTimeout / rotationsPerTimeout)
-	s.now = rt.nanotime()
-	nextRotate := s.now + rotateEvery
-	timer := time.NewTimer(time.Hour)
+	// Armed only while the task waits, so that a test's fake clock counts it among
+	// its waiters exactly when the task is idle.
+	timer := rt.clock.NewTimer(time.Hour)
+	timer.Stop()
 	defer timer.Stop()
 	backoff := time.Duration(0)
 loop:
@@ -323,13 +273,10 @@ loop:
 		s.loops.Add(1)
 		s.now = rt.nanotime()
 		s.drainOutcomes()
-		if timeouts && s.now >= nextRotate {
-			// One rotation at a time, never a catch-up: after the task was stalled (a
-			// slow NextTuple, a send blocked by backpressure) several rotations in a row
-			// would expire trees emitted a moment ago. A stall can only make a timeout
-			// late, never early.
-			s.expire()
-			nextRotate = s.now + rotateEvery
+		if s.now >= s.state.NextDeadline() {
+			// One rotation at a time, never a catch-up (see spoutState): a stall can
+			// only make a timeout late, never early.
+			s.tick()
 		}
 		s.ackImmediate()
 		if rt.hard.Err() != nil || rt.start.Err() != nil {
@@ -338,12 +285,12 @@ loop:
 		}
 		stopping := rt.stopping.Load()
 		emitted := false
-		if s.skip.since != 0 && !s.full() { // (only this goroutine writes since)
+		if s.skip.since != 0 && !s.state.Full() { // (only this goroutine writes since)
 			s.endSkip()
 		}
 		if !stopping {
 			for range cfg.BatchSize {
-				if s.full() {
+				if s.state.Full() {
 					if s.skip.since == 0 {
 						s.skip.mu.Lock()
 						s.skip.since = s.now
@@ -365,7 +312,7 @@ loop:
 		s.e.flush(rt.hard)
 		s.e.mu.Unlock()
 		if stopping {
-			if s.pending.n.Load() == 0 {
+			if s.state.Pending() == 0 {
 				break
 			}
 			select {
@@ -381,22 +328,25 @@ loop:
 		}
 		// Idle: wait for outcomes, the next rotation, or (if NextTuple may be called) a
 		// short progressive backoff, as Storm's spout wait strategy.
-		wait := time.Hour
-		if timeouts {
-			wait = time.Duration(nextRotate - s.now)
+		now := rt.nanotime()
+		deadline := now + int64(time.Hour)
+		if d := s.state.NextDeadline(); d != math.MaxInt64 {
+			deadline = d
 		}
-		if !stopping && !s.full() {
+		if !stopping && !s.state.Full() {
 			backoff = min(max(2*backoff, 50*time.Microsecond), time.Millisecond)
-			wait = min(wait, backoff)
+			deadline = min(deadline, now+int64(backoff))
+		}
+		if deadline <= now || !rt.arm(timer, now, deadline) {
+			continue // a rotation is due, or the clock moved while arming
 		}
 		stopCh := rt.stopCh
 		if stopping {
 			stopCh = nil // already seen: waiting on a closed channel would spin
 		}
-		timer.Reset(max(wait, 0))
 		select {
 		case <-s.ep.inbox.Signal():
-		case <-timer.C:
+		case <-timer.C():
 		case <-stopCh:
 		case <-rt.drainExpired:
 		case <-rt.hard.Done():
@@ -427,9 +377,21 @@ func (s *spoutExec) endSkip() {
 	}
 }
 
-// rotationsPerTimeout: the pending map rotates every MessageTimeout/4 and has 5
-// buckets, so a tree times out between 1 and 1.25 message timeouts after its emit.
+// rotationsPerTimeout: a spout task's trees in flight (spoutState) rotate every
+// MessageTimeout/4 through 5 buckets, so a tree times out between 1 and 1.25 message
+// timeouts after its emit.
 const rotationsPerTimeout = 4
+
+// spoutConfig is what the spout tasks' spoutState takes from the configuration:
+// without ackers nothing is tracked, so nothing times out and nothing is pending.
+func (r *Runtime) spoutConfig() spoutConfig {
+	tracked := r.cfg.Ackers > 0
+	c := spoutConfig{MessageTimeout: r.cfg.MessageTimeout, Timeouts: tracked && !r.cfg.DisableTimeouts}
+	if tracked {
+		c.MaxPending = r.cfg.MaxSpoutPending
+	}
+	return c
+}
 
 // lineageStart records a sampled root and its first tuples (e.mu held).
 func (s *spoutExec) lineageStart(root uint64, msgID any, stream string, targets []int, outs []*tuple.Tuple) {
@@ -454,11 +416,11 @@ func (s *spoutExec) lineageStart(root uint64, msgID any, stream string, targets 
 
 // lineageEnd records how a tree ended and logs a failed or timed-out one with its root
 // id, so that a grep for the root finds it.
-func (s *spoutExec) lineageEnd(root uint64, ent pendingEntry, o lineage.Outcome, reason string) {
+func (s *spoutExec) lineageEnd(ev spoutEvent, o lineage.Outcome) {
 	rt := s.rt
-	msg := msgString(ent.msgID)
-	rt.lin.End(rt.unixNano(s.now), root, msg, s.e.comp.ID, int(s.e.task), rt.unixNano(ent.start), o, reason)
+	msg := msgString(ev.MsgID)
+	rt.lin.End(rt.unixNano(s.now), ev.Root, msg, s.e.comp.ID, int(s.e.task), rt.unixNano(ev.Start), o, ev.Reason)
 	if s.e.log.Enabled(context.Background(), slog.LevelDebug) {
-		s.e.log.Debug("tree "+string(o), "root", rootAttr(root), "msg_id", msg, "reason", reason)
+		s.e.log.Debug("tree "+string(o), "root", rootAttr(ev.Root), "msg_id", msg, "reason", ev.Reason)
 	}
 }
