@@ -220,7 +220,8 @@ func run(t *testing.T, recs []*event.Record, opts Options, cfg topology.Config, 
 		t.Fatal(err)
 	}
 	plain := plaintest.Tap(topo)
-	rt, err := engine.Start(context.Background(), topo, cfg)
+	// Every message crosses the codec too, as between processes.
+	rt, err := engine.Start(context.Background(), topo, cfg, engine.WithSerialization())
 	if err != nil {
 		t.Fatal(err)
 	}
