@@ -597,7 +597,7 @@ func (r *Runtime) Stats() Stats {
 		sp.e.snapshot(ts)
 		sp.skip.mu.Lock()
 		skipped := sp.skip.total
-		if sp.skip.since != 0 {
+		if sp.skip.on {
 			skipped += max(r.nanotime()-sp.skip.since, 0)
 		}
 		sp.skip.mu.Unlock()

@@ -33,10 +33,12 @@ type spoutExec struct {
 	now       int64
 	ended     []uint64 // failed roots to report to the held-list sweep
 	// skip is the time max spout pending held NextTuple back: total, and since when
-	// it does now (0: not now); Stats reads both under mu.
+	// it does now, if on; Stats reads them under mu. (Not since == 0 for "not now":
+	// a fake clock may read 0 when the spout fills up.)
 	skip struct {
 		mu           sync.Mutex
 		total, since int64
+		on           bool
 	}
 	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
 	loops     atomic.Int64 // loop iterations, for tests that the idle spout waits
@@ -285,15 +287,15 @@ loop:
 		}
 		stopping := rt.stopping.Load()
 		emitted := false
-		if s.skip.since != 0 && !s.state.Full() { // (only this goroutine writes since)
+		if s.skip.on && !s.state.Full() { // (only this goroutine writes on)
 			s.endSkip()
 		}
 		if !stopping {
 			for range cfg.BatchSize {
 				if s.state.Full() {
-					if s.skip.since == 0 {
+					if !s.skip.on {
 						s.skip.mu.Lock()
-						s.skip.since = s.now
+						s.skip.since, s.skip.on = s.now, true
 						s.skip.mu.Unlock()
 					}
 					break
@@ -371,9 +373,9 @@ loop:
 func (s *spoutExec) endSkip() {
 	s.skip.mu.Lock()
 	defer s.skip.mu.Unlock()
-	if s.skip.since != 0 {
+	if s.skip.on {
 		s.skip.total += max(s.rt.nanotime()-s.skip.since, 0)
-		s.skip.since = 0
+		s.skip.since, s.skip.on = 0, false
 	}
 }
 
