@@ -13,10 +13,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/transport/transporttest"
 )
 
 // BenchmarkWordCount runs the word-count job end to end on the testdata books (read 4
@@ -41,12 +44,21 @@ func BenchmarkWordCount(b *testing.B) {
 		name    string
 		ackers  int
 		observe bool // latency histograms, 1% lineage and a /metrics scrape per run
-	}{{"tracking=on/observe=off", 1, false}, {"tracking=on/observe=on", 1, true}, {"tracking=off", 0, false}} {
+		// hosts > 1: that many engines over a transport that serialises every
+		// message (transporttest.Faulty with no faults); serialize: one engine with
+		// engine.WithSerialization.
+		hosts     int
+		serialize bool
+	}{{"tracking=on/observe=off", 1, false, 1, false}, {"tracking=on/observe=on", 1, true, 1, false}, {"tracking=off", 0, false, 1, false},
+		{"tracking=on/serialize", 1, false, 1, true}, {"tracking=on/hosts=3/serialize", 1, false, 3, false}} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := topology.DefaultConfig()
 			cfg.Ackers = tc.ackers
 			cfg.LatencyMetrics = tc.observe
 			var ropts []engine.Option
+			if tc.serialize {
+				ropts = append(ropts, engine.WithSerialization())
+			}
 			var rec *lineage.Recorder
 			if tc.observe {
 				var err error
@@ -60,7 +72,13 @@ func BenchmarkWordCount(b *testing.B) {
 			var secs float64
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				opts := Options{Files: files, Config: cfg, RuntimeOptions: ropts}
+				opts := Options{Files: files, Config: cfg, RuntimeOptions: ropts, Hosts: tc.hosts}
+				if tc.hosts > 1 {
+					var streams *codec.Streams
+					opts.tap = func(topo *topology.Topology) { streams = codec.NewStreams(topo) }
+					opts.Transport = transporttest.NewFaulty(transport.NewLocal(), transporttest.Serialize(
+						func(m *transport.Message) (*transport.Message, error) { return codec.Clone(m, streams) }))
+				}
 				stop, scraped := make(chan struct{}), make(chan struct{})
 				if tc.observe {
 					opts.Started = func(rt *engine.Runtime) {

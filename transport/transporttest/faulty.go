@@ -139,23 +139,31 @@ func (f *Faulty) Register(endpoint int) (transport.Inbox, error) {
 // duplicated or held back; then the messages held for m.To that have waited long
 // enough follow it.
 func (f *Faulty) Send(m *transport.Message) error {
+	// The codec runs outside the lock: senders on many goroutines serialise in
+	// parallel, as they would in their own processes.
+	var out *transport.Message
+	var cloneErr error
+	if f.clone != nil {
+		out, cloneErr = f.clone(m)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats.Sent++
 	if f.closed || !f.endpoints[m.To] {
 		return f.inner.Send(m)
 	}
-	err := f.deliver(m)
+	if f.clone == nil {
+		out = m
+	} else if cloneErr != nil {
+		return f.cloneFailed(m, cloneErr)
+	}
+	err := f.deliver(m, out)
 	f.release(m.To)
 	return err
 }
 
-// deliver sends m (or its copies) on, or holds or drops it.
-func (f *Faulty) deliver(m *transport.Message) error {
-	out, err := f.cloneOf(m)
-	if err != nil {
-		return err
-	}
+// deliver sends out (m's clone) or its copies on, or holds or drops it (f.mu held).
+func (f *Faulty) deliver(m, out *transport.Message) error {
 	if f.drop > 0 && (f.dropKinds == nil || f.dropKinds[m.Kind]) && f.rng.Float64() < f.drop {
 		f.stats.Dropped++
 		return nil
@@ -194,12 +202,17 @@ func (f *Faulty) cloneOf(m *transport.Message) (*transport.Message, error) {
 	}
 	c, err := f.clone(m)
 	if err != nil {
-		f.stats.SerializeErrors++
-		f.lastError = err.Error()
-		f.innerAtErr = f.inner.Stats().Errors
-		return nil, fmt.Errorf("transporttest: serialise %s from %d to %d: %w", m.Kind, m.From, m.To, err)
+		return nil, f.cloneFailed(m, err)
 	}
 	return c, nil
+}
+
+// cloneFailed counts a message the codec refused and returns the error (f.mu held).
+func (f *Faulty) cloneFailed(m *transport.Message, err error) error {
+	f.stats.SerializeErrors++
+	f.lastError = err.Error()
+	f.innerAtErr = f.inner.Stats().Errors
+	return fmt.Errorf("transporttest: serialise %s from %d to %d: %w", m.Kind, m.From, m.To, err)
 }
 
 // release counts one send to endpoint against its held messages, and sends on those
