@@ -53,8 +53,14 @@ func TestFailReasonReachesSpout(t *testing.T) {
 	}), 1).ShuffleGrouping("pass")
 	cfg := quietConfig()
 	cfg.MessageTimeout = 300 * time.Millisecond
-	start(t, mustBuild(t, b), cfg)
-	rec.waitFor(t, "3 fails", func(_, fails int) bool { return fails == 3 })
+	f := startFake(t, mustBuild(t, b), cfg) // the timeout passes when the test says
+	rec.waitFor(t, "2 fails", func(_, fails int) bool { return fails == 2 })
+	for range rotationsPerTimeout + 1 {
+		f.rotate()
+	}
+	if _, fails := rec.counts(); fails != 3 {
+		t.Fatalf("%d fails after 1.25 timeouts, want 3", fails)
+	}
 	for id, want := range map[int]string{0: "row 0: bad quantity", 1: "", 2: "message timeout: tree not complete after 300ms"} {
 		got, ok := sp.get(id)
 		if !ok || got != want {

@@ -264,10 +264,11 @@ func TestFailReachesSpout(t *testing.T) {
 
 // A tree nobody finishes times out at the spout; a late ack afterwards is ignored and
 // counted: by the spout as a late outcome if the acker still held the tree, or by
-// the acker as an entry without an init (then an orphan) if it had expired it. The
-// test used to wait for 10 late outcomes at the spout, and hung whenever load let
-// the acker expire a tree before its ack came (about 1 run in 20 under load).
-// Half the acks now go out after the acker expired every tree, so both paths run.
+// the acker as an entry without an init (then an orphan) if it had expired it. On a
+// fake clock both paths are exact: the spout times the trees out at the fifth
+// rotation, the acker expires them at the sixth, and half the acks go before it, half
+// after. (On the wall clock the test waited for the acker and hung whenever load let
+// it expire a tree before its ack came.)
 func TestTimeoutReachesSpout(t *testing.T) {
 	rec := newRecorder()
 	held := make(chan *tuple.Tuple, 10)
@@ -277,33 +278,36 @@ func TestTimeoutReachesSpout(t *testing.T) {
 	b.SetBolt("b", holdBolt(held, outs), 1).ShuffleGrouping("s")
 	cfg := quietConfig()
 	cfg.MessageTimeout = 200 * time.Millisecond
-	rt := start(t, mustBuild(t, b), cfg)
-	rec.waitFor(t, "timeouts", func(a, f int) bool { return f == 10 })
+	f := startFake(t, mustBuild(t, b), cfg)
+	rt := f.rt
+	tuples, collectors := receive(t, held, 10), receive(t, outs, 10) // all emitted at the clock's start
+	for range rotationsPerTimeout + 1 {
+		f.rotate()
+	}
+	if _, fails := rec.counts(); fails != 10 {
+		t.Fatalf("%d of 10 trees timed out after 1.25 timeouts", fails)
+	}
 	ack := func(n int) {
 		for range n {
-			if err := (<-outs).Ack(<-held); err != nil {
+			if err := collectors[0].Ack(tuples[0]); err != nil {
 				t.Fatal(err)
 			}
+			collectors, tuples = collectors[1:], tuples[1:]
 		}
 	}
-	ack(5) // the acker may still hold these trees, or not
-	waitStat(t, rt, "the acker to expire every tree", func(s Stats) bool { return s.Acker.Expired+s.Acker.Completed == 10 })
-	ack(5) // the acker no longer holds these
-	late := func(s Stats) uint64 {
-		return s.Components["s"].LateOutcomes + uint64(s.Acker.Unmatched) + s.Acker.Orphans
+	ack(5) // the acker still holds these trees: late at the spout
+	waitStat(t, rt, "5 late outcomes at the spout", func(s Stats) bool { return s.Components["s"].LateOutcomes == 5 })
+	f.rotate() // the acker's sixth: it expires the other 5
+	if s := rt.Stats(); s.Acker.Expired != 5 || s.Acker.Completed != 5 {
+		t.Fatalf("after the acker's sixth rotation: %+v, want 5 expired and 5 completed", s.Acker)
 	}
-	waitStat(t, rt, "every late ack counted", func(s Stats) bool { return late(s) == 10 })
-	stop(t, rt)
+	ack(5) // the acker no longer holds these
+	waitStat(t, rt, "5 acks without a tree at the acker", func(s Stats) bool { return s.Acker.Unmatched == 5 })
 	s := rt.Stats()
 	c := s.Components["s"]
-	if a, _ := rec.counts(); a != 0 || c.TimedOut != 10 || c.Failed != 0 || c.Acked != 0 {
+	if a, _ := rec.counts(); a != 0 || c.TimedOut != 10 || c.Failed != 0 || c.Acked != 0 || c.LateOutcomes != 5 || c.Pending != 0 {
 		t.Fatalf("acks %d, spout stats %+v", a, c)
 	}
-	if late(s) != 10 || c.LateOutcomes > 5 || s.Acker.Completed != c.LateOutcomes {
-		t.Fatalf("late acks: %d late outcomes at the spout, acker %+v; want 10 in all, at most 5 at the spout, each from a late completion",
-			c.LateOutcomes, s.Acker)
-	}
-	t.Logf("late acks: %d reached the spout, %d found no tree at the acker", c.LateOutcomes, uint64(s.Acker.Unmatched)+s.Acker.Orphans)
 }
 
 // R12 (STORM-2231): a bolt acks and emits from 10 goroutines at once. Run with -race:
