@@ -28,12 +28,10 @@ type endpoint struct {
 	in map[int]*inEdge
 	// links numbers the acker messages and outcomes this task sends, per destination.
 	links map[int]uint64
-	// producers is the number of tasks that feed this one (all spout and bolt tasks
-	// for an acker); ended counts those that have ended their edge to it.
-	producers, ended int
 	// credited is signalled when a grant lets a waiting send go on.
 	credited chan struct{}
-	// endSeen is closed when every producer has ended.
+	// endSeen is closed when every producer task has ended its edge to this one
+	// (all spout and bolt tasks, for an acker).
 	endSeen chan struct{}
 	// outcomes (spouts) and acks (ackers) taken from the inbox, for the task's
 	// goroutine.
@@ -65,9 +63,9 @@ type inEdge struct {
 	made   bool // flow initialised (tuples seen on this link)
 }
 
-func newEndpoint(rt *Runtime, task int, inbox transport.Inbox, producers int) *endpoint {
+func newEndpoint(rt *Runtime, task int, inbox transport.Inbox) *endpoint {
 	return &endpoint{
-		rt: rt, task: task, inbox: inbox, producers: producers,
+		rt: rt, task: task, inbox: inbox,
 		out: map[int]*outEdge{}, in: map[int]*inEdge{}, links: map[int]uint64{},
 		credited: make(chan struct{}, 1), endSeen: make(chan struct{}),
 	}
@@ -166,23 +164,9 @@ func (p *endpoint) handle(m *transport.Message) {
 	}
 }
 
-// end records that producer ended its edge to this task at position pos, and
-// reports whether it is the first time (cmu held).
-func (p *endpoint) end(producer int, pos uint64) bool {
-	in := p.inFrom(producer)
-	if !in.made {
-		in.flow, in.made = flow.NewReceiver(p.rt.windowOf(p.task)), true
-	}
-	if in.flow.Ended() {
-		return false
-	}
-	in.flow.End(pos)
-	p.ended++
-	if p.ended == p.producers {
-		close(p.endSeen)
-	}
-	return true
-}
+// inputEnded closes endSeen: every producer has ended its edge to this task
+// (host loop only).
+func (p *endpoint) inputEnded() { close(p.endSeen) }
 
 // consumed records that a batch from producer was executed, and sends a grant when
 // one is due.

@@ -102,6 +102,7 @@ const (
 	opStatsReply                  // Body: a host's Stats (JSON)
 	opEnded                       // Body: roots whose trees failed or timed out
 	opHeld                        // Body: a lineage holder report (JSON)
+	opHello                       // this host is up (answered once the receiver is up too)
 )
 
 // hostState is the host endpoint: ends and requests re-sent until acknowledged, and
@@ -114,6 +115,7 @@ type hostState struct {
 	requests *flow.Resender[uint64]
 	pending  map[uint64]*transport.Message
 	replies  map[uint64]chan *transport.Message
+	hellos   map[uint64]bool // greetings not yet answered
 	nextID   uint64
 	heard    int64 // runtime clock of the last message received
 	ctl      []*transport.Message
@@ -134,15 +136,33 @@ func (h *hostState) init(every time.Duration) {
 	h.requests = flow.NewResender[uint64](int64(every))
 	h.pending = map[uint64]*transport.Message{}
 	h.replies = map[uint64]chan *transport.Message{}
+	h.hellos = map[uint64]bool{}
 }
 
-// endEdges ends every edge of an exited task to the hosts of the tasks given: one
-// end per host, re-sent until that host acknowledges it.
-func (r *Runtime) endEdges(ep *endpoint, to []int) {
-	hosts := map[int]bool{}
-	for _, t := range to {
-		hosts[r.assign.of(t)] = true
+// greet tells every other host that this one is up, re-sent until each answers;
+// ready closes when all have (at once without other hosts).
+func (r *Runtime) greet() {
+	peers := r.peers()
+	if len(peers) == 0 {
+		close(r.ready)
+		return
 	}
+	r.host.mu.Lock()
+	defer r.host.mu.Unlock()
+	for _, h := range peers {
+		r.host.nextID++
+		id := r.host.nextID
+		m := &transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: opHello, ID: id}
+		r.host.pending[id] = m
+		r.host.hellos[id] = true
+		r.host.requests.Sent(r.nanotime(), id)
+		r.send(copyMsg(m))
+	}
+}
+
+// endEdges ends every edge of an exited task to the hosts given: one end per host,
+// re-sent until that host acknowledges it.
+func (r *Runtime) endEdges(ep *endpoint, hosts map[int]bool) {
 	now := r.nanotime()
 	r.host.mu.Lock()
 	for h := range hosts {
@@ -298,26 +318,30 @@ func (r *Runtime) hostPoll() {
 	}
 }
 
-// edgesEnded records that task has ended its edges to every hosted task it feeds.
+// edgesEnded records that task has ended its edges (host loop only). Ends are
+// counted per consuming component, not per edge: a component's tasks all have the
+// same producers, so its input ends when as many producer tasks have ended as feed
+// it, and an acker's when every spout and bolt task has. So a stop costs one step
+// per producer and consuming component, whatever the parallelism.
 func (r *Runtime) edgesEnded(task int) {
 	c := r.componentOf(task)
-	if c == nil {
-		return // an acker feeds no task through edges
+	if c == nil || r.endedTask[task] {
+		return // an acker feeds no task through edges; or a re-sent end
 	}
-	end := func(t int) {
-		if ep := r.endpoints[t]; ep != nil {
-			ep.cmu.Lock()
-			ep.end(task, 0)
-			ep.cmu.Unlock()
-		}
-	}
+	r.endedTask[task] = true
 	for _, cons := range r.consumerComps[c.ID] {
-		for _, t := range r.tasksOf[cons] {
-			end(t)
+		if r.endedOf[cons]++; r.endedOf[cons] == r.producerTasks[cons] {
+			for _, t := range r.tasksOf[cons] {
+				if ep := r.endpoints[t]; ep != nil {
+					ep.inputEnded()
+				}
+			}
 		}
 	}
-	for _, t := range r.ackerTasks {
-		end(t)
+	if r.endedAll++; r.endedAll == r.numTasks {
+		for _, a := range r.ackers {
+			a.ep.inputEnded()
+		}
 	}
 }
 
@@ -331,7 +355,15 @@ func (r *Runtime) hostControl(self int, m *transport.Message) {
 		h.mu.Lock()
 		h.requests.Acked(m.ID)
 		delete(h.pending, m.ID)
+		if h.hellos[m.ID] {
+			delete(h.hellos, m.ID)
+			if len(h.hellos) == 0 {
+				close(r.ready)
+			}
+		}
 		h.mu.Unlock()
+	case opHello:
+		ack()
 	case opStop:
 		r.beginStop(false)
 		ack()

@@ -75,6 +75,18 @@ type Runtime struct {
 	// producerTasks counts, per component, the tasks feeding each of its tasks.
 	consumerComps map[string][]string
 	producerTasks map[string]int
+	// hostsOf lists, per component, the hosts of its tasks; ackerHosts those of the
+	// ackers.
+	hostsOf    map[string][]int
+	ackerHosts []int
+	// Ends seen by this host (host loop only): per producer task, and counted per
+	// consuming component and for the ackers (edgesEnded).
+	endedTask []bool
+	endedOf   map[string]int
+	endedAll  int
+	// ready is closed once every other host has answered: spouts start then, so no
+	// tuple is sent to a task whose engine has not registered it yet.
+	ready chan struct{}
 
 	spouts    []*spoutExec
 	bolts     []*boltExec
@@ -185,6 +197,25 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	if err := r.assign.check(r.numTasks + len(r.ackerTasks)); err != nil {
 		return nil, err
 	}
+	r.hostsOf = map[string][]int{}
+	hostSet := func(tasks []int) []int {
+		seen := map[int]bool{}
+		var hs []int
+		for _, t := range tasks {
+			if h := r.assign.of(t); !seen[h] {
+				seen[h] = true
+				hs = append(hs, h)
+			}
+		}
+		return hs
+	}
+	for _, c := range topo.Components {
+		r.hostsOf[c.ID] = hostSet(r.tasksOf[c.ID])
+	}
+	r.ackerHosts = hostSet(r.ackerTasks)
+	r.endedTask = make([]bool, r.numTasks+1)
+	r.endedOf = map[string]int{}
+	r.ready = make(chan struct{})
 	r.start = ctx
 	r.hard, r.hardCancel = context.WithCancel(context.Background())
 	if err := r.build(ctx); err != nil {
@@ -219,6 +250,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	}
 	hostDone := make(chan struct{})
 	go func() { defer close(hostDone); r.runHost(tasksDone) }()
+	r.greet()
 	// The owner of every goroutine above: once every hosted task has exited and the
 	// host has seen its ends acknowledged, the rest stop, then Done closes.
 	go func() {
@@ -294,6 +326,9 @@ func (r *Runtime) send(m *transport.Message) {
 		m = c
 	}
 	if err := r.transport.Send(m); err != nil {
+		if m.Kind == transport.KindControl && m.Op == opHello && errors.Is(err, transport.ErrUnknownEndpoint) {
+			return // a host not started yet: the greeting is re-sent until it is up
+		}
 		r.sendFailed(m, err)
 	}
 }
@@ -347,12 +382,12 @@ func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.T
 }
 
 // register makes a hosted task's endpoint.
-func (r *Runtime) register(task, producers int) (*endpoint, error) {
+func (r *Runtime) register(task int) (*endpoint, error) {
 	inbox, err := r.transport.Register(task)
 	if err != nil {
 		return nil, fmt.Errorf("engine: task %d: %w", task, err)
 	}
-	ep := newEndpoint(r, task, inbox, producers)
+	ep := newEndpoint(r, task, inbox)
 	r.endpoints[task] = ep
 	return ep, nil
 }
@@ -377,7 +412,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 			if !r.hosts(task) {
 				continue
 			}
-			ep, err := r.register(task, r.producerTasks[c.ID])
+			ep, err := r.register(task)
 			if err != nil {
 				return err
 			}
@@ -428,7 +463,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 		if !r.hosts(task) {
 			continue
 		}
-		ep, err := r.register(task, r.numTasks)
+		ep, err := r.register(task)
 		if err != nil {
 			return err
 		}
@@ -451,13 +486,16 @@ func callErr(fn func() error) (err error) {
 // taskExited ends the edges of a spout or bolt task that has exited: to every task
 // of its consumers and to every acker (they stop once all their producers ended).
 func (r *Runtime) taskExited(ep *endpoint) {
-	c := r.componentOf(ep.task)
-	var to []int
-	for _, cons := range r.consumerComps[c.ID] {
-		to = append(to, r.tasksOf[cons]...)
+	hosts := map[int]bool{}
+	for _, cons := range r.consumerComps[r.componentOf(ep.task).ID] {
+		for _, h := range r.hostsOf[cons] {
+			hosts[h] = true
+		}
 	}
-	to = append(to, r.ackerTasks...)
-	r.endEdges(ep, to)
+	for _, h := range r.ackerHosts {
+		hosts[h] = true
+	}
+	r.endEdges(ep, hosts)
 	r.tasksWG.Done()
 }
 

@@ -270,6 +270,14 @@ func (s *spoutExec) run() {
 	timer.Stop()
 	defer timer.Stop()
 	backoff := time.Duration(0)
+	// Not a tuple before every host of the topology is up (Storm activates a
+	// topology once its workers run): a tuple for a task not registered yet would be
+	// refused, and its tree would wait out the message timeout.
+	select {
+	case <-rt.ready:
+	case <-rt.stopCh:
+	case <-rt.hard.Done():
+	}
 loop:
 	for {
 		s.loops.Add(1)
