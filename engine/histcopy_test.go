@@ -87,13 +87,47 @@ func TestHistogramSyncTo(t *testing.T) {
 	h.Merge(&other)
 	h.Record(40)
 	h.syncTo(&cp)
-	if cp != h {
+	if !sameHist(&cp, &h) {
 		t.Fatalf("after Merge: copy %d values, histogram %d", cp.Count(), h.Count())
 	}
 	h.Sub(&other)
 	h.syncTo(&cp)
 	cp.dirty, h.dirty = [16]uint64{}, [16]uint64{}
-	if cp != h || cp.Count() != 6 || cp.Quantile(1) != h.Quantile(1) {
+	if !sameHist(&cp, &h) || cp.Count() != 6 || cp.Quantile(1) != h.Quantile(1) {
 		t.Fatalf("after Sub: copy %d values, histogram %d", cp.Count(), h.Count())
 	}
+}
+
+// A clone shares no buckets with its histogram: subtracting from the clone (as the
+// metrics windows do) leaves the original whole.
+func TestHistogramCloneIsIndependent(t *testing.T) {
+	var h Histogram
+	for _, v := range []int64{5, 300, 300, 70_000, 2_000_000} {
+		h.Record(v)
+	}
+	p50 := h.Quantile(0.5)
+	c := h.Clone()
+	c.Sub(&h)
+	if c.Count() != 0 || h.Count() != 5 || h.Quantile(0.5) != p50 {
+		t.Fatalf("clone count %d, original count %d p50 %v", c.Count(), h.Count(), h.Quantile(0.5))
+	}
+	n := 0
+	h.Buckets(func(_, _ int64, count uint64) { n += int(count) })
+	if n != 5 {
+		t.Fatalf("original buckets hold %d values after the clone's Sub, want 5", n)
+	}
+}
+
+// sameHist reports whether two histograms hold the same values (their rows are
+// pointers: == compares addresses).
+func sameHist(a, b *Histogram) bool {
+	if a.n != b.n || a.sum != b.sum || a.max != b.max {
+		return false
+	}
+	for i := range histBuckets {
+		if a.get(i) != b.get(i) {
+			return false
+		}
+	}
+	return true
 }

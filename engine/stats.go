@@ -208,9 +208,13 @@ type taskStats struct {
 }
 
 // Histogram is a log-linear histogram of durations: 16 sub-buckets per power of two,
-// so a quantile is within about 3% of the true value. Its memory is fixed (8 KiB).
+// so a quantile is within about 3% of the true value. Its memory is at most 8.6 KiB,
+// and about 1 KiB for durations within a few powers of two.
 type Histogram struct {
-	counts [64 * 16]uint64
+	// rows holds the buckets 16 at a time, a row made at its first value: most
+	// histograms use a few rows (durations within a few powers of two), so one costs
+	// about 1 KiB instead of 8 (a 10,000-task topology keeps 40,000 of them).
+	rows [64]*[16]uint64
 	n      uint64
 	sum    int64
 	max    int64
@@ -243,7 +247,12 @@ func histLower(i int) int64 {
 // Record adds one duration in nanoseconds.
 func (h *Histogram) Record(ns int64) {
 	i := histIndex(ns)
-	h.counts[i]++
+	r := h.rows[i>>4]
+	if r == nil {
+		r = new([16]uint64)
+		h.rows[i>>4] = r
+	}
+	r[i&15]++
 	h.dirty[i/64] |= 1 << (i % 64)
 	h.n++
 	h.sum += ns
@@ -256,7 +265,7 @@ func (h *Histogram) syncTo(dst *Histogram) {
 	for w, m := range h.dirty {
 		for m != 0 {
 			i := w*64 + bits.TrailingZeros64(m)
-			dst.counts[i] = h.counts[i]
+			dst.set(i, h.get(i))
 			m &= m - 1
 		}
 		h.dirty[w] = 0
@@ -267,11 +276,7 @@ func (h *Histogram) syncTo(dst *Histogram) {
 // Buckets calls fn for every non-empty bucket in increasing order, with its bounds in
 // nanoseconds [lower, upper) and its count.
 func (h *Histogram) Buckets(fn func(lower, upper int64, count uint64)) {
-	for i, c := range h.counts {
-		if c > 0 {
-			fn(histLower(i), histLower(i+1), c)
-		}
-	}
+	h.each(func(i int, c uint64) { fn(histLower(i), histLower(i+1), c) })
 }
 
 // Sum is the total of the recorded values.
@@ -280,24 +285,20 @@ func (h *Histogram) Sum() time.Duration { return time.Duration(h.sum) }
 // Sub removes o's counts from h, where o is an earlier copy of h (for windows). Max is
 // kept.
 func (h *Histogram) Sub(o *Histogram) {
-	for i, c := range o.counts {
-		if c != 0 {
-			h.counts[i] -= c
-			h.dirty[i/64] |= 1 << (i % 64)
-		}
-	}
+	o.each(func(i int, c uint64) {
+		h.set(i, h.get(i)-c)
+		h.dirty[i/64] |= 1 << (i % 64)
+	})
 	h.n -= o.n
 	h.sum -= o.sum
 }
 
 // Merge adds o's counts to h.
 func (h *Histogram) Merge(o *Histogram) {
-	for i, c := range o.counts {
-		if c != 0 {
-			h.counts[i] += c
-			h.dirty[i/64] |= 1 << (i % 64)
-		}
-	}
+	o.each(func(i int, c uint64) {
+		h.set(i, h.get(i)+c)
+		h.dirty[i/64] |= 1 << (i % 64)
+	})
 	h.n += o.n
 	h.sum += o.sum
 	h.max = max(h.max, o.max)
@@ -315,11 +316,7 @@ type histJSON struct {
 // between hosts as messages).
 func (h *Histogram) MarshalJSON() ([]byte, error) {
 	j := histJSON{N: h.n, Sum: h.sum, Max: h.max, Buckets: [][2]uint64{}}
-	for i, c := range h.counts {
-		if c != 0 {
-			j.Buckets = append(j.Buckets, [2]uint64{uint64(i), c})
-		}
-	}
+	h.each(func(i int, c uint64) { j.Buckets = append(j.Buckets, [2]uint64{uint64(i), c}) })
 	return json.Marshal(j)
 }
 
@@ -331,10 +328,10 @@ func (h *Histogram) UnmarshalJSON(b []byte) error {
 	}
 	*h = Histogram{n: j.N, sum: j.Sum, max: j.Max}
 	for _, bc := range j.Buckets {
-		if bc[0] >= uint64(len(h.counts)) {
+		if bc[0] >= histBuckets {
 			return fmt.Errorf("engine: histogram bucket %d out of range", bc[0])
 		}
-		h.counts[bc[0]] = bc[1]
+		h.set(int(bc[0]), bc[1])
 		h.dirty[bc[0]/64] |= 1 << (bc[0] % 64)
 	}
 	return nil
@@ -362,12 +359,67 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	rank := uint64(q*float64(h.n) + 0.5)
 	rank = min(max(rank, 1), h.n)
 	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			lo, hi := histLower(i), histLower(i+1)
-			return time.Duration(min((lo+hi)/2, h.max))
+	for ri, r := range h.rows {
+		if r == nil {
+			continue
+		}
+		for j, c := range r {
+			seen += c
+			if seen >= rank {
+				i := ri<<4 | j
+				lo, hi := histLower(i), histLower(i+1)
+				return time.Duration(min((lo+hi)/2, h.max))
+			}
 		}
 	}
 	return time.Duration(h.max)
+}
+
+// Clone returns a copy of h that shares nothing with it. Copy a Histogram with
+// Clone, not by value: its rows are pointers.
+func (h *Histogram) Clone() *Histogram {
+	c := &Histogram{n: h.n, sum: h.sum, max: h.max, dirty: h.dirty}
+	for i, r := range h.rows {
+		if r != nil {
+			cp := *r
+			c.rows[i] = &cp
+		}
+	}
+	return c
+}
+
+// histBuckets is the number of buckets: 16 sub-buckets for each of 64 powers of two.
+const histBuckets = 64 * 16
+
+func (h *Histogram) get(i int) uint64 {
+	if r := h.rows[i>>4]; r != nil {
+		return r[i&15]
+	}
+	return 0
+}
+
+func (h *Histogram) set(i int, v uint64) {
+	r := h.rows[i>>4]
+	if r == nil {
+		if v == 0 {
+			return
+		}
+		r = new([16]uint64)
+		h.rows[i>>4] = r
+	}
+	r[i&15] = v
+}
+
+// each calls fn for every non-empty bucket in increasing order.
+func (h *Histogram) each(fn func(i int, c uint64)) {
+	for ri, r := range h.rows {
+		if r == nil {
+			continue
+		}
+		for j, c := range r {
+			if c != 0 {
+				fn(ri<<4|j, c)
+			}
+		}
+	}
 }

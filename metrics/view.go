@@ -155,11 +155,11 @@ func diffHist(cur, base *engine.Histogram) *engine.Histogram {
 	if cur == nil {
 		return nil
 	}
-	h := *cur
+	h := cur.Clone()
 	if base != nil {
 		h.Sub(base)
 	}
-	return &h
+	return h
 }
 
 func spoutRow(c, b *engine.ComponentStats) Spout {
