@@ -215,9 +215,9 @@ type Histogram struct {
 	// histograms use a few rows (durations within a few powers of two), so one costs
 	// about 1 KiB instead of 8 (a 10,000-task topology keeps 40,000 of them).
 	rows [64]*[16]uint64
-	n      uint64
-	sum    int64
-	max    int64
+	n    uint64
+	sum  int64
+	max  int64
 	// dirty marks the buckets changed since the last syncTo, a bit each, so that a
 	// task's flush copies a few buckets, not 8 KiB.
 	dirty [64 * 16 / 64]uint64
