@@ -79,13 +79,14 @@ func newEmitter(rt *Runtime, ep *endpoint, comp *topology.Component, log *slog.L
 	}
 	e.stats.misuse = map[string]uint64{}
 	for id, st := range comp.Streams {
-		so := &streamOut{src: st.Source, direct: st.Direct, directTasks: map[int]bool{}}
+		so := &streamOut{src: st.Source, direct: st.Direct}
 		for _, cons := range rt.topo.Consumers(comp.ID, id) {
-			targets := rt.tasksOf[cons.Bolt.ID]
+			targets := rt.tasksOf[cons.Bolt.ID] // shared by every producer: never modified
 			if cons.Input.Grouping.Kind == topology.DirectKind {
-				for _, t := range targets {
-					so.directTasks[t] = true
+				if so.directComps == nil {
+					so.directComps = map[string]bool{}
 				}
+				so.directComps[cons.Bolt.ID] = true
 				continue
 			}
 			r := &route{kind: cons.Input.Grouping.Kind, targets: targets, consumer: cons.Bolt.ID, rr: uint32(nonzeroID())}
@@ -93,11 +94,7 @@ func newEmitter(rt *Runtime, ep *endpoint, comp *topology.Component, log *slog.L
 				r.targets = targets[:1]
 			}
 			if cons.Input.Grouping.Kind == topology.LocalOrShuffleKind {
-				for _, t := range targets {
-					if rt.hosts(t) {
-						r.local = append(r.local, t)
-					}
-				}
+				r.local = rt.hostedOf(cons.Bolt.ID)
 			}
 			for _, f := range cons.Input.Grouping.Fields {
 				r.fieldIdx = append(r.fieldIdx, st.Source.Fields.Index(f))
@@ -131,7 +128,7 @@ func (e *emitter) targets(stream string, direct int, values tuple.Values) (*stre
 		if !so.direct {
 			return nil, nil, fmt.Errorf("%w: EmitDirect on stream %q of %q, which is not declared direct", topology.ErrDirect, stream, e.comp.ID)
 		}
-		if !so.directTasks[direct] {
+		if c := e.rt.componentOf(direct); c == nil || !so.directComps[c.ID] {
 			return nil, nil, fmt.Errorf("%w: EmitDirect to task %d, which does not consume direct stream %q of %q", topology.ErrDirect, direct, stream, e.comp.ID)
 		}
 		return so, append(dst, direct), nil

@@ -16,15 +16,16 @@ type streamOut struct {
 	src    *tuple.Source
 	direct bool
 	routes []*route
-	// directTasks are the tasks that consume this stream with direct grouping.
-	directTasks map[int]bool
+	// directComps are the components that consume this stream with direct grouping
+	// (a set of components, not of tasks: it is made for every producing task).
+	directComps map[string]bool
 }
 
 // route is one consumer bolt of a stream, as seen by one producing task.
 type route struct {
 	kind     topology.GroupingKind
 	targets  []int // consumer task ids, ascending
-	local    []int // the targets in this process (local-or-shuffle)
+	local    []int // the targets this engine hosts (local-or-shuffle; shared, never modified)
 	fieldIdx []int // fields grouping: indexes into the values
 	// fieldNames are the grouping's field names (parallel to fieldIdx), for errors;
 	// without them an error names the field by its index only.

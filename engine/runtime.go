@@ -79,6 +79,8 @@ type Runtime struct {
 	// ackers.
 	hostsOf    map[string][]int
 	ackerHosts []int
+	hostedMu   sync.Mutex
+	hosted     map[string][]int // hostedOf
 	// Ends seen by this host (host loop only): per producer task, and counted per
 	// consuming component and for the ackers (edgesEnded).
 	endedTask []bool
@@ -300,6 +302,28 @@ func TaskIDs(topo *topology.Topology, cfg topology.Config) (byComponent map[stri
 		next++
 	}
 	return byComponent, ackers
+}
+
+// hostedOf returns the tasks of component comp this engine hosts, made once and
+// shared by every producer's local-or-shuffle routes (a copy each would grow with the
+// square of the tasks).
+func (r *Runtime) hostedOf(comp string) []int {
+	r.hostedMu.Lock()
+	defer r.hostedMu.Unlock()
+	if hs, ok := r.hosted[comp]; ok {
+		return hs
+	}
+	var hs []int
+	for _, t := range r.tasksOf[comp] {
+		if r.hosts(t) {
+			hs = append(hs, t)
+		}
+	}
+	if r.hosted == nil {
+		r.hosted = map[string][]int{}
+	}
+	r.hosted[comp] = hs
+	return hs
 }
 
 // windowOf is the credit window of every edge into task: its receive queue shared
