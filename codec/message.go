@@ -372,10 +372,16 @@ func (d *decoder) tuples(st *Streams) ([]*tuple.Tuple, error) {
 	if err := d.spend(n * (8 + tupleSize)); err != nil {
 		return nil, err
 	}
-	out := make([]*tuple.Tuple, n)
+	type decoded struct {
+		src     *tuple.Source
+		srcTask int
+		vals    tuple.Values
+		state   tupleinternal.State
+	}
+	dec := make([]decoded, n)
 	d.ar = &arena{}
 	defer func() { d.ar = nil }()
-	for i := range out {
+	for i := range dec {
 		sid, err := d.uvarint()
 		if err != nil {
 			return nil, err
@@ -437,9 +443,12 @@ func (d *decoder) tuples(st *Streams) ([]*tuple.Tuple, error) {
 				return nil, fmt.Errorf("tuple %d, value %d: %w", i, j, err)
 			}
 		}
-		t := tuple.New(src, int(srcTask), vals)
-		*stateOf(t) = s
-		out[i] = t
+		dec[i] = decoded{src: src, srcTask: int(srcTask), vals: vals, state: s}
+	}
+	// One allocation for the batch's tuples, not one each.
+	out := tuple.NewBatch(n, func(i int) (*tuple.Source, int, tuple.Values) { return dec[i].src, dec[i].srcTask, dec[i].vals })
+	for i, t := range out {
+		*stateOf(t) = dec[i].state
 	}
 	return out, nil
 }

@@ -62,6 +62,21 @@ func New(src *Source, srcTask int, values Values) *Tuple {
 	return &Tuple{src: src, values: values, srcTask: int32(srcTask), state: tupleinternal.State{DstTask: -1}}
 }
 
+// NewBatch returns n tuples, as New would make them one by one, in one allocation:
+// tuple i has the source, source task and values fill(i) gives. A decoder that
+// receives a batch of deliveries pays one allocation instead of n; the batch's
+// memory is freed once none of its tuples is referenced.
+func NewBatch(n int, fill func(i int) (src *Source, srcTask int, values Values)) []*Tuple {
+	slab := make([]Tuple, n)
+	out := make([]*Tuple, n)
+	for i := range slab {
+		src, task, values := fill(i)
+		slab[i] = Tuple{src: src, values: values, srcTask: int32(task), state: tupleinternal.State{DstTask: -1}}
+		out[i] = &slab[i]
+	}
+	return out
+}
+
 // Values returns the values (not a copy; do not modify).
 func (t *Tuple) Values() Values { return t.values }
 

@@ -59,3 +59,21 @@ func TestTupleSize(t *testing.T) {
 		t.Errorf("Tuple is %d bytes, want at most 96", n)
 	}
 }
+
+// NewBatch makes the tuples New would make, each its own: no two share values or
+// tracking state.
+func TestNewBatchMatchesNew(t *testing.T) {
+	src := &Source{Component: "c", Stream: "s", Fields: NewFields("w", "n")}
+	vals := []Values{{"a", 1}, {"b", 2}, {"c", 3}}
+	batch := NewBatch(len(vals), func(i int) (*Source, int, Values) { return src, 7 + i, vals[i] })
+	for i, got := range batch {
+		want := New(src, 7+i, vals[i])
+		if got.Source() != src || got.SourceTask() != want.SourceTask() || got.Task() != -1 ||
+			got.StringByField("w") != vals[i][0] || got.ValueByField("n") != vals[i][1] || got.Root() != 0 {
+			t.Fatalf("tuple %d = %v, want %v", i, got, want)
+		}
+	}
+	if batch[0] == batch[1] || &batch[0].Values()[0] == &batch[1].Values()[0] {
+		t.Fatal("tuples of a batch share storage")
+	}
+}
