@@ -258,8 +258,10 @@ func (r *Runtime) runHost(tasksDone <-chan struct{}) {
 			if r.hard.Err() != nil {
 				return
 			}
+			// Requests (stop, its deadline) are not waited for: a host that has
+			// finished needs neither, and may be gone already.
 			r.host.mu.Lock()
-			out := r.host.ends.Outstanding() + r.host.requests.Outstanding()
+			out := r.host.ends.Outstanding()
 			quiet := r.nanotime()-r.host.heard >= 3*int64(every)
 			r.host.mu.Unlock()
 			if out == 0 && (len(r.peers()) == 0 || quiet) {
