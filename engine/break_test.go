@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/codec"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/transport/transporttest"
+)
+
+// idSpout emits n tracked trees, ids "task/i", unique across its tasks, and records
+// what it is told.
+type idSpout struct {
+	rec  *recorder
+	n, i int
+	task int
+	out  topology.SpoutCollector
+}
+
+func (s *idSpout) Open(_ context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
+	s.out, s.task = out, tc.TaskID
+	return nil
+}
+
+func (s *idSpout) NextTuple() {
+	if s.i >= s.n {
+		return
+	}
+	id := fmt.Sprintf("%d/%d", s.task, s.i)
+	s.i++
+	if err := s.out.Emit([]any{id}, id); err != nil {
+		panic(err)
+	}
+}
+func (s *idSpout) Ack(id any)   { s.rec.note("ack", id) }
+func (s *idSpout) Fail(id any)  { s.rec.note("fail", id) }
+func (s *idSpout) Close() error { return nil }
+
+// lossyRun is one run of a three-host topology over a Faulty transport: how it
+// ended and what the spouts were told.
+type lossyRun struct {
+	emitted, acked, failed, timedOut, abandoned int
+	rec                                         *recorder
+	stopErr                                     error
+	stopTook                                    time.Duration
+}
+
+// runLossy runs spout(2) -> pass(3, shuffle) -> sink(3, fields) with 3 ackers as
+// three engines over a serialising Faulty made with opts, until every tree has an
+// outcome (bounded), then stops host 1 and waits for every engine's Done
+// (bounded). It fails the test on a hang.
+func runLossy(t *testing.T, n int, opts ...transporttest.FaultOption) lossyRun {
+	t.Helper()
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: rec, n: n} }, 2).Output("id")
+	b.SetBolt("pass", passOn, 3).ShuffleGrouping("s").Output("id")
+	b.SetBolt("sink", ackAll, 3).FieldsGrouping("pass", "id")
+	topo := mustBuild(t, b)
+	cfg := quietConfig()
+	cfg.Ackers = 3
+	cfg.ReceiveQueue = 64 // small windows: credit flow is exercised
+	cfg.MessageTimeout = 500 * time.Millisecond
+	streams := codec.NewStreams(topo)
+	opts = append([]transporttest.FaultOption{transporttest.Serialize(func(m *transport.Message) (*transport.Message, error) {
+		return codec.Clone(m, streams)
+	})}, opts...)
+	f := transporttest.NewFaulty(transport.NewLocal(), opts...)
+	var rts []*Runtime
+	for _, a := range Spread(topo, cfg, 3) {
+		rt, err := Start(context.Background(), topo, cfg, WithTransport(f), WithAssignment(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts = append(rts, rt)
+	}
+	defer func() {
+		for _, rt := range rts {
+			rt.hardCancel() // on a failure, leave no goroutine behind
+		}
+	}()
+	total := 2 * n
+	deadline := time.After(30 * time.Second)
+	for done := false; !done; {
+		a, fl := rec.counts()
+		if a+fl >= total {
+			break
+		}
+		select {
+		case <-rec.change:
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("only %d acked + %d failed of %d trees after 30 s; faults %+v", a, fl, total, f.Faults())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	began := time.Now()
+	run := lossyRun{rec: rec}
+	run.stopErr = rts[0].Stop(ctx)
+	run.stopTook = time.Since(began)
+	if run.stopTook > 5*time.Second {
+		t.Log(dumpHosts(rts))
+	}
+	for i, rt := range rts {
+		select {
+		case <-rt.Done():
+		case <-time.After(10 * time.Second):
+			t.Log(dumpHosts(rts))
+			t.Fatalf("host %d: Done not closed 10 s after Stop (stop returned %v after %v); faults %+v", i+1, run.stopErr, run.stopTook, f.Faults())
+		}
+	}
+	for _, rt := range rts {
+		s := rt.Stats()
+		sp := s.Components["s"]
+		run.emitted += int(sp.Emitted)
+		run.timedOut += int(sp.TimedOut)
+		run.abandoned += int(sp.Abandoned)
+		run.failed += int(sp.Failed)
+		run.acked += int(sp.Acked)
+	}
+	return run
+}
+
+// Every kind of message, dropped at 20% on its own: every tree still ends acked or
+// failed exactly once, Stop returns well within its deadline without error, and
+// every engine's Done closes.
+func TestBreakLossyEachKind(t *testing.T) {
+	kinds := []transport.Kind{transport.KindTuples, transport.KindAcks, transport.KindOutcomes, transport.KindCredit,
+		transport.KindProbe, transport.KindEnd, transport.KindEndAck, transport.KindControl}
+	for _, k := range kinds {
+		for _, frac := range []float64{0.05, 0.2} {
+			t.Run(fmt.Sprintf("%s-%v", k, frac), func(t *testing.T) {
+				t.Parallel()
+				const n = 400
+				r := runLossy(t, n, transporttest.Drop(frac, k), transporttest.Seed(int64(k)*100+int64(frac*100)))
+				checkLossy(t, r, 2*n)
+			})
+		}
+	}
+}
+
+func checkLossy(t *testing.T, r lossyRun, total int) {
+	t.Helper()
+	a, fl := r.rec.counts()
+	if r.emitted != total || a+fl+r.abandoned != total {
+		t.Errorf("emitted %d trees; spouts told %d acks + %d fails, %d abandoned: want %d in all", r.emitted, a, fl, r.abandoned, total)
+	}
+	r.rec.mu.Lock()
+	for id, n := range r.rec.acked {
+		if n+r.rec.failed[id] != 1 {
+			t.Errorf("id %v: %d acks, %d fails", id, n, r.rec.failed[id])
+		}
+	}
+	r.rec.mu.Unlock()
+	if r.stopErr != nil || r.stopTook > 5*time.Second {
+		t.Errorf("Stop returned %v after %v, with every tree done", r.stopErr, r.stopTook)
+	}
+	t.Logf("acks %d fails %d (timed out %d) abandoned %d; stop took %v", a, fl, r.timedOut, r.abandoned, r.stopTook)
+}
+
+// Everything at once, higher than the three-host proofs: 10% drops of every kind,
+// 5% duplicates, 10% reordered within 16.
+func TestBreakLossyEverything(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			const n = 400
+			r := runLossy(t, n, transporttest.Drop(0.1), transporttest.Duplicate(0.05), transporttest.Reorder(0.1, 16), transporttest.Seed(seed))
+			checkLossy(t, r, 2*n)
+		})
+	}
+}
+
+// dumpHosts describes each engine's host endpoint: what it still re-sends, and
+// whether its tasks have exited.
+func dumpHosts(rts []*Runtime) string {
+	out := ""
+	for i, rt := range rts {
+		rt.host.mu.Lock()
+		var ops []string
+		for id, m := range rt.host.pending {
+			ops = append(ops, fmt.Sprintf("req %d op %d to %d", id, m.Op, m.To))
+		}
+		var ends []string
+		for _, k := range rt.host.ends.Due(1<<62, nil) { // (marks them re-sent: a dump only)
+			ends = append(ends, fmt.Sprintf("end task %d to host %d", k.task, k.host))
+		}
+		rt.host.mu.Unlock()
+		workers := false
+		select {
+		case <-rt.workersDone:
+			workers = true
+		default:
+		}
+		done := false
+		select {
+		case <-rt.done:
+			done = true
+		default:
+		}
+		out += fmt.Sprintf("host %d: workers done %v, done %v, pending %v, ends %v\n", i+1, workers, done, ops, ends)
+	}
+	return out
+}
+
+// BUG: a host leaves (runHost returns) once its own ends and requests are
+// acknowledged and it has heard nothing for three ticks; but a peer may still be
+// re-sending an end whose acknowledgement was lost, and three of its re-sends in a
+// row can be lost (or held back by reordering). Once the host has left, nobody
+// acknowledges that end again, so the peer re-sends it forever:
+//   - on the host that called Stop, Stop waits out its whole deadline (and returns
+//     nil) though every tree was done in milliseconds;
+//   - on a host stopped by message, which has no deadline of its own, Done never
+//     closes (its host goroutine and ticker leak) unless the caller's Stop expired.
+//
+// Here ends and end-acks are lost at 50% (each is re-sent until acknowledged, so the
+// contract says this may only delay the stop); it happens at lower rates too (10% of
+// every kind with duplicates and reordering: TestBreakLossyEverything).
+func TestBreakHostLeavesWhilePeerStillResendsAnEnd(t *testing.T) {
+	for seed := int64(1); seed <= 12; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			const n = 50
+			r := runLossy(t, n, transporttest.Drop(0.5, transport.KindEnd, transport.KindEndAck), transporttest.Seed(seed))
+			checkLossy(t, r, 2*n)
+		})
+	}
+}
