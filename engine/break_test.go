@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -230,4 +231,112 @@ func TestBreakHostLeavesWhilePeerStillResendsAnEnd(t *testing.T) {
 			checkLossy(t, r, 2*n)
 		})
 	}
+}
+
+// twoHosts starts spout s (1 task, host 1) -> b (2 tasks, shuffle: one per host)
+// with 2 ackers (one per host), as engines 1 and 2 on tr; engine 2's Start context
+// is returned for the test to cancel (a process that dies).
+func twoHosts(t *testing.T, rec *recorder, n int, cfg topology.Config, tr transport.Transport, bolt func() topology.Bolt) (h1, h2 *Runtime, kill2 context.CancelFunc) {
+	t.Helper()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: rec, n: n} }, 1).Output("id")
+	b.SetBolt("b", bolt, 2).ShuffleGrouping("s")
+	topo := mustBuild(t, b)
+	cfg.Ackers = 2
+	of := map[int]int{1: 1, 2: 1, 3: 2, 4: 1, 5: 2}
+	ctx2, kill2 := context.WithCancel(context.Background())
+	var err error
+	if h1, err = Start(context.Background(), topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 1, Of: of})); err != nil {
+		t.Fatal(err)
+	}
+	if h2, err = Start(ctx2, topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 2, Of: of})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kill2(); h1.hardCancel(); h2.hardCancel() })
+	return h1, h2, kill2
+}
+
+// BUG: a peer dies (its Start context is cancelled: a hard stop of that process
+// only). The survivor's spout soon uses up its credit on the edge to the dead
+// host's bolt task and waits in waitCredit (probing a host that never answers), on
+// its own goroutine: it no longer rotates its pending map, so none of its pending
+// trees ever times out or fails (not even those on the live host), and it never
+// calls NextTuple again. Only a Stop ends the wait (abandoning every tree). The
+// message timeout promises that a tree ends within 1.25 timeouts, later only while
+// the spout task is stalled; here the stall has no end.
+func TestBreakDeadPeerTreesTimeOut(t *testing.T) {
+	rec := newRecorder()
+	cfg := quietConfig()
+	cfg.MessageTimeout = 300 * time.Millisecond
+	cfg.ReceiveQueue = 64
+	h1, h2, kill2 := twoHosts(t, rec, 1000, cfg, transport.NewLocal(), ackAll)
+	rec.waitFor(t, "some trees acked while both hosts run", func(a, f int) bool { return a >= 50 })
+	kill2()
+	select {
+	case <-h2.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("host 2 did not stop after its context was cancelled")
+	}
+	// Every tree the spout emitted must now end within about 1.25 message timeouts;
+	// wait up to 20 of them.
+	deadline := time.After(20 * cfg.MessageTimeout)
+	for {
+		a, f := rec.counts()
+		emitted := int(h1.Stats().Components["s"].Emitted)
+		if a+f == emitted && emitted == 1000 {
+			break
+		}
+		select {
+		case <-rec.change:
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			s := h1.Stats().Components["s"]
+			t.Fatalf("dead peer: spout emitted %d of 1000, told %d acks + %d fails, %d pending, backpressure %v: trees neither time out nor fail",
+				emitted, a, f, s.Pending, s.Backpressure)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	began := time.Now()
+	err := h1.Stop(ctx)
+	took := time.Since(began)
+	t.Logf("survivor Stop: %v after %v", err, took)
+	select {
+	case <-h1.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("survivor's Done not closed")
+	}
+}
+
+// A dead peer and the survivor's Stop: it cannot be acknowledged by the dead host,
+// so it runs to its deadline; it must then return ErrShutdownTimeout naming the
+// abandoned trees within the documented grace, and Done must close.
+func TestBreakDeadPeerSurvivorStop(t *testing.T) {
+	rec := newRecorder()
+	cfg := quietConfig()
+	cfg.MessageTimeout = 300 * time.Millisecond
+	cfg.ReceiveQueue = 64
+	h1, h2, kill2 := twoHosts(t, rec, 1000, cfg, transport.NewLocal(), ackAll)
+	rec.waitFor(t, "some trees acked while both hosts run", func(a, f int) bool { return a >= 50 })
+	kill2()
+	<-h2.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	err := h1.Stop(ctx)
+	took := time.Since(began)
+	if took > 2*time.Second+2*stopGrace+time.Second {
+		t.Errorf("survivor Stop took %v with a 2 s deadline", took)
+	}
+	s := h1.Stats().Components["s"]
+	a, f := rec.counts()
+	if !errors.Is(err, ErrShutdownTimeout) || s.Abandoned == 0 || a+f+s.Abandoned != int(s.Emitted) {
+		t.Errorf("survivor Stop: %v after %v; emitted %d, %d acks + %d fails + %d abandoned", err, took, s.Emitted, a, f, s.Abandoned)
+	}
+	select {
+	case <-h1.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("survivor's Done not closed after Stop")
+	}
+	t.Logf("survivor Stop: %v after %v", err, took)
 }
