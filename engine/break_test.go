@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/transport/transporttest"
+	"github.com/gale-stream/gale/tuple"
 )
 
 // idSpout emits n tracked trees, ids "task/i", unique across its tasks, and records
@@ -339,4 +342,208 @@ func TestBreakDeadPeerSurvivorStop(t *testing.T) {
 		t.Fatal("survivor's Done not closed after Stop")
 	}
 	t.Logf("survivor Stop: %v after %v", err, took)
+}
+
+// misuseTopo is s(1) -> b(2) with 1 acker: tasks 1..4.
+func misuseTopo(t *testing.T) (*topology.Topology, topology.Config) {
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: newRecorder(), n: 10} }, 1).Output("id")
+	b.SetBolt("b", ackAll, 2).ShuffleGrouping("s")
+	cfg := quietConfig()
+	cfg.Ackers = 1
+	return mustBuild(t, b), cfg
+}
+
+// BUG: an Assignment that names what is wrong only in part. Host 0 or a negative
+// host is taken as host 1 without a word (the doc numbers hosts from 1), a host
+// that the assignment gives no task starts and hosts nothing, and a task id the
+// topology does not have is reported only as a count ("names 5 tasks, the
+// topology has 4"), without the id.
+func TestBreakAssignmentErrorsNameWhatIsWrong(t *testing.T) {
+	topo, cfg := misuseTopo(t)
+	full := func(extra map[int]int) map[int]int {
+		of := map[int]int{1: 1, 2: 1, 3: 2, 4: 2}
+		for k, v := range extra {
+			of[k] = v
+		}
+		return of
+	}
+	cases := []struct {
+		name string
+		a    Assignment
+		want string
+	}{
+		{"host 0", Assignment{Host: 0, Of: full(nil)}, "host 0"},
+		{"host -1", Assignment{Host: -1, Of: full(nil)}, "host -1"},
+		{"unknown task 99", Assignment{Host: 1, Of: full(map[int]int{99: 1})}, "task 99"},
+		{"unknown task 0", Assignment{Host: 1, Of: full(map[int]int{0: 1})}, "task 0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			rt, err := Start(ctx, topo, cfg, WithTransport(transport.NewLocal()), WithAssignment(c.a))
+			if err == nil {
+				cancel()
+				<-rt.Done()
+				t.Fatalf("Start accepted %+v", c.a)
+			}
+			if !errors.Is(err, topology.ErrConfig) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q does not name %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Two engines claiming one host, and a transport already closed: Start fails and
+// says so (held up; kept as a guard).
+func TestBreakStartRefusesDuplicateHostAndClosedTransport(t *testing.T) {
+	topo, cfg := misuseTopo(t)
+	of := map[int]int{1: 1, 2: 1, 3: 2, 4: 2}
+	tr := transport.NewLocal()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := Start(ctx, topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 1, Of: of}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-rt.Done() }()
+	if _, err := Start(ctx, topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 1, Of: of})); err == nil || !strings.Contains(err.Error(), "host 1") || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("second engine on host 1: %v", err)
+	}
+	closed := transport.NewLocal()
+	_ = closed.Close()
+	if _, err := Start(ctx, topo, cfg, WithTransport(closed)); !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("closed transport: %v", err)
+	}
+}
+
+// failOnce is a bolt whose Prepare fails the first time it is called per *int.
+func failOnce(calls *atomic.Int32) func() topology.Bolt {
+	return func() topology.Bolt {
+		return &prepFail{calls: calls}
+	}
+}
+
+type prepFail struct {
+	fnBolt
+	calls *atomic.Int32
+}
+
+func (p *prepFail) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if p.calls.Add(1) == 1 {
+		return errors.New("database not up yet")
+	}
+	p.execute = func(b *fnBolt, t *tuple.Tuple) { _ = b.out.Ack(t) }
+	return p.fnBolt.Prepare(ctx, tc, out)
+}
+
+// BUG: a Start that fails (a Prepare error) closes the tasks it made but leaves
+// every endpoint it registered (its host endpoint, its tasks') in the shared
+// transport, which has no way to unregister one: a second Start of that host on
+// the same transport (the retry a supervisor makes) fails with "endpoint -1
+// registered twice" instead of starting.
+func TestBreakFailedStartPoisonsSharedTransport(t *testing.T) {
+	var calls atomic.Int32
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: newRecorder(), n: 10} }, 1).Output("id")
+	b.SetBolt("b", failOnce(&calls), 1).ShuffleGrouping("s")
+	topo := mustBuild(t, b)
+	cfg := quietConfig()
+	tr := transport.NewLocal()
+	if _, err := Start(context.Background(), topo, cfg, WithTransport(tr)); err == nil || !strings.Contains(err.Error(), "database not up yet") {
+		t.Fatalf("first Start: %v", err)
+	}
+	rt, err := Start(context.Background(), topo, cfg, WithTransport(tr))
+	if err != nil {
+		t.Fatalf("retry of a failed Start on the same transport: %v", err)
+	}
+	stop(t, rt)
+}
+
+// BUG: ClusterStats on an engine that has stopped (Done closed) sends its requests
+// and then waits for replies nobody will read (its host loop has exited): it
+// returns only when ctx ends, naming the other hosts as the ones that did not
+// answer; with context.Background() it never returns.
+func TestBreakClusterStatsAfterStopReturnsPromptly(t *testing.T) {
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: rec, n: 20} }, 1).Output("id")
+	b.SetBolt("b", ackAll, 2).ShuffleGrouping("s")
+	topo := mustBuild(t, b)
+	cfg := quietConfig()
+	cfg.Ackers = 2
+	rts := startHosts(t, topo, cfg, 2, transport.NewLocal())
+	rec.waitFor(t, "trees acked", func(a, f int) bool { return a == 20 })
+	stop(t, rts[0])
+	for _, rt := range rts {
+		<-rt.Done()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := rts[0].ClusterStats(ctx)
+	if took := time.Since(began); took > time.Second {
+		t.Fatalf("ClusterStats after Stop returned after %v (its context's whole deadline): %v", took, err)
+	}
+	if err == nil {
+		t.Fatal("ClusterStats after Stop claims every host answered")
+	}
+}
+
+// Stop called concurrently, and again after Done, with Stats read throughout:
+// no panic, no hang, the same answer.
+func TestBreakStopConcurrentAndTwice(t *testing.T) {
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: rec, n: 2000} }, 2).Output("id")
+	b.SetBolt("b", passOn, 2).ShuffleGrouping("s").Output("id")
+	b.SetBolt("c", ackAll, 2).ShuffleGrouping("b")
+	topo := mustBuild(t, b)
+	cfg := quietConfig()
+	cfg.Ackers = 2
+	rts := startHosts(t, topo, cfg, 3, transport.NewLocal())
+	rec.waitFor(t, "some trees acked", func(a, f int) bool { return a > 100 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make(chan error, 4)
+	statsDone := make(chan struct{})
+	go func() {
+		defer close(statsDone)
+		for {
+			for _, rt := range rts {
+				_ = rt.Stats()
+			}
+			select {
+			case <-rts[0].Done():
+				return
+			default:
+			}
+		}
+	}()
+	for _, rt := range []*Runtime{rts[0], rts[0], rts[1], rts[2]} {
+		go func() { errs <- rt.Stop(ctx) }()
+	}
+	for range 4 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Errorf("concurrent Stop: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("concurrent Stops did not return")
+		}
+	}
+	<-statsDone
+	if err := rts[0].Stop(ctx); err != nil {
+		t.Errorf("Stop after Done: %v", err)
+	}
+	a, f := rec.counts()
+	var ab int
+	for _, rt := range rts {
+		ab += rt.Stats().Components["s"].Abandoned
+	}
+	if ab != 0 || a+f == 0 {
+		t.Errorf("after concurrent Stops: %d acks, %d fails, %d abandoned", a, f, ab)
+	}
 }
