@@ -355,10 +355,10 @@ func misuseTopo(t *testing.T) (*topology.Topology, topology.Config) {
 }
 
 // BUG: an Assignment that names what is wrong only in part. Host 0 or a negative
-// host is taken as host 1 without a word (the doc numbers hosts from 1), a host
-// that the assignment gives no task starts and hosts nothing, and a task id the
-// topology does not have is reported only as a count ("names 5 tasks, the
-// topology has 4"), without the id.
+// host is taken as host 1 without a word (the doc numbers hosts from 1; an engine
+// told it is host 0 then collides with host 1, or silently does host 1's work), and
+// a task id the topology does not have is reported only as a count ("names 5
+// tasks, the topology has 4"), without the id.
 func TestBreakAssignmentErrorsNameWhatIsWrong(t *testing.T) {
 	topo, cfg := misuseTopo(t)
 	full := func(extra map[int]int) map[int]int {
