@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -546,4 +547,83 @@ func TestBreakStopConcurrentAndTwice(t *testing.T) {
 	if ab != 0 || a+f == 0 {
 		t.Errorf("after concurrent Stops: %d acks, %d fails, %d abandoned", a, f, ab)
 	}
+}
+
+// Stop while the spout waits for credit from a bolt stuck in Execute (on another
+// host): Stop gives up at its deadline plus the documented grace with
+// ErrShutdownTimeout, every tree is acked, failed or abandoned, and Done closes
+// once Execute returns. A bolt's own goroutine that emits or acks after Cleanup
+// gets ErrStopped (counted as misuse), never a panic or a block.
+func TestBreakStopWhileProducerWaitsOnStuckBolt(t *testing.T) {
+	rec := newRecorder()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	late := make(chan error, 2)
+	var cleaned sync.WaitGroup
+	cleaned.Add(2)
+	stuck := func() topology.Bolt {
+		return &cleanupBolt{fnBolt: fnBolt{execute: func(b *fnBolt, tp *tuple.Tuple) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+			_ = b.out.Ack(tp)
+		}}, cleaned: &cleaned, late: late}
+	}
+	cfg := quietConfig()
+	cfg.ReceiveQueue = 32
+	cfg.MessageTimeout = 30 * time.Second
+	h1, h2, _ := twoHosts(t, rec, 100000, cfg, transport.NewLocal(), stuck)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("bolt never executed")
+	}
+	// Wait until the spout is blocked for credit.
+	waitUntil(t, "spout blocked for credit", func() bool { return h1.Stats().Components["s"].Backpressure > 50*time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	began := time.Now()
+	err := h1.Stop(ctx)
+	took := time.Since(began)
+	if !errors.Is(err, ErrShutdownTimeout) || took > time.Second+2*stopGrace+time.Second {
+		t.Errorf("Stop: %v after %v", err, took)
+	}
+	close(release)
+	for i, rt := range []*Runtime{h1, h2} {
+		select {
+		case <-rt.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("host %d: Done not closed after Execute returned", i+1)
+		}
+	}
+	cleaned.Wait()
+	for range 2 {
+		if err := <-late; !errors.Is(err, topology.ErrStopped) {
+			t.Errorf("emit after Cleanup: %v", err)
+		}
+	}
+	s1 := h1.Stats().Components["s"]
+	a, f := rec.counts()
+	if a+f+s1.Abandoned != int(s1.Emitted) {
+		t.Errorf("emitted %d, %d acks + %d fails + %d abandoned", s1.Emitted, a, f, s1.Abandoned)
+	}
+	t.Logf("Stop: %v after %v; emitted %d, %d acks, %d fails, %d abandoned", err, took, s1.Emitted, a, f, s1.Abandoned)
+}
+
+// cleanupBolt emits from a goroutine of its own once Cleanup has run.
+type cleanupBolt struct {
+	fnBolt
+	cleaned *sync.WaitGroup
+	late    chan error
+}
+
+func (c *cleanupBolt) Cleanup() error {
+	out := c.out
+	go func() {
+		defer c.cleaned.Done()
+		c.late <- out.Emit(tuple.Values{"late"})
+	}()
+	return nil
 }
