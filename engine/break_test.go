@@ -663,3 +663,18 @@ func TestBreakNoGoroutineLeftAfterLossyRun(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// BUG: Spread with n < 1 hosts panics (integer divide by zero) instead of refusing.
+func TestBreakSpreadOverNoHosts(t *testing.T) {
+	topo, cfg := misuseTopo(t)
+	for _, n := range []int{0, -1} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("Spread(topo, cfg, %d) panicked: %v", n, p)
+				}
+			}()
+			_ = Spread(topo, cfg, n)
+		}()
+	}
+}
