@@ -132,9 +132,12 @@ func runLossy(t *testing.T, n int, opts ...transporttest.FaultOption) lossyRun {
 	return run
 }
 
-// Every kind of message, dropped at 20% on its own: every tree still ends acked or
-// failed exactly once, Stop returns well within its deadline without error, and
-// every engine's Done closes.
+// Every kind of message, dropped at 5% and 20% on its own: every tree still ends
+// acked or failed exactly once, Stop returns well within its deadline without
+// error, and every engine's Done closes. (Held up, but for the end and end-ack
+// cases, which fail now and then, under -race more often: one lost end-ack and a
+// peer whose re-send comes three ticks late is the bug of
+// TestBreakHostLeavesWhilePeerStillResendsAnEnd.)
 func TestBreakLossyEachKind(t *testing.T) {
 	kinds := []transport.Kind{transport.KindTuples, transport.KindAcks, transport.KindOutcomes, transport.KindCredit,
 		transport.KindProbe, transport.KindEnd, transport.KindEndAck, transport.KindControl}
