@@ -77,7 +77,7 @@ func runLossy(t *testing.T, n int, opts ...transporttest.FaultOption) lossyRun {
 	})}, opts...)
 	f := transporttest.NewFaulty(transport.NewLocal(), opts...)
 	var rts []*Runtime
-	for _, a := range Spread(topo, cfg, 3) {
+	for _, a := range mustSpread(t, topo, cfg, 3) {
 		rt, err := Start(context.Background(), topo, cfg, WithTransport(f), WithAssignment(a))
 		if err != nil {
 			t.Fatal(err)
@@ -359,8 +359,8 @@ func misuseTopo(t *testing.T) (*topology.Topology, topology.Config) {
 	return mustBuild(t, b), cfg
 }
 
-// BUG: an Assignment that names what is wrong only in part. Host 0 or a negative
-// host is taken as host 1 without a word (the doc numbers hosts from 1; an engine
+// An Assignment that named what is wrong only in part: host 0 or a negative host
+// was taken as host 1 without a word (the doc numbers hosts from 1; an engine
 // told it is host 0 then collides with host 1, or silently does host 1's work), and
 // a task id the topology does not have is reported only as a count ("names 5
 // tasks, the topology has 4"), without the id.
@@ -667,7 +667,7 @@ func TestBreakNoGoroutineLeftAfterLossyRun(t *testing.T) {
 	}
 }
 
-// BUG: Spread with n < 1 hosts panics (integer divide by zero) instead of refusing.
+// Spread with n < 1 hosts panicked (integer divide by zero); it refuses instead.
 func TestBreakSpreadOverNoHosts(t *testing.T) {
 	topo, cfg := misuseTopo(t)
 	for _, n := range []int{0, -1} {
@@ -677,7 +677,9 @@ func TestBreakSpreadOverNoHosts(t *testing.T) {
 					t.Errorf("Spread(topo, cfg, %d) panicked: %v", n, p)
 				}
 			}()
-			_ = Spread(topo, cfg, n)
+			if _, err := Spread(topo, cfg, n); !errors.Is(err, topology.ErrConfig) || !strings.Contains(err.Error(), fmt.Sprintf("%d hosts", n)) {
+				t.Errorf("Spread(topo, cfg, %d) = %v, want an ErrConfig naming %d hosts", n, err, n)
+			}
 		}()
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +26,12 @@ type Assignment struct {
 	Of   map[int]int
 }
 
-func (a Assignment) host() int { return max(a.Host, 1) }
+func (a Assignment) host() int {
+	if a.Of == nil {
+		return max(a.Host, 1) // local mode: the zero Assignment
+	}
+	return a.Host
+}
 
 func (a Assignment) of(task int) int {
 	if a.Of == nil {
@@ -33,26 +40,50 @@ func (a Assignment) of(task int) int {
 	return a.Of[task]
 }
 
-// check reports a task without a host (or with a host below 1).
+// check reports what is wrong with an assignment for a topology of tasks tasks:
+// this engine's host below 1, a task without a host (or with one below 1), a task
+// the topology does not have.
 func (a Assignment) check(tasks int) error {
 	if a.Of == nil {
 		return nil
+	}
+	if a.Host < 1 {
+		return fmt.Errorf("%w: assignment for host %d: hosts are numbered from 1", topology.ErrConfig, a.Host)
 	}
 	for t := 1; t <= tasks; t++ {
 		if a.Of[t] < 1 {
 			return fmt.Errorf("%w: assignment gives task %d no host (every task 1..%d needs one, from 1)", topology.ErrConfig, t, tasks)
 		}
 	}
-	if len(a.Of) != tasks {
-		return fmt.Errorf("%w: assignment names %d tasks, the topology has %d", topology.ErrConfig, len(a.Of), tasks)
+	var unknown []int
+	for t := range a.Of {
+		if t < 1 || t > tasks {
+			unknown = append(unknown, t)
+		}
+	}
+	if unknown != nil {
+		slices.Sort(unknown)
+		ids := make([]string, len(unknown))
+		for i, t := range unknown {
+			ids[i] = strconv.Itoa(t)
+		}
+		what := "task " + ids[0]
+		if len(ids) > 1 {
+			what = "tasks " + strings.Join(ids, ", ")
+		}
+		return fmt.Errorf("%w: assignment names %s, which the topology does not have (its tasks are 1..%d)", topology.ErrConfig, what, tasks)
 	}
 	return nil
 }
 
 // Spread deals a topology's tasks over n hosts: each component's tasks (and the
 // ackers) in turn, continuing where the previous component stopped, so every host
-// gets a share of every component where the parallelism allows it.
-func Spread(topo *topology.Topology, cfg topology.Config, n int) []Assignment {
+// gets a share of every component where the parallelism allows it. n must be at
+// least 1.
+func Spread(topo *topology.Topology, cfg topology.Config, n int) ([]Assignment, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: spread over %d hosts: at least 1 is needed", topology.ErrConfig, n)
+	}
 	byComp, ackers := TaskIDs(topo, cfg)
 	of := map[int]int{}
 	h := 0
@@ -70,7 +101,7 @@ func Spread(topo *topology.Topology, cfg topology.Config, n int) []Assignment {
 	for i := range out {
 		out[i] = Assignment{Host: i + 1, Of: of}
 	}
-	return out
+	return out, nil
 }
 
 // hosts reports whether this engine hosts task.

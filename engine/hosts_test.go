@@ -16,7 +16,7 @@ import (
 func startHosts(t *testing.T, topo *topology.Topology, cfg topology.Config, n int, tr transport.Transport) []*Runtime {
 	t.Helper()
 	var rts []*Runtime
-	for _, a := range Spread(topo, cfg, n) {
+	for _, a := range mustSpread(t, topo, cfg, n) {
 		rts = append(rts, start(t, topo, cfg, WithTransport(tr), WithAssignment(a)))
 	}
 	return rts
@@ -74,7 +74,7 @@ func TestAssignmentMustPlaceEveryTask(t *testing.T) {
 	b.SetBolt("b", ackAll, 2).ShuffleGrouping("s")
 	topo := mustBuild(t, b)
 	cfg := quietConfig()
-	a := Spread(topo, cfg, 2)[0]
+	a := mustSpread(t, topo, cfg, 2)[0]
 	of := map[int]int{}
 	for k, v := range a.Of {
 		of[k] = v
@@ -84,4 +84,13 @@ func TestAssignmentMustPlaceEveryTask(t *testing.T) {
 	if !errors.Is(err, topology.ErrConfig) || !strings.Contains(err.Error(), "task 3") {
 		t.Fatalf("assignment without task 3: %v", err)
 	}
+}
+
+func mustSpread(t *testing.T, topo *topology.Topology, cfg topology.Config, n int) []Assignment {
+	t.Helper()
+	as, err := Spread(topo, cfg, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return as
 }

@@ -188,8 +188,12 @@ func startEngines(ctx context.Context, topo *topology.Topology, opts Options) ([
 	if tr == nil {
 		tr = transport.NewLocal()
 	}
+	as, err := engine.Spread(topo, opts.Config, opts.Hosts)
+	if err != nil {
+		return nil, err
+	}
 	var engines []*engine.Runtime
-	for _, a := range engine.Spread(topo, opts.Config, opts.Hosts) {
+	for _, a := range as {
 		ropts := append([]engine.Option{engine.WithTransport(tr), engine.WithAssignment(a)}, opts.RuntimeOptions...)
 		rt, err := engine.Start(ctx, topo, opts.Config, ropts...)
 		if err != nil {

@@ -242,7 +242,11 @@ func runOn(t *testing.T, recs []*event.Record, opts Options, cfg topology.Config
 		rts = append(rts, rt)
 	} else {
 		tr = trFor(topo)
-		for _, a := range engine.Spread(topo, cfg, hosts) {
+		as, err := engine.Spread(topo, cfg, hosts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
 			rt, err := engine.Start(context.Background(), topo, cfg, engine.WithTransport(tr), engine.WithAssignment(a))
 			if err != nil {
 				t.Fatal(err)
