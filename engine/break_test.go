@@ -217,8 +217,8 @@ func dumpHosts(rts []*Runtime) string {
 	return out
 }
 
-// BUG: a host leaves (runHost returns) once its own ends and requests are
-// acknowledged and it has heard nothing for three ticks; but a peer may still be
+// A host left (runHost returned) once its own ends and requests were acknowledged
+// and it had heard nothing for three ticks; but a peer may still be
 // re-sending an end whose acknowledgement was lost, and three of its re-sends in a
 // row can be lost (or held back by reordering). Once the host has left, nobody
 // acknowledges that end again, so the peer re-sends it forever:
@@ -226,6 +226,9 @@ func dumpHosts(rts []*Runtime) string {
 //     nil) though every tree was done in milliseconds;
 //   - on a host stopped by message, which has no deadline of its own, Done never
 //     closes (its host goroutine and ticker leak) unless the caller's Stop expired.
+//
+// Now a finished host lingers ten quiet intervals, then says goodbye (three copies),
+// and a peer told goodbye stops waiting for it.
 //
 // Here ends and end-acks are lost at 50% (each is re-sent until acknowledged, so the
 // contract says this may only delay the stop); it happens at lower rates too (10% of
@@ -682,4 +685,47 @@ func TestBreakSpreadOverNoHosts(t *testing.T) {
 			}
 		}()
 	}
+}
+
+// A dead peer that hosted only an acker: the survivor's trees whose acker it was
+// time out and are failed to the spout (charged), the others are acked; none hangs.
+func TestBreakDeadAckerHostTreesTimeOut(t *testing.T) {
+	rec := newRecorder()
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: rec, n: 400} }, 1).Output("id")
+	b.SetBolt("b", ackAll, 1).ShuffleGrouping("s")
+	topo := mustBuild(t, b)
+	cfg := quietConfig()
+	cfg.Ackers = 2
+	cfg.MessageTimeout = 300 * time.Millisecond
+	of := map[int]int{1: 1, 2: 1, 3: 1, 4: 2}
+	ctx2, kill2 := context.WithCancel(context.Background())
+	tr := transport.NewLocal()
+	// Host 2 first, so that host 1's spout starts at once and host 2 can die while
+	// trees are in flight.
+	h2, err := Start(ctx2, topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 2, Of: of}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kill2()
+	<-h2.Done()
+	h1, err := Start(context.Background(), topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 1, Of: of}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h1.hardCancel() })
+	rec.waitFor(t, "every tree acked or failed", func(a, f int) bool { return a+f == 400 })
+	a, f := rec.counts()
+	if a == 0 || f == 0 {
+		t.Errorf("%d acks, %d fails: want both (half the roots go to the dead acker)", a, f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = h1.Stop(ctx)
+	select {
+	case <-h1.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("survivor's Done not closed")
+	}
+	t.Logf("%d acks, %d fails; survivor Stop: %v", a, f, err)
 }

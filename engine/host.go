@@ -134,6 +134,7 @@ const (
 	opEnded                       // Body: roots whose trees failed or timed out
 	opHeld                        // Body: a lineage holder report (JSON)
 	opHello                       // this host is up (answered once the receiver is up too)
+	opBye                         // this host is leaving: wait for nothing from it
 )
 
 // hostState is the host endpoint: ends and requests re-sent until acknowledged, and
@@ -147,6 +148,7 @@ type hostState struct {
 	pending  map[uint64]*transport.Message
 	replies  map[uint64]chan *transport.Message
 	hellos   map[uint64]bool // greetings not yet answered
+	gone     map[int]bool    // hosts that said goodbye
 	nextID   uint64
 	heard    int64 // runtime clock of the last message received
 	ctl      []*transport.Message
@@ -271,6 +273,7 @@ func (r *Runtime) runHost(tasksDone <-chan struct{}) {
 	every := r.resendEvery()
 	t := r.clock.NewTicker(every)
 	defer t.Stop()
+	defer r.sayBye()
 	finished := false
 	for {
 		select {
@@ -293,10 +296,57 @@ func (r *Runtime) runHost(tasksDone <-chan struct{}) {
 			// finished needs neither, and may be gone already.
 			r.host.mu.Lock()
 			out := r.host.ends.Outstanding()
-			quiet := r.nanotime()-r.host.heard >= 3*int64(every)
+			quiet := r.nanotime()-r.host.heard >= lingerIntervals*int64(every)
 			r.host.mu.Unlock()
 			if out == 0 && (len(r.peers()) == 0 || quiet) {
 				return
+			}
+		}
+	}
+}
+
+// lingerIntervals is how many resend intervals a finished host must hear nothing
+// before it leaves: a peer whose end it acknowledged, the acknowledgement lost,
+// sends the end again within one interval, so leaving early takes this many losses
+// in a row. Its goodbye then tells the peers to stop waiting for it anyway.
+const lingerIntervals = 10
+
+// byeCopies is how many copies of its goodbye a leaving host sends each peer: it
+// cannot wait for an answer, so each copy is one more chance against loss.
+const byeCopies = 3
+
+// sayBye tells every other host that this one is leaving, so that none waits for it
+// to acknowledge an end or a request, or to answer for stats.
+func (r *Runtime) sayBye() {
+	for _, h := range r.peers() {
+		for range byeCopies {
+			r.send(&transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: opBye})
+		}
+	}
+}
+
+// peerLeft forgets what this host waits for from host h, which has finished: its
+// ends to h (h could finish only after every end it needed), its requests to h, and
+// marks h gone for ClusterStats.
+func (r *Runtime) peerLeft(h int) {
+	r.host.mu.Lock()
+	defer r.host.mu.Unlock()
+	if r.host.gone == nil {
+		r.host.gone = map[int]bool{}
+	}
+	r.host.gone[h] = true
+	for t := range r.endpoints {
+		r.host.ends.Acked(endKey{t, h})
+	}
+	for id, m := range r.host.pending {
+		if m.To == transport.Host(h) {
+			r.host.requests.Acked(id)
+			delete(r.host.pending, id)
+			if r.host.hellos[id] {
+				delete(r.host.hellos, id) // a peer that left before this host greeted it
+				if len(r.host.hellos) == 0 {
+					close(r.ready)
+				}
 			}
 		}
 	}
@@ -397,6 +447,8 @@ func (r *Runtime) hostControl(self int, m *transport.Message) {
 		h.mu.Unlock()
 	case opHello:
 		ack()
+	case opBye:
+		r.peerLeft(-m.From)
 	case opStop:
 		r.beginStop(false)
 		ack()
