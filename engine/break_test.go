@@ -21,10 +21,11 @@ import (
 // idSpout emits n tracked trees, ids "task/i", unique across its tasks, and records
 // what it is told.
 type idSpout struct {
-	rec  *recorder
-	n, i int
-	task int
-	out  topology.SpoutCollector
+	rec   *recorder
+	n, i  int
+	task  int
+	out   topology.SpoutCollector
+	allow *atomic.Int64 // if set, emits only ids below it
 }
 
 func (s *idSpout) Open(_ context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
@@ -33,7 +34,7 @@ func (s *idSpout) Open(_ context.Context, tc topology.TaskContext, out topology.
 }
 
 func (s *idSpout) NextTuple() {
-	if s.i >= s.n {
+	if s.i >= s.n || s.allow != nil && int64(s.i) >= s.allow.Load() {
 		return
 	}
 	id := fmt.Sprintf("%d/%d", s.task, s.i)
@@ -692,7 +693,9 @@ func TestBreakSpreadOverNoHosts(t *testing.T) {
 func TestBreakDeadAckerHostTreesTimeOut(t *testing.T) {
 	rec := newRecorder()
 	b := topology.NewBuilder()
-	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: rec, n: 400} }, 1).Output("id")
+	var allow atomic.Int64
+	allow.Store(10)
+	b.SetSpout("s", func() topology.Spout { return &idSpout{rec: rec, n: 400, allow: &allow} }, 1).Output("id")
 	b.SetBolt("b", ackAll, 1).ShuffleGrouping("s")
 	topo := mustBuild(t, b)
 	cfg := quietConfig()
@@ -701,19 +704,19 @@ func TestBreakDeadAckerHostTreesTimeOut(t *testing.T) {
 	of := map[int]int{1: 1, 2: 1, 3: 1, 4: 2}
 	ctx2, kill2 := context.WithCancel(context.Background())
 	tr := transport.NewLocal()
-	// Host 2 first, so that host 1's spout starts at once and host 2 can die while
-	// trees are in flight.
-	h2, err := Start(ctx2, topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 2, Of: of}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kill2()
-	<-h2.Done()
 	h1, err := Start(context.Background(), topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 1, Of: of}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h1.hardCancel() })
+	h2, err := Start(ctx2, topo, cfg, WithTransport(tr), WithAssignment(Assignment{Host: 2, Of: of}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the first trees acked", func(a, f int) bool { return a == 10 })
+	kill2()
+	<-h2.Done()
+	allow.Store(400)
 	rec.waitFor(t, "every tree acked or failed", func(a, f int) bool { return a+f == 400 })
 	a, f := rec.counts()
 	if a == 0 || f == 0 {
