@@ -217,8 +217,8 @@ func (e *emitter) send(ctx context.Context, o *outEdge) {
 	e.bp.since = 0
 	e.bp.mu.Unlock()
 	if !ok {
-		// Only a hard stop ends the wait: the batch is dropped, and its trees (if
-		// any) are failed by the message timeout of a restarted source.
+		// A hard stop, or a consumer that granted nothing for a message timeout,
+		// ended the wait: the batch is dropped, and its trees (if any) time out.
 		e.stats.dropped += uint64(len(o.batch))
 		o.batch = nil
 	}
@@ -227,11 +227,33 @@ func (e *emitter) send(ctx context.Context, o *outEdge) {
 // waitCredit waits until o's batch has gone out, taking the task's control messages
 // meanwhile (a grant among them) and probing the consumer every resend interval (a
 // grant may have been lost). It gives up when ctx ends.
+//
+// It also gives up after two message timeouts (unless timeouts are off): by then
+// the batch's trees have timed out at their spouts (between 1 and 1.25 timeouts
+// after their emit), and they are named as held here meanwhile; a consumer that
+// grants nothing for that long is dead or stuck. The edge is then marked stalled: its next batches
+// are dropped at once (probing still) until a grant comes, so a task never stops
+// for good behind a dead host, and its spout goes on timing trees out and failing
+// them.
 func (e *emitter) waitCredit(ctx context.Context, o *outEdge) bool {
 	ep := e.ep
-	every := e.rt.resendEvery()
-	probe := e.rt.clock.NewTimer(every)
+	rt := e.rt
+	ep.cmu.Lock()
+	stalled := o.stalled
+	ep.cmu.Unlock()
+	if stalled {
+		e.probe(o)
+		return false
+	}
+	every := rt.resendEvery()
+	probe := rt.clock.NewTimer(every)
 	defer probe.Stop()
+	var giveUp <-chan time.Time
+	if !rt.cfg.DisableTimeouts {
+		gt := rt.clock.NewTimer(2 * rt.cfg.MessageTimeout)
+		defer gt.Stop()
+		giveUp = gt.C()
+	}
 	for {
 		ep.poll(false)
 		if e.trySend(o) {
@@ -243,6 +265,13 @@ func (e *emitter) waitCredit(ctx context.Context, o *outEdge) bool {
 		case <-probe.C():
 			e.probe(o)
 			probe.Reset(every)
+		case <-giveUp:
+			ep.cmu.Lock()
+			o.stalled = true
+			ep.cmu.Unlock()
+			e.log.Warn("no credit for two message timeouts: the consumer's host is dead or stuck; dropping this edge's batches until it grants again",
+				"to_task", o.to, "waited", 2*rt.cfg.MessageTimeout)
+			return false
 		case <-ctx.Done():
 			return false
 		}

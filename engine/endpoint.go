@@ -53,6 +53,10 @@ type outEdge struct {
 	flow  flow.Sender
 	seq   uint64
 	dirty bool // in the emitter's dirty list
+	// stalled (guarded by cmu) is set when a send waited two message timeouts for
+	// credit in vain (the consumer's host is dead or stuck): later batches on the
+	// edge are dropped at once, their trees left to time out, until a grant comes.
+	stalled bool
 }
 
 // inEdge is the receiving side of one link: credit for tuples, and the duplicate
@@ -139,7 +143,8 @@ func (p *endpoint) handle(m *transport.Message) {
 	rt := p.rt
 	switch m.Kind {
 	case transport.KindCredit:
-		if o := p.out[m.From]; o != nil && o.flow.Credit(m.Pos) {
+		if o := p.out[m.From]; o != nil && (o.flow.Credit(m.Pos) || o.stalled) {
+			o.stalled = false
 			select {
 			case p.credited <- struct{}{}:
 			default:

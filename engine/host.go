@@ -199,6 +199,10 @@ func (r *Runtime) endEdges(ep *endpoint, hosts map[int]bool) {
 	now := r.nanotime()
 	r.host.mu.Lock()
 	for h := range hosts {
+		if r.host.gone[h] {
+			delete(hosts, h) // it said goodbye: nobody there waits for this end
+			continue
+		}
 		r.host.ends.Sent(now, endKey{ep.task, h})
 	}
 	r.host.mu.Unlock()
