@@ -450,11 +450,12 @@ func (p *prepFail) Prepare(ctx context.Context, tc topology.TaskContext, out top
 	return p.fnBolt.Prepare(ctx, tc, out)
 }
 
-// BUG: a Start that fails (a Prepare error) closes the tasks it made but leaves
-// every endpoint it registered (its host endpoint, its tasks') in the shared
-// transport, which has no way to unregister one: a second Start of that host on
-// the same transport (the retry a supervisor makes) fails with "endpoint -1
-// registered twice" instead of starting.
+// A Start that failed (a Prepare error) closed the tasks it made but left every
+// endpoint it registered (its host endpoint, its tasks') in the shared transport,
+// which had no way to unregister one: a second Start of that host on the same
+// transport (the retry a supervisor makes) failed with "endpoint -1 registered
+// twice". Transports now have Unregister, and an engine unregisters its endpoints
+// when Start fails and when it is done.
 func TestBreakFailedStartPoisonsSharedTransport(t *testing.T) {
 	var calls atomic.Int32
 	b := topology.NewBuilder()
@@ -473,10 +474,10 @@ func TestBreakFailedStartPoisonsSharedTransport(t *testing.T) {
 	stop(t, rt)
 }
 
-// BUG: ClusterStats on an engine that has stopped (Done closed) sends its requests
-// and then waits for replies nobody will read (its host loop has exited): it
-// returns only when ctx ends, naming the other hosts as the ones that did not
-// answer; with context.Background() it never returns.
+// ClusterStats on an engine that had stopped (Done closed) sent its requests and
+// then waited for replies nobody would read (its host loop had exited): it returned
+// only when ctx ended, naming the other hosts as the ones that did not answer; with
+// context.Background() it never returned. Now it says at once that it has stopped.
 func TestBreakClusterStatsAfterStopReturnsPromptly(t *testing.T) {
 	rec := newRecorder()
 	b := topology.NewBuilder()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -503,9 +504,30 @@ type heldReport struct {
 // ctx ends; then it fails naming the hosts that did not answer.
 func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 	s := r.Stats()
-	peers := r.peers()
+	var peers, gone []int
+	r.host.mu.Lock()
+	for _, h := range r.peers() {
+		if r.host.gone[h] {
+			gone = append(gone, h)
+		} else {
+			peers = append(peers, h)
+		}
+	}
+	r.host.mu.Unlock()
+	select {
+	case <-r.done:
+		if len(peers)+len(gone) > 0 {
+			// Its host endpoint no longer runs: no reply could be read.
+			return s, fmt.Errorf("engine: this engine has stopped: hosts %v not asked for their stats", r.peers())
+		}
+	default:
+	}
+	var errGone error
+	if gone != nil {
+		errGone = fmt.Errorf("engine: hosts %v have finished (said goodbye): their stats are not included", gone)
+	}
 	if len(peers) == 0 {
-		return s, nil
+		return s, errGone
 	}
 	replies := make(chan *transport.Message, len(peers))
 	asked := map[uint64]int{} // request id -> host
@@ -552,10 +574,17 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 				missing = append(missing, h)
 			}
 			slices.Sort(missing)
-			return s, fmt.Errorf("engine: hosts %v did not send their stats: %w", missing, ctx.Err())
+			return s, errors.Join(fmt.Errorf("engine: hosts %v did not send their stats: %w", missing, ctx.Err()), errGone)
+		case <-r.done:
+			var missing []int
+			for _, h := range asked {
+				missing = append(missing, h)
+			}
+			slices.Sort(missing)
+			return s, errors.Join(fmt.Errorf("engine: this engine stopped before hosts %v sent their stats", missing), errGone)
 		}
 	}
-	return s, nil
+	return s, errGone
 }
 
 // broadcastEnded tells the other hosts which trees failed or timed out, so that

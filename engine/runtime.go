@@ -222,6 +222,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	r.hard, r.hardCancel = context.WithCancel(context.Background())
 	if err := r.build(ctx); err != nil {
 		r.hardCancel()
+		r.unregister() // a retry of this Start on the same transport can register again
 		return nil, err
 	}
 	for _, s := range r.spouts {
@@ -264,6 +265,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		r.hardCancel()
 		<-sweeper
 		<-flusher
+		r.unregister()
 		if ownTransport {
 			_ = r.transport.Close()
 		}
@@ -402,6 +404,17 @@ func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.T
 		Component: c.ID, TaskID: task, TaskIndex: index, Parallelism: c.Parallelism,
 		ComponentTasks: func(comp string) []int { return slices.Clone(r.tasksOf[comp]) },
 		Logger:         r.log.With("component", c.ID, "task", task),
+	}
+}
+
+// unregister removes this engine's endpoints from the transport: the host's and
+// every hosted task's.
+func (r *Runtime) unregister() {
+	if r.host.inbox != nil {
+		r.transport.Unregister(transport.Host(r.assign.host()))
+	}
+	for task := range r.endpoints {
+		r.transport.Unregister(task)
 	}
 }
 

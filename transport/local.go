@@ -133,6 +133,13 @@ func (l *Local) Register(endpoint int) (Inbox, error) {
 	return b, nil
 }
 
+// Unregister implements Transport.
+func (l *Local) Unregister(endpoint int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.boxes, endpoint)
+}
+
 // Send implements Transport.
 func (l *Local) Send(m *Message) error {
 	l.mu.RLock()

@@ -146,6 +146,9 @@ type Stats struct {
 type Transport interface {
 	// Register creates the receiving end of an endpoint hosted in this process.
 	Register(endpoint int) (Inbox, error)
+	// Unregister removes it (an engine that stopped, or failed to start): later
+	// messages to it fail as an unknown endpoint, and it may be registered again.
+	Unregister(endpoint int)
 	// Send delivers m to m.To. It never blocks. An error (unknown endpoint, closed
 	// transport, a value that cannot be encoded) is also counted in Stats.
 	Send(m *Message) error

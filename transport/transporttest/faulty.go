@@ -135,6 +135,17 @@ func (f *Faulty) Register(endpoint int) (transport.Inbox, error) {
 	return in, err
 }
 
+// Unregister implements transport.Transport; messages held for the endpoint are
+// dropped (counted).
+func (f *Faulty) Unregister(endpoint int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inner.Unregister(endpoint)
+	delete(f.endpoints, endpoint)
+	f.stats.Dropped += uint64(len(f.held[endpoint]))
+	delete(f.held, endpoint)
+}
+
 // Send implements transport.Transport: m is cloned (Serialize), then maybe dropped,
 // duplicated or held back; then the messages held for m.To that have waited long
 // enough follow it.

@@ -36,6 +36,7 @@ func TestTransport(t *testing.T, name string, newT Constructor) {
 			{"TuplesCount", testTuplesCount},
 			{"UnknownEndpoint", testUnknownEndpoint},
 			{"RegisterTwice", testRegisterTwice},
+			{"Unregister", testUnregister},
 			{"Ordered", testOrdered},
 			{"NoDuplicates", testNoDuplicates},
 			{"Lossless", testLossless},
@@ -271,6 +272,34 @@ func testRegisterTwice(t *testing.T, newT Constructor) {
 		if in, err := tr.Register(ep); err == nil {
 			t.Errorf("Register(%d) a second time succeeded (%v)", ep, in)
 		}
+	}
+}
+
+// testUnregister: an unregistered endpoint is unknown to senders, and can be
+// registered again (an engine restarted on the same transport).
+func testUnregister(t *testing.T, newT Constructor) {
+	tr, _ := open(t, newT, 5, 6)
+	tr.Unregister(6)
+	err := tr.Send(&transport.Message{Kind: transport.KindAcks, From: 5, To: 6, Seq: 1})
+	if !errors.Is(err, transport.ErrUnknownEndpoint) {
+		t.Fatalf("Send to an unregistered endpoint: %v, want ErrUnknownEndpoint", err)
+	}
+	in, err := tr.Register(6)
+	if err != nil {
+		t.Fatalf("Register after Unregister: %v", err)
+	}
+	seq := uint64(1)
+	send := func() {
+		seq++
+		if err := tr.Send(&transport.Message{Kind: transport.KindAcks, From: 5, To: 6, Seq: seq}); err != nil {
+			t.Errorf("Send to the endpoint registered again: %v", err)
+		}
+	}
+	send()
+	ctl, _ := collect(t, in, "a message to the endpoint registered again", send,
+		func(ctl, _ []*transport.Message) bool { return len(ctl) > 0 })
+	if ctl[0].From != 5 || ctl[0].Seq < 2 {
+		t.Fatalf("the endpoint registered again got %s from %d seq %d", ctl[0].Kind, ctl[0].From, ctl[0].Seq)
 	}
 }
 
