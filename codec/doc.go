@@ -112,7 +112,9 @@
 // type, map keys must ascend, and what decoding allocates is bounded by 64 bytes per
 // input byte, plus a few KiB of shared chunks per message (the boxes of its strings,
 // numbers and times, and its tuples' value slices). Locations are cached up to 1024 names, so
-// random zone names cannot grow the cache without bound. A registered type's
+// random zone names cannot grow the cache without bound; likewise a process builds
+// at most MaxShapes slice and map types from the descriptors it receives (Go keeps
+// every such type for good), and refuses a new shape past that. A registered type's
 // UnmarshalBinary is the user's code and is trusted.
 //
 // # The fields hash

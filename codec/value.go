@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -921,17 +922,75 @@ func (d *decoder) stringSlice() (any, error) {
 // typeCache maps descriptors (as strings) to their types.
 var typeCache sync.Map
 
-// desc reads a type descriptor and returns its type.
+// MaxShapes bounds the slice and map types a process builds from the descriptors it
+// receives. Go keeps every type made with reflect.SliceOf and reflect.MapOf for the
+// life of the process, so a peer sending values of ever new shapes would grow the
+// heap without bound; past this many, a new shape is refused (ErrCorrupt), while the
+// shapes already known keep decoding.
+const MaxShapes = 4096
+
+// shapes counts the slice and map types built (each composite level of each new
+// descriptor).
+var shapes atomic.Int64
+
+// desc reads a type descriptor and returns its type: from the cache when the
+// descriptor was seen before, else built, within MaxShapes.
 func (d *decoder) desc(depth int) (reflect.Type, error) {
 	start := d.off
+	levels, err := d.skipDesc(depth)
+	if err != nil {
+		return nil, err
+	}
+	if levels == 0 { // a scalar, any or registered type: nothing is built
+		d.off = start
+		return d.descType(depth)
+	}
+	key := d.src[start:d.off]
+	if t, ok := typeCache.Load(string(key)); ok {
+		return t.(reflect.Type), nil
+	}
+	if shapes.Add(int64(levels)) > MaxShapes {
+		shapes.Add(-int64(levels))
+		return nil, corrupt("a new value shape at byte %d, past the %d slice and map shapes this process builds (a peer sending ever new shapes)", start, MaxShapes)
+	}
+	end := d.off
+	d.off = start
 	t, err := d.descType(depth)
 	if err != nil {
 		return nil, err
 	}
-	if t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
-		typeCache.LoadOrStore(string(d.src[start:d.off]), t)
-	}
+	d.off = end
+	typeCache.Store(string(key), t)
 	return t, nil
+}
+
+// skipDesc moves past a type descriptor, checking it, and returns how many slice
+// and map levels it has.
+func (d *decoder) skipDesc(depth int) (int, error) {
+	levels := 0
+	for ; ; depth++ {
+		if depth >= MaxDepth {
+			return 0, corrupt("nested deeper than %d at byte %d", MaxDepth, d.off)
+		}
+		tag, err := d.byte()
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case tag == tagSlice || tag == tagMap:
+			levels++
+			continue
+		case tag == tagUser:
+			n, err := d.length(1)
+			if err != nil {
+				return 0, err
+			}
+			d.rawBytes(n)
+		case tag == tagNil || (tag > tagTime && tag != tagAny):
+			return 0, corrupt("type tag %#x at byte %d", tag, d.off-1)
+		}
+		return levels, nil
+	}
 }
 
 func (d *decoder) descType(depth int) (reflect.Type, error) {
