@@ -55,6 +55,9 @@ func (a *ackerExec) process() {
 			}
 			if len(a.outs[t]) == 0 {
 				a.dirty = append(a.dirty, t)
+				if a.outs[t] == nil {
+					a.outs[t] = getOutcomes()
+				}
 			}
 			a.outs[t] = append(a.outs[t], o)
 		}
