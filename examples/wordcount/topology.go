@@ -12,10 +12,12 @@
 // Tuples carry only plain values (strings and integers, which the tuple codec encodes
 // without registration), so that the tasks could run in separate processes:
 //
-//	lines:  line (string: the text), line_id (uint64: OccurrenceID of the text's first
-//	        byte), low (uint64: the spout's low watermark when this attempt was emitted)
-//	split:  word (string), occ (uint64: the word occurrence's OccurrenceID, line_id
-//	        plus the word's byte offset in the line), low (the line's)
+//	lines:  line (string: the text), pos ([]uint64 of two: line_id, the OccurrenceID
+//	        of the text's first byte, and low, the spout's low watermark when this
+//	        attempt was emitted)
+//	split:  word (string), pos (the line's, one slice shared by its words), off
+//	        (int: the word's byte offset in the line; line_id+off is the
+//	        occurrence's OccurrenceID)
 //
 // Each task keeps its state in its own bolt or spout value. The one thing that leaves
 // the tasks is the final counts: each count task hands its own counts to the run's
@@ -42,8 +44,8 @@ import (
 )
 
 // LinePos is the message id of a line: it stays in the spout task (the runtime hands
-// it back to Ack or Fail) and never travels in a tuple, whose fields line_id and low
-// carry ID and Low. ID is OccurrenceID(file, offset of the line's text), Low the
+// it back to Ack or Fail) and never travels in a tuple, whose field pos carries ID
+// and Low. ID is OccurrenceID(file, offset of the line's text), Low the
 // spout's low watermark when this attempt was emitted.
 type LinePos struct {
 	ID  uint64
@@ -71,7 +73,7 @@ func checksum(text string) uint32 {
 var errInjected = errors.New("wordcount: injected failure (--fail-rate)")
 
 // lineFields are the fields of the spout's stream (see the package doc).
-var lineFields = []string{"line", "line_id", "low"}
+var lineFields = []string{"line", "pos"}
 
 // progress is what the spout tells Run while it runs: lines read, acked, replayed and
 // lost, and done, closed when every line is acked. The spout has one task and runs in
@@ -101,8 +103,6 @@ type lineSpout struct {
 	acked   map[uint64]bool
 	replays []LinePos
 	line    []byte
-	lowVal  uint64 // the last low watermark emitted, and the same boxed
-	lowBox  any
 }
 
 func (s *lineSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
@@ -226,10 +226,7 @@ func (s *lineSpout) readAt(pos LinePos) (string, error) {
 
 func (s *lineSpout) emit(id uint64, text string) {
 	pos := &LinePos{ID: id, Low: s.low(), Len: uint32(len(text)), Sum: checksum(text)}
-	if s.lowBox == nil || pos.Low != s.lowVal {
-		s.lowVal, s.lowBox = pos.Low, pos.Low // boxed once per watermark, not per line
-	}
-	if err := s.out.Emit(tuple.Values{text, pos.ID, s.lowBox}, pos); err != nil {
+	if err := s.out.Emit(tuple.Values{text, []uint64{pos.ID, pos.Low}}, pos); err != nil {
 		s.out.ReportError(err)
 	}
 }
@@ -265,7 +262,7 @@ func (s *lineSpout) Close() error {
 }
 
 // splitFields are the fields of split's stream (see the package doc).
-var splitFields = []string{"word", "occ", "low"}
+var splitFields = []string{"word", "pos", "off"}
 
 // failures injects --fail-rate: copied into each task, with its own generator.
 type failures struct {
@@ -303,17 +300,18 @@ func (x *fieldIndex) of(t *tuple.Tuple) []int {
 	return x.at
 }
 
-// splitBolt emits one anchored tuple per word: (word, occ, low). Three values, not
-// four: a word tuple's values fit a 48-byte allocation (word count makes 3.7 million
-// of them per benchmark run).
+// splitBolt emits one anchored tuple per word: (word, pos, off). Three values fit a
+// 48-byte allocation (four need 64), pos is made once per line and shared by its
+// words, and an offset below 256 is boxed without an allocation: per word, the
+// values cost one allocation (word count makes 3.7 million per benchmark run).
 type splitBolt struct {
 	failures
-	in fieldIndex // line, line_id, low
+	in fieldIndex // line, pos
 }
 
 func (b *splitBolt) Prepare(ctx context.Context, tc topology.TaskContext) error {
 	b.prepare(tc)
-	b.in.names = []string{"line", "line_id", "low"}
+	b.in.names = []string{"line", "pos"}
 	return nil
 }
 
@@ -323,12 +321,10 @@ func (b *splitBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 	}
 	at := b.in.of(t)
 	line := t.Value(at[0]).(string)
-	// The low watermark goes out as it came in, each word's tuple holding the same
-	// (immutable) value; occ is boxed per word, as an int offset would be.
-	id, low := t.Value(at[1]).(uint64), t.Value(at[2])
+	pos := t.Value(at[1]) // passed on as it came: one slice for the line's words
 	var err error
 	Words(line, func(w string, off int) {
-		if e := out.Emit(tuple.Values{w, id + uint64(off), low}); e != nil && err == nil {
+		if e := out.Emit(tuple.Values{w, pos, off}); e != nil && err == nil {
 			err = e
 		}
 	})
@@ -343,7 +339,7 @@ type countBolt struct {
 	failures
 	tracked bool       // acker tasks run: lines may be replayed
 	results *results   // the end-of-run hand-off, written once, in Cleanup
-	in      fieldIndex // word, occ, low
+	in      fieldIndex // word, pos, off
 	counts  map[string]uint64
 	seen    *Occurrences
 	dups    uint64
@@ -351,7 +347,7 @@ type countBolt struct {
 
 func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext) error {
 	b.prepare(tc)
-	b.in.names = []string{"word", "occ", "low"}
+	b.in.names = []string{"word", "pos", "off"}
 	b.counts = map[string]uint64{}
 	if b.tracked {
 		b.seen = NewOccurrences()
@@ -362,10 +358,14 @@ func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext) error 
 func (b *countBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 	at := b.in.of(t)
 	word := t.Value(at[0]).(string)
-	occ := t.Value(at[1]).(uint64)
+	pos := t.Value(at[1]).([]uint64) // line_id, low
+	if len(pos) != 2 {
+		return fmt.Errorf("wordcount: field pos of %s holds %d numbers, want 2 (line_id, low)", t.SourceComponent(), len(pos))
+	}
+	occ := pos[0] + uint64(t.Value(at[2]).(int))
 	// Without acker tasks nothing is tracked or replayed, and a line counts as acked as
 	// soon as it is emitted, so the watermark says nothing: every occurrence is new.
-	if b.seen != nil && b.seen.Seen(occ, t.Value(at[2]).(uint64)) {
+	if b.seen != nil && b.seen.Seen(occ, pos[1]) {
 		// Applied by an earlier attempt of this line: the effect is already there, so
 		// ack it (an idempotent sink acks duplicates; failing them again would only
 		// make long lines replay forever under --fail-rate).

@@ -126,7 +126,7 @@ func (d *dropper) Prepare(_ context.Context, _ topology.TaskContext, out topolog
 }
 
 func (d *dropper) Execute(t *tuple.Tuple) {
-	id := t.ValueByField("line_id").(uint64)
+	id := t.ValueByField("pos").([]uint64)[0] // line_id
 	if !d.seen[id] {
 		d.seen[id] = true
 		if len(d.seen)%50 == 0 {
