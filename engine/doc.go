@@ -1,6 +1,6 @@
-// Package engine runs a topology's tasks (Storm's local mode, and gale's
-// default): Start builds every task, Stop drains and closes them, Stats reads exact
-// counters.
+// Package engine runs a topology's tasks: Start builds the tasks this engine hosts
+// (every task in local mode, gale's default; those of its Assignment otherwise),
+// Stop drains and closes them, Stats reads exact counters.
 //
 // # Tasks, hosts and messages
 //

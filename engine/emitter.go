@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/internal/tupleinternal"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
@@ -49,6 +50,7 @@ type emitter struct {
 	// acks[i] is the buffer of messages for acker task i.
 	acks    [][]acker.Msg
 	scratch []int
+	encBuf  []byte // WithSerialization: the values encoded at emit, to check them
 	stats   taskStats
 	logged  map[string]bool
 	stopped bool
@@ -123,6 +125,14 @@ func (e *emitter) targets(stream string, direct int, values tuple.Values) (*stre
 	if len(values) != so.src.Fields.Len() {
 		return nil, nil, fmt.Errorf("%w: stream %q of %q declares %d fields %v, emit has %d values",
 			topology.ErrFieldCount, stream, e.comp.ID, so.src.Fields.Len(), so.src.Fields, len(values))
+	}
+	if e.rt.serialize {
+		// Every value must cross the codec: refuse the emit now, naming the field and
+		// the type, rather than lose the batch when it is sent.
+		var err error
+		if e.encBuf, err = codec.AppendValues(e.encBuf[:0], values, so.src.Fields); err != nil {
+			return nil, nil, fmt.Errorf("%q emits on stream %q: %w", e.comp.ID, stream, err)
+		}
 	}
 	dst := e.scratch[:0]
 	if direct >= 0 {

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/tuple"
 )
 
 // startHosts starts topo as one engine per assignment of Spread(n), on one
@@ -93,4 +95,29 @@ func mustSpread(t *testing.T, topo *topology.Topology, cfg topology.Config, n in
 		t.Fatal(err)
 	}
 	return as
+}
+
+// notEncodable is a value the codec has no encoding for.
+type notEncodable struct{ n int }
+
+// With WithSerialization an emit whose value cannot cross the codec fails at once,
+// naming the field and the type: before, Emit returned nil and the batch was refused
+// at send (logged, and the tree left to time out).
+func TestUnencodableValueFailsTheEmit(t *testing.T) {
+	got := make(chan error, 1)
+	calls := 0
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout {
+		return &fnSpout{rec: newRecorder(), next: func(out topology.SpoutCollector) {
+			if calls++; calls == 1 {
+				got <- out.Emit(tuple.Values{notEncodable{1}}, 1)
+			}
+		}}
+	}, 1).Output("v")
+	b.SetBolt("b", ackAll, 1).ShuffleGrouping("s")
+	start(t, mustBuild(t, b), quietConfig())
+	err := <-got
+	if !errors.Is(err, codec.ErrUnencodable) || !strings.Contains(err.Error(), `"v"`) || !strings.Contains(err.Error(), "notEncodable") {
+		t.Fatalf("Emit of an unencodable value = %v, want ErrUnencodable naming field v and its type", err)
+	}
 }

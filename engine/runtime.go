@@ -31,8 +31,9 @@ func WithTransport(t transport.Transport) Option { return func(r *Runtime) { r.t
 func WithAssignment(a Assignment) Option { return func(r *Runtime) { r.assign = a } }
 
 // WithSerialization sends every message through the codec, even in one process
-// (Storm's topology.testing.always.try.serialize): a value that cannot cross a
-// process boundary fails its emit here, in a test, rather than in production.
+// (Storm's topology.testing.always.try.serialize), and checks every emitted value:
+// a value that cannot cross a process boundary fails its emit (codec.ErrUnencodable,
+// naming the field and the type) here, in a test, rather than in production.
 func WithSerialization() Option { return func(r *Runtime) { r.serialize = true } }
 
 // WithClock runs the engine on c instead of the wall clock (clock.Real()): every
@@ -98,6 +99,8 @@ type Runtime struct {
 
 	sendErrs atomic.Uint64 // messages the transport refused
 	stray    atomic.Uint64 // messages no handler expected
+	// unreachable counts messages to a host endpoint not registered.
+	unreachable atomic.Uint64
 
 	hard         context.Context // canceled on a hard stop: blocked sends give up
 	start        context.Context // Start's context: its end is a hard stop
@@ -352,8 +355,12 @@ func (r *Runtime) send(m *transport.Message) {
 		m = c
 	}
 	if err := r.transport.Send(m); err != nil {
-		if m.Kind == transport.KindControl && m.Op == opHello && errors.Is(err, transport.ErrUnknownEndpoint) {
-			return // a host not started yet: the greeting is re-sent until it is up
+		if m.To < 0 && errors.Is(err, transport.ErrUnknownEndpoint) {
+			// A host endpoint that is not there: a host not started yet (a greeting
+			// is re-sent until it is up) or one that has left (its goodbye may still
+			// be on the way). Normal at the edges of a run: counted, not logged.
+			r.unreachable.Add(1)
+			return
 		}
 		r.sendFailed(m, err)
 	}
@@ -694,7 +701,7 @@ func (r *Runtime) Stats() Stats {
 	}
 	ts := r.transport.Stats()
 	s.Transport = TransportStats{Sent: ts.Sent, Errors: r.sendErrs.Load(), Dropped: ts.Dropped,
-		Stray: r.stray.Load(), LastError: ts.LastError}
+		Stray: r.stray.Load(), Unreachable: r.unreachable.Load(), LastError: ts.LastError}
 	for _, ep := range r.endpoints {
 		ep.cmu.Lock()
 		s.Transport.Duplicates += ep.dupes

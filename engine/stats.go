@@ -137,14 +137,15 @@ type Stats struct {
 	// Transport counts messages: Errors are sends the transport refused (each also
 	// logged), Dropped the messages it lost (a test transport's drops). Duplicates
 	// counts tuples received twice and dropped; Stray counts messages no task
-	// expected (a protocol error).
+	// expected (a protocol error); Unreachable counts messages to a host that is not
+	// there (not started yet, or gone: normal at the start and end of a run).
 	Transport TransportStats
 }
 
 // TransportStats are the message counters of Stats.
 type TransportStats struct {
-	Sent, Errors, Dropped, Duplicates, Stray uint64
-	LastError                                string
+	Sent, Errors, Dropped, Duplicates, Stray, Unreachable uint64
+	LastError                                             string
 }
 
 // Merge adds another host's stats (of the same topology): ClusterStats does it for
@@ -179,6 +180,7 @@ func (s *Stats) Merge(o *Stats) {
 	t.Dropped += o.Transport.Dropped
 	t.Duplicates += o.Transport.Duplicates
 	t.Stray += o.Transport.Stray
+	t.Unreachable += o.Transport.Unreachable
 	if o.Transport.LastError != "" {
 		t.LastError = o.Transport.LastError
 	}
