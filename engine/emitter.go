@@ -319,6 +319,9 @@ func (e *emitter) ackMsg(m acker.Msg) {
 			return
 		}
 	}
+	if buf == nil {
+		buf = getAcks() // from the pool: a buffer is held only while messages wait
+	}
 	e.acks[i] = append(buf, m)
 }
 
@@ -417,7 +420,7 @@ func (e *emitter) flushAcks() {
 			seq := e.ep.nextSeq(to)
 			e.ep.cmu.Unlock()
 			e.rt.send(&transport.Message{Kind: transport.KindAcks, From: int(e.task), To: to, Seq: seq, Acks: buf})
-			e.acks[i] = getAcks()
+			e.acks[i] = nil
 		}
 	}
 }
