@@ -41,8 +41,8 @@ type endpoint struct {
 	taken  []*transport.Message
 	ctl    []*transport.Message
 	queued int // tuples in taken (for QueueDepth)
-	// lateTuples counts tuples that arrived after their edge ended, or duplicates.
-	dupes, late uint64
+	// dupes counts tuples received twice and dropped.
+	dupes uint64
 }
 
 // outEdge is the sending side of one edge: the batch being filled (guarded by the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,16 +182,8 @@ func (r *Runtime) greet() {
 		close(r.ready)
 		return
 	}
-	r.host.mu.Lock()
-	defer r.host.mu.Unlock()
 	for _, h := range peers {
-		r.host.nextID++
-		id := r.host.nextID
-		m := &transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: opHello, ID: id}
-		r.host.pending[id] = m
-		r.host.hellos[id] = true
-		r.host.requests.Sent(r.nanotime(), id)
-		r.send(copyMsg(m))
+		r.request(h, opHello, nil)
 	}
 }
 
@@ -213,16 +206,18 @@ func (r *Runtime) endEdges(ep *endpoint, hosts map[int]bool) {
 }
 
 // request sends a control request to host h, re-sent until acknowledged.
-func (r *Runtime) request(h int, op uint8, body []byte) uint64 {
+func (r *Runtime) request(h int, op uint8, body []byte) {
 	r.host.mu.Lock()
 	r.host.nextID++
 	id := r.host.nextID
 	m := &transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: op, ID: id, Body: body}
 	r.host.pending[id] = m
+	if op == opHello {
+		r.host.hellos[id] = true // before the send: its answer may come at once
+	}
 	r.host.requests.Sent(r.nanotime(), id)
 	r.host.mu.Unlock()
 	r.send(copyMsg(m))
-	return id
 }
 
 // copyMsg copies a message kept for re-sending: a sent message belongs to the
@@ -569,19 +564,9 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 		case <-t.C():
 			ask()
 		case <-ctx.Done():
-			var missing []int
-			for _, h := range asked {
-				missing = append(missing, h)
-			}
-			slices.Sort(missing)
-			return s, errors.Join(fmt.Errorf("engine: hosts %v did not send their stats: %w", missing, ctx.Err()), errGone)
+			return s, errors.Join(fmt.Errorf("engine: hosts %v did not send their stats: %w", slices.Sorted(maps.Values(asked)), ctx.Err()), errGone)
 		case <-r.done:
-			var missing []int
-			for _, h := range asked {
-				missing = append(missing, h)
-			}
-			slices.Sort(missing)
-			return s, errors.Join(fmt.Errorf("engine: this engine stopped before hosts %v sent their stats", missing), errGone)
+			return s, errors.Join(fmt.Errorf("engine: this engine stopped before hosts %v sent their stats", slices.Sorted(maps.Values(asked))), errGone)
 		}
 	}
 	return s, errGone

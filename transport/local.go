@@ -51,28 +51,6 @@ type mailbox struct {
 	tuples  int
 }
 
-// NewMailbox returns an Inbox that Put fills; transports other than Local use it for
-// their receiving ends.
-func NewMailbox() *Mailbox { return &Mailbox{m: mailbox{signal: make(chan struct{}, 1)}} }
-
-// Mailbox is an Inbox filled by Put.
-type Mailbox struct{ m mailbox }
-
-// Put adds m to the mailbox and signals the receiver.
-func (b *Mailbox) Put(m *Message) { b.m.put(m) }
-
-// Signal implements Inbox.
-func (b *Mailbox) Signal() <-chan struct{} { return b.m.Signal() }
-
-// TakeControl implements Inbox.
-func (b *Mailbox) TakeControl(dst []*Message) []*Message { return b.m.TakeControl(dst) }
-
-// TakeTuples implements Inbox.
-func (b *Mailbox) TakeTuples(dst []*Message) []*Message { return b.m.TakeTuples(dst) }
-
-// Tuples implements Inbox.
-func (b *Mailbox) Tuples() int { return b.m.Tuples() }
-
 func (b *mailbox) put(m *Message) {
 	b.mu.Lock()
 	if m.Kind == KindTuples {
