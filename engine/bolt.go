@@ -48,6 +48,8 @@ type boltExec struct {
 		on   bool
 		held []heldCopy
 	}
+	// collectors is a slab the basic collectors are cut from, one per Execute.
+	collectors []basicCollector
 }
 
 // procMark is an ack, during a batch, of an input of that batch: its process latency
@@ -99,7 +101,7 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 	var misuseErr error
 	lin := b.rt.lin != nil
 	for _, task := range targets {
-		t := tuple.New(so.src, int(e.task), values)
+		t := e.tuples.New(so.src, int(e.task), values)
 		st := stateOf(t)
 		st.DstTask = int32(task)
 		var parents []uint64
@@ -342,7 +344,7 @@ func (b *boltExec) execute(t *tuple.Tuple, pos int32) {
 		b.bolt.Execute(t)
 		return
 	}
-	bc := &basicCollector{b: b, in: t}
+	bc := b.collector(t)
 	err := func() error {
 		defer bc.done.Store(true) // before the auto-ack, and also when Execute panics
 		return b.basic.Execute(t, bc)
@@ -545,10 +547,27 @@ func (b *boltExec) stop() {
 	}
 }
 
+// collector returns a fresh basic collector for input t. Collectors are cut from a
+// slab and never reused, so a kept one stays marked done; the slab costs one
+// allocation per collectorSlab inputs instead of one per input.
+func (b *boltExec) collector(t *tuple.Tuple) *basicCollector {
+	if len(b.collectors) == 0 {
+		b.collectors = make([]basicCollector, collectorSlab)
+	}
+	c := &b.collectors[0]
+	b.collectors = b.collectors[1:]
+	c.b, c.in = b, t
+	return c
+}
+
+// collectorSlab is how many basic collectors one allocation makes: 21 of 24 bytes
+// stay under 512 bytes, above which Go adds a header to an allocation with pointers.
+const collectorSlab = 21
+
 // basicCollector anchors every emit to its input (Storm's BasicOutputCollector). Each
-// Execute gets its own (one small allocation per input), so a collector kept past its
-// Execute can never anchor to a later input; using it once Execute has returned is
-// refused as misuse (basic-outside) instead of emitting untracked or into a wrong tree.
+// Execute gets its own, so a collector kept past its Execute can never anchor to a
+// later input; using it once Execute has returned is refused as misuse (basic-outside)
+// instead of emitting untracked or into a wrong tree.
 type basicCollector struct {
 	b    *boltExec
 	in   *tuple.Tuple
