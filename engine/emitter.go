@@ -44,7 +44,9 @@ type emitter struct {
 	// edges holds the edges this task has sent on, made at the first tuple for a
 	// target (the map is the slow path: a route keeps its own small index); dirty
 	// lists the edges with a batch being filled.
-	edges  map[int]*outEdge
+	edges map[int]*outEdge
+	// tuples makes the tuples this task emits, a block at a time.
+	tuples tuple.Slab
 	ecache [32]*outEdge
 	dirty  []*outEdge
 	// acks[i] is the buffer of messages for acker task i.

@@ -89,7 +89,7 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 	// a send that fills a batch may block, and the init must not wait behind it.
 	outs := s.outs1[:0]
 	for _, task := range targets {
-		t := tuple.New(so.src, int(e.task), values)
+		t := e.tuples.New(so.src, int(e.task), values)
 		st := stateOf(t)
 		st.DstTask = int32(task)
 		if tracked {

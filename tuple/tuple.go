@@ -77,6 +77,29 @@ func NewBatch(n int, fill func(i int) (src *Source, srcTask int, values Values))
 	return out
 }
 
+// Slab makes tuples as New does, cutting them from blocks of SlabSize so that a
+// runtime emitting many pays one allocation per block instead of one per tuple. A
+// tuple is never reused: a block is freed once none of its tuples is referenced, so a
+// task that keeps one tuple keeps at most SlabSize tuples' memory alive. The zero
+// Slab is ready to use; a Slab is not safe for concurrent use.
+type Slab struct{ free []Tuple }
+
+// SlabSize is the number of tuples in one block of a Slab: five 96-byte tuples are
+// 480 bytes, under the 512 above which Go adds an 8-byte header to an allocation that
+// holds pointers (eight would take an 896-byte size class for 768 bytes).
+const SlabSize = 5
+
+// New returns an untracked tuple, as New does.
+func (s *Slab) New(src *Source, srcTask int, values Values) *Tuple {
+	if len(s.free) == 0 {
+		s.free = make([]Tuple, SlabSize)
+	}
+	t := &s.free[0]
+	s.free = s.free[1:]
+	*t = Tuple{src: src, values: values, srcTask: int32(srcTask), state: tupleinternal.State{DstTask: -1}}
+	return t
+}
+
 // Values returns the values (not a copy; do not modify).
 func (t *Tuple) Values() Values { return t.values }
 
