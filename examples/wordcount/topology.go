@@ -224,9 +224,20 @@ func (s *lineSpout) readAt(pos LinePos) (string, error) {
 	return text, nil
 }
 
+// lineOut is one emit of a line in one allocation: the message id (kept by the spout
+// until the line's tree ends), the numbers of its pos field and the tuple's values
+// (read by the bolts, never written).
+type lineOut struct {
+	id   LinePos
+	pos  [2]uint64
+	vals [2]any
+}
+
 func (s *lineSpout) emit(id uint64, text string) {
-	pos := &LinePos{ID: id, Low: s.low(), Len: uint32(len(text)), Sum: checksum(text)}
-	if err := s.out.Emit(tuple.Values{text, []uint64{pos.ID, pos.Low}}, pos); err != nil {
+	o := &lineOut{id: LinePos{ID: id, Low: s.low(), Len: uint32(len(text)), Sum: checksum(text)}}
+	o.pos = [2]uint64{o.id.ID, o.id.Low}
+	o.vals = [2]any{text, o.pos[:]}
+	if err := s.out.Emit(o.vals[:], &o.id); err != nil {
 		s.out.ReportError(err)
 	}
 }
