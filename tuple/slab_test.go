@@ -43,3 +43,22 @@ func TestSlabAllocatesOncePerBlock(t *testing.T) {
 		t.Fatalf("New: %v allocations per tuple, want 1", n)
 	}
 }
+
+var kept [1024]*tuple.Tuple
+
+// BenchmarkTupleNew compares New with a Slab, tuples kept as a queue keeps them.
+func BenchmarkTupleNew(b *testing.B) {
+	src := &tuple.Source{Component: "c", Stream: tuple.DefaultStream}
+	vals := tuple.Values{1}
+	b.Run("New", func(b *testing.B) {
+		for i := range b.N {
+			kept[i&1023] = tuple.New(src, i, vals)
+		}
+	})
+	b.Run("Slab", func(b *testing.B) {
+		var s tuple.Slab
+		for i := range b.N {
+			kept[i&1023] = s.New(src, i, vals)
+		}
+	})
+}
