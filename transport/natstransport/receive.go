@@ -1,0 +1,216 @@
+package natstransport
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gale-stream/gale/codec"
+	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// receiver is one registered endpoint: its two subscriptions, and the split messages
+// being reassembled on its data lane (touched only by the data subscription's
+// goroutine: nats.go calls one subscription's handler for one message at a time).
+type receiver struct {
+	t         *Transport
+	ep        int
+	data, ctl *nats.Subscription
+	partial   map[int]*partial // by sending endpoint
+}
+
+// partial is a split message being reassembled. A dead one lost a frame: its other
+// frames are ignored, and the message was counted dropped once.
+type partial struct {
+	epoch, seq  uint64
+	pos         uint64
+	next, parts int
+	tuples      []*tuple.Tuple
+	dead        bool
+}
+
+// unsubscribe ends both subscriptions, keeping their slow-consumer drops (t.mu held).
+func (r *receiver) unsubscribe() {
+	r.t.subDropped.Add(r.slowDrops())
+	for _, s := range []*nats.Subscription{r.data, r.ctl} {
+		if s != nil {
+			_ = s.Unsubscribe()
+		}
+	}
+}
+
+// slowDrops is the messages the client dropped on the subscriptions because their
+// pending limits were reached (t.mu held).
+func (r *receiver) slowDrops() uint64 {
+	var n uint64
+	for _, s := range []*nats.Subscription{r.data, r.ctl} {
+		if s == nil {
+			continue
+		}
+		if d, err := s.Dropped(); err == nil && d > 0 {
+			n += uint64(d)
+		}
+	}
+	return n
+}
+
+func (r *receiver) onData(msg *nats.Msg) { r.receive(msg, true) }
+
+func (r *receiver) onControl(msg *nats.Msg) { r.receive(msg, false) }
+
+func (r *receiver) receive(msg *nats.Msg, dataLane bool) {
+	t := r.t
+	if t.closed.Load() {
+		t.dropped.Add(1)
+		return
+	}
+	src := msg.Data
+	part, parts := 0, 1
+	if len(src) > 0 && src[0] == fragMarker {
+		if !dataLane {
+			t.recvFailed(msg, fmt.Errorf("a split frame on the control lane"))
+			return
+		}
+		p, n := binary.Uvarint(src[1:])
+		q, k := 0, 0
+		if n > 0 {
+			var pq uint64
+			pq, k = binary.Uvarint(src[1+n:])
+			q = int(min(pq, 1<<31))
+		}
+		if n <= 0 || k <= 0 || q < 2 || p >= uint64(q) {
+			t.recvFailed(msg, fmt.Errorf("a split frame with a bad header"))
+			return
+		}
+		part, parts = int(p), q
+		src = src[1+n+k:]
+	}
+	m, err := codec.ReadMessage(src, t.streams)
+	if err != nil {
+		t.recvFailed(msg, err)
+		return
+	}
+	switch {
+	case m.To != r.ep:
+		t.recvFailed(msg, fmt.Errorf("a message to %d on the subject of %d", m.To, r.ep))
+		return
+	case dataLane != (m.Kind == transport.KindTuples):
+		t.recvFailed(msg, fmt.Errorf("a %s message on the wrong lane", m.Kind))
+		return
+	}
+	if parts > 1 {
+		r.assemble(m, part, parts)
+		return
+	}
+	t.deliver(m)
+}
+
+// assemble adds one frame of a split message, delivering the message when its last
+// frame arrives. Frames of one link arrive in order or not at all (one publisher, one
+// subject), so a frame that is not the next one expected means one was lost: the
+// message is dropped (counted once), never delivered in part.
+func (r *receiver) assemble(m *transport.Message, part, parts int) {
+	t := r.t
+	p := r.partial[m.From]
+	if p != nil && (p.epoch != m.Epoch || p.seq != m.Seq) {
+		if !p.dead {
+			t.dropped.Add(1) // its last frames never came
+		}
+		delete(r.partial, m.From)
+		p = nil
+	}
+	if p == nil {
+		p = &partial{epoch: m.Epoch, seq: m.Seq, pos: m.Pos, parts: parts}
+		r.partial[m.From] = p
+		if part != 0 {
+			p.dead = true
+			t.dropped.Add(1) // its first frames never came
+			return
+		}
+	}
+	if p.dead {
+		return
+	}
+	if part != p.next || parts != p.parts || m.Pos != p.pos {
+		p.dead, p.tuples = true, nil
+		t.dropped.Add(1)
+		return
+	}
+	p.tuples = append(p.tuples, m.Tuples...)
+	if p.next++; p.next < p.parts {
+		return
+	}
+	delete(r.partial, m.From)
+	m.Tuples = p.tuples
+	t.deliver(m)
+}
+
+// deliver hands a decoded message to its endpoint's inbox.
+// Delivered is counted first, so that a receiver that has taken the message sees it
+// counted.
+func (t *Transport) deliver(m *transport.Message) {
+	t.delivered.Add(1)
+	if err := t.boxes.Send(m); err != nil {
+		t.delivered.Add(^uint64(0))
+		t.dropped.Add(1) // unregistered or closed since the message was received
+	}
+}
+
+// recvFailed counts a frame that could not be delivered.
+func (t *Transport) recvFailed(msg *nats.Msg, err error) {
+	_ = t.fail(fmt.Errorf("natstransport: a frame of %d bytes on %s: %w", len(msg.Data), msg.Subject, err))
+}
+
+// notice announces an endpoint of this transport on the directory subject: "up 5
+// 1f3a..." or "down -2 1f3a..." (verb, endpoint, instance in hex). Best effort: a
+// notice lost to a disconnection is not sent again.
+func (t *Transport) notice(verb string, ep int) {
+	_ = t.nc.Publish(t.dirSubj, fmt.Appendf(nil, "%s %d %x", verb, ep, t.id))
+}
+
+// onNotice learns of another transport's endpoint coming up or going away. A
+// "down" counts only from the transport that last announced the endpoint (notices
+// from two publishers are not ordered: a task moved from one process to another
+// may be announced up by the new one before the old one's down arrives).
+func (t *Transport) onNotice(msg *nats.Msg) {
+	f := strings.Fields(string(msg.Data))
+	var ep int
+	var id uint64
+	var err error
+	if len(f) == 3 && (f[0] == "up" || f[0] == "down") {
+		if ep, err = strconv.Atoi(f[1]); err == nil {
+			id, err = strconv.ParseUint(f[2], 16, 64)
+		}
+	} else {
+		err = fmt.Errorf("not a notice")
+	}
+	if err != nil {
+		t.recvFailed(msg, err)
+		return
+	}
+	if id == t.id {
+		return
+	}
+	if t.noticed != nil {
+		defer t.noticed()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.eps[ep] != nil {
+		return // registered here: what another transport says of it is stale
+	}
+	switch f[0] {
+	case "up":
+		t.owner[ep] = id
+		delete(t.gone, ep)
+	case "down":
+		if o, ok := t.owner[ep]; !ok || o == id {
+			delete(t.owner, ep)
+			t.gone[ep] = fmt.Sprintf("unregistered by transport %x", id)
+		}
+	}
+}
