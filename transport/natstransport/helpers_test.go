@@ -55,7 +55,10 @@ func port(s *server.Server) int { return s.Addr().(*net.TCPAddr).Port }
 func connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	base := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(5 * time.Millisecond),
-		nats.ReconnectJitter(0, 0), nats.NoCallbacksAfterClientClose()}
+		nats.ReconnectJitter(0, 0), nats.NoCallbacksAfterClientClose(),
+		// Errors a test causes (a server restarted under the connection) are expected;
+		// without a handler nats.go logs them.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}
 	nc, err := nats.Connect(url, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("connect %s: %v", url, err)
