@@ -80,14 +80,19 @@ func suiteEndpoints(ep int) bool {
 
 var suiteStreams = codec.NewStreams(transporttest.Topology())
 
-// newTransport returns a transport on its own connection to url, closed (with its
-// connection) when the test ends.
+// newTransport returns a transport for the suite's endpoints and streams on its own
+// connection to url, closed (with its connection) when the test ends.
 func newTransport(t testing.TB, url, prefix string, opts ...natstransport.Option) *natstransport.Transport {
 	t.Helper()
+	return newTransportOf(t, url, prefix, suiteStreams, append([]natstransport.Option{natstransport.WithEndpoints(suiteEndpoints)}, opts...)...)
+}
+
+// newTransportOf is newTransport for a topology's streams.
+func newTransportOf(t testing.TB, url, prefix string, streams *codec.Streams, opts ...natstransport.Option) *natstransport.Transport {
+	t.Helper()
 	nc := connect(t, url)
-	opts = append([]natstransport.Option{natstransport.WithPrefix(prefix),
-		natstransport.WithEndpoints(suiteEndpoints), natstransport.WithOwnedConn()}, opts...)
-	tr, err := natstransport.New(nc, suiteStreams, opts...)
+	opts = append([]natstransport.Option{natstransport.WithPrefix(prefix), natstransport.WithOwnedConn()}, opts...)
+	tr, err := natstransport.New(nc, streams, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

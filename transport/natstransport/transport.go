@@ -51,7 +51,7 @@ type Transport struct {
 
 	boxes *transport.Local // the receiving mailboxes (lane-split) of local endpoints
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	closed   atomic.Bool
 	eps      map[int]*receiver // endpoints registered here
 	owner    map[int]uint64    // endpoint -> instance that last announced it (directory)
@@ -290,10 +290,10 @@ func (t *Transport) Send(m *transport.Message) error {
 // known checks that m's destination may exist: registered here, or not known gone
 // and in the topology (WithEndpoints).
 func (t *Transport) known(m *transport.Message) error {
-	t.mu.Lock()
+	t.mu.RLock()
 	_, local := t.eps[m.To]
 	why, gone := t.gone[m.To]
-	t.mu.Unlock()
+	t.mu.RUnlock()
 	switch {
 	case local:
 		return nil
