@@ -136,6 +136,8 @@ func New(nc *nats.Conn, streams *codec.Streams, opts ...Option) (*Transport, err
 		return nil, fmt.Errorf("natstransport: subscribe to %s: %w", t.dirSubj, err)
 	}
 	t.dirSub = sub
+	// As in Register: the directory hears every notice published after New returns.
+	_ = nc.FlushTimeout(registerFlushTimeout)
 	return t, nil
 }
 
