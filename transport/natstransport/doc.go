@@ -26,6 +26,11 @@
 // sender's process on its destination's subject: NATS keeps one publisher's order on
 // one subject, so each lane of a link is in order, and control may overtake data.
 //
+// With WithLocalDelivery, a message between two endpoints registered on the same
+// Transport goes straight to the inbox, as transport.Local delivers it: the tasks of
+// one process talk as in local mode, and only what goes to another process is
+// encoded and crosses the server. Features then do not promise Serializing.
+//
 // # Frames and max_payload
 //
 // A NATS message holds one frame: a message as codec.AppendMessage encodes it (it

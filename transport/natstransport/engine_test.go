@@ -177,7 +177,7 @@ type hostRun struct {
 // its own Transport, as three processes would, with the given message timeout;
 // during (when not nil) is called with the acked count at each tenth of the lines
 // until it returns true.
-func runWordCount(t *testing.T, j *wordJob, url string, timeout time.Duration, during func(acked int) bool) []hostRun {
+func runWordCount(t *testing.T, j *wordJob, url string, timeout time.Duration, during func(acked int) bool, opts ...natstransport.Option) []hostRun {
 	t.Helper()
 	topo := j.topology(t)
 	cfg := topology.DefaultConfig()
@@ -201,8 +201,8 @@ func runWordCount(t *testing.T, j *wordJob, url string, timeout time.Duration, d
 	var hosts []hostRun
 	for _, a := range assignments {
 		nc := connect(t, url)
-		tr, err := natstransport.New(nc, streams, natstransport.WithPrefix(prefix),
-			natstransport.WithEndpoints(natstransport.Endpoints(tasks, len(assignments))))
+		tr, err := natstransport.New(nc, streams, append([]natstransport.Option{natstransport.WithPrefix(prefix),
+			natstransport.WithEndpoints(natstransport.Endpoints(tasks, len(assignments)))}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,6 +300,27 @@ func TestWordCountOverThreeProcesses(t *testing.T) {
 	if j.replays != 0 {
 		t.Errorf("%d replays on a healthy server", j.replays)
 	}
+}
+
+// With local delivery, the tasks of one engine talk without the server; the counts
+// are as exact, and fewer messages cross NATS than are sent.
+func TestWordCountOverThreeProcessesWithLocalDelivery(t *testing.T) {
+	srv := runServer(t)
+	j := newWordJob(3000)
+	hosts := runWordCount(t, j, srv.ClientURL(), 30*time.Second, nil, natstransport.WithLocalDelivery())
+	checkCounts(t, j, hosts)
+	if j.replays != 0 {
+		t.Errorf("%d replays on a healthy server", j.replays)
+	}
+	var sent, crossed uint64
+	for _, h := range hosts {
+		sent += h.tr.Stats().Sent
+		crossed += h.nc.Stats().OutMsgs // published: frames and directory notices
+	}
+	if sent == 0 || crossed >= sent {
+		t.Errorf("%d messages sent, %d crossed the server: local delivery kept none in the process", sent, crossed)
+	}
+	t.Logf("%d messages sent, %d crossed the server", sent, crossed)
 }
 
 // The server restarts on the same port mid-flow: whatever was in flight is lost, the

@@ -112,7 +112,7 @@ type cluster struct {
 	noticed []chan struct{}
 }
 
-func newCluster(t testing.TB, url string, n int) *cluster {
+func newCluster(t testing.TB, url string, n int, opts ...natstransport.Option) *cluster {
 	c := &cluster{t: t}
 	prefix := newPrefix()
 	for range n {
@@ -123,7 +123,7 @@ func newCluster(t testing.TB, url string, n int) *cluster {
 			default:
 			}
 		})
-		c.procs = append(c.procs, newTransport(t, url, prefix, hook))
+		c.procs = append(c.procs, newTransport(t, url, prefix, append([]natstransport.Option{hook}, opts...)...))
 		c.noticed = append(c.noticed, ch)
 	}
 	return c

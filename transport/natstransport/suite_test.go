@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/transport/natstransport"
 	"github.com/gale-stream/gale/transport/transporttest"
 )
 
@@ -20,5 +21,8 @@ func TestConformance(t *testing.T) {
 	})
 	transporttest.TestTransport(t, "nats-3-processes", func(t *testing.T) transport.Transport {
 		return newCluster(t, url, 3)
+	})
+	transporttest.TestTransport(t, "nats-3-processes-local-delivery", func(t *testing.T) transport.Transport {
+		return newCluster(t, url, 3, natstransport.WithLocalDelivery())
 	})
 }

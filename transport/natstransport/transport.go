@@ -42,6 +42,7 @@ type Transport struct {
 	dirSubj string
 	exists  func(int) bool
 	ownConn bool
+	direct  bool   // WithLocalDelivery
 	pending [2]int // messages, bytes
 	id      uint64 // this Transport's instance, in directory notices
 	// dropFrame, for tests, loses frame part of parts of a split message.
@@ -106,6 +107,14 @@ func WithPendingLimits(msgs, bytes int) Option {
 // WithOwnedConn makes Close close the connection too. Without it the caller owns the
 // connection, and Close only unsubscribes.
 func WithOwnedConn() Option { return func(t *Transport) { t.ownConn = true } }
+
+// WithLocalDelivery hands a message for an endpoint registered on this Transport
+// straight to its inbox, without the codec or the server, as transport.Local does:
+// the tasks of one process talk as in local mode, and only messages between
+// processes cross NATS. A link's path is fixed while its destination stays
+// registered, so each lane of it stays in order. Features then no longer promise
+// Serializing (pointers are shared within the process).
+func WithLocalDelivery() Option { return func(t *Transport) { t.direct = true } }
 
 // New returns a transport over nc whose messages are encoded with streams (made by
 // codec.NewStreams from the topology every process runs).
@@ -261,8 +270,17 @@ func (t *Transport) Send(m *transport.Message) error {
 	if t.closed.Load() {
 		return t.fail(fmt.Errorf("%w: %s from %d to %d", transport.ErrClosed, m.Kind, m.From, m.To))
 	}
-	if err := t.known(m); err != nil {
+	local, err := t.known(m)
+	if err != nil {
 		return t.fail(err)
+	}
+	if local && t.direct {
+		t.delivered.Add(1)
+		if err := t.boxes.Send(m); err != nil { // unregistered since known looked
+			t.delivered.Add(^uint64(0))
+			return t.fail(fmt.Errorf("natstransport: deliver %s from %d to %d here: %w", m.Kind, m.From, m.To, err))
+		}
+		return nil
 	}
 	subj := t.subjectsOf(m.To)[1]
 	if m.Kind == transport.KindTuples {
@@ -289,31 +307,33 @@ func (t *Transport) Send(m *transport.Message) error {
 	return nil
 }
 
-// known checks that m's destination may exist: registered here, or not known gone
-// and in the topology (WithEndpoints).
-func (t *Transport) known(m *transport.Message) error {
+// known checks that m's destination may exist: registered here (local), or not
+// known gone and in the topology (WithEndpoints).
+func (t *Transport) known(m *transport.Message) (bool, error) {
 	t.mu.RLock()
 	_, local := t.eps[m.To]
 	why, gone := t.gone[m.To]
 	t.mu.RUnlock()
 	switch {
 	case local:
-		return nil
+		return true, nil
 	case gone:
-		return fmt.Errorf("%w %d (%s from %d): %s", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From, why)
+		return false, fmt.Errorf("%w %d (%s from %d): %s", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From, why)
 	case t.exists != nil && !t.exists(m.To):
-		return fmt.Errorf("%w %d (%s from %d): not an endpoint of this topology", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From)
+		return false, fmt.Errorf("%w %d (%s from %d): not an endpoint of this topology", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From)
 	}
-	return nil
+	return false, nil
 }
 
 // Features implements transport.Transport. Core NATS is at most once: a slow
 // consumer, a reconnect or a server restart loses messages (not Lossless); it does
 // not duplicate, and it keeps the order of one publisher's messages on one subject,
 // so each lane of a link is in order (Ordered; the two lanes are two subjects, and
-// control may overtake data, as the contract wants); every message crosses the codec.
+// control may overtake data, as the contract wants); every message crosses the codec,
+// unless WithLocalDelivery hands those between endpoints of this Transport over as
+// they are.
 func (t *Transport) Features() transport.Features {
-	return transport.Features{Ordered: true, Lossless: false, NoDuplicates: true, Serializing: true}
+	return transport.Features{Ordered: true, Lossless: false, NoDuplicates: true, Serializing: !t.direct}
 }
 
 // Stats implements transport.Transport. Sent counts Send calls; Delivered the
