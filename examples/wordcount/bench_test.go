@@ -3,14 +3,18 @@ package wordcount
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gale-stream/gale/codec"
@@ -19,6 +23,7 @@ import (
 	"github.com/gale-stream/gale/metrics"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/transport/natstransport"
 	"github.com/gale-stream/gale/transport/transporttest"
 )
 
@@ -49,8 +54,11 @@ func BenchmarkWordCount(b *testing.B) {
 		// engine.WithSerialization.
 		hosts     int
 		serialize bool
-	}{{"tracking=on/observe=off", 1, false, 1, false}, {"tracking=on/observe=on", 1, true, 1, false}, {"tracking=off", 0, false, 1, false},
-		{"tracking=on/serialize", 1, false, 1, true}, {"tracking=on/hosts=3/serialize", 1, false, 3, false}} {
+		nats      bool // hosts engines, each with its own connection to an embedded NATS server
+	}{{"tracking=on/observe=off", 1, false, 1, false, false}, {"tracking=on/observe=on", 1, true, 1, false, false}, {"tracking=off", 0, false, 1, false, false},
+		{"tracking=on/serialize", 1, false, 1, true, false}, {"tracking=on/hosts=3/serialize", 1, false, 3, false, false},
+		{"tracking=on/nats/hosts=1", 1, false, 1, false, true}, {"tracking=on/nats/hosts=2", 1, false, 2, false, true},
+		{"tracking=on/nats/hosts=3", 1, false, 3, false, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := topology.DefaultConfig()
 			cfg.Ackers = tc.ackers
@@ -69,11 +77,15 @@ func BenchmarkWordCount(b *testing.B) {
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			var words uint64
-			var secs float64
+			var secs, cpu float64
+			var url string
+			if tc.nats {
+				url = benchServer(b)
+			}
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				opts := Options{Files: files, Config: cfg, RuntimeOptions: ropts, Hosts: tc.hosts}
-				if tc.hosts > 1 {
+				if tc.hosts > 1 && !tc.nats {
 					var streams *codec.Streams
 					opts.tap = func(topo *topology.Topology) { streams = codec.NewStreams(topo) }
 					opts.Transport = transporttest.NewFaulty(transport.NewLocal(), transporttest.Serialize(
@@ -87,7 +99,12 @@ func BenchmarkWordCount(b *testing.B) {
 				} else {
 					close(scraped)
 				}
+				if tc.nats {
+					opts.tap, opts.TransportOf = natsTransports(url, cfg, tc.hosts, i)
+				}
+				cpu0 := cpuSeconds()
 				res, err := Run(context.Background(), opts)
+				cpu += cpuSeconds() - cpu0
 				close(stop)
 				<-scraped
 				if err != nil {
@@ -100,6 +117,7 @@ func BenchmarkWordCount(b *testing.B) {
 				secs += res.Elapsed.Seconds()
 			}
 			b.ReportMetric(float64(words)/secs, "words/s")
+			b.ReportMetric(cpu/float64(words)*1e6, "cpu-s/Mword")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
@@ -154,4 +172,53 @@ func BenchmarkWordCountOneGoroutine(b *testing.B) {
 	}
 	b.ReportMetric(float64(words)/secs, "words/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// cpuSeconds is the process's user and system CPU time so far (an embedded NATS
+// server's included).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// benchServer starts an embedded NATS server on loopback for one benchmark.
+func benchServer(b *testing.B) string {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.Start()
+	b.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		b.Fatal("nats server not ready")
+	}
+	return srv.ClientURL()
+}
+
+// natsTransports gives each of hosts engines its own connection and transport (local
+// delivery on, so only messages between engines cross the server), under a prefix of
+// its own for run i.
+func natsTransports(url string, cfg topology.Config, hosts, run int) (func(*topology.Topology), func(int) (transport.Transport, error)) {
+	var streams *codec.Streams
+	var endpoints func(int) bool
+	tap := func(topo *topology.Topology) {
+		streams = codec.NewStreams(topo)
+		byComp, ackers := engine.TaskIDs(topo, cfg)
+		tasks := len(ackers)
+		for _, ids := range byComp {
+			tasks += len(ids)
+		}
+		endpoints = natstransport.Endpoints(tasks, hosts)
+	}
+	return tap, func(host int) (transport.Transport, error) {
+		nc, err := nats.Connect(url, nats.Name(fmt.Sprintf("wordcount host %d", host)))
+		if err != nil {
+			return nil, err
+		}
+		return natstransport.New(nc, streams, natstransport.WithPrefix(fmt.Sprintf("bench.r%d", run)),
+			natstransport.WithEndpoints(endpoints), natstransport.WithLocalDelivery(), natstransport.WithOwnedConn())
+	}
 }

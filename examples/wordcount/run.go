@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ type Options struct {
 	// nil): what a run across processes does, in one process.
 	Hosts     int
 	Transport transport.Transport
+	// TransportOf, if set, gives each host its own transport (host 1 to Hosts), as
+	// processes on NATS each have theirs; it is used even when Hosts is 1. The run
+	// closes them when its engines are done.
+	TransportOf func(host int) (transport.Transport, error)
 	// Started, if set, is called with the running topology (to serve its UI and
 	// metrics) before any line is read to the end.
 	Started func(*engine.Runtime)
@@ -106,10 +111,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		opts.tap(topo)
 	}
 	start := time.Now()
-	engines, err := startEngines(ctx, topo, opts)
+	engines, closers, err := startEngines(ctx, topo, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer closeAll(closers) // after the engines are done
 	rt := engines[0]
 	if opts.Started != nil {
 		opts.Started(rt)
@@ -176,33 +182,52 @@ wait:
 
 // startEngines starts the topology as one engine, or as opts.Hosts engines sharing
 // a transport.
-func startEngines(ctx context.Context, topo *topology.Topology, opts Options) ([]*engine.Runtime, error) {
-	if opts.Hosts <= 1 {
+func startEngines(ctx context.Context, topo *topology.Topology, opts Options) (_ []*engine.Runtime, closers []io.Closer, err error) {
+	if opts.Hosts <= 1 && opts.TransportOf == nil {
 		rt, err := engine.Start(ctx, topo, opts.Config, opts.RuntimeOptions...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return []*engine.Runtime{rt}, nil
+		return []*engine.Runtime{rt}, nil, nil
 	}
+	defer func() { // on failure, the transports made so far
+		if err != nil {
+			closeAll(closers)
+		}
+	}()
 	tr := opts.Transport
 	if tr == nil {
 		tr = transport.NewLocal()
 	}
-	as, err := engine.Spread(topo, opts.Config, opts.Hosts)
+	as, err := engine.Spread(topo, opts.Config, max(opts.Hosts, 1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var engines []*engine.Runtime
 	for _, a := range as {
-		ropts := append([]engine.Option{engine.WithTransport(tr), engine.WithAssignment(a)}, opts.RuntimeOptions...)
+		htr := tr
+		if opts.TransportOf != nil {
+			if htr, err = opts.TransportOf(a.Host); err != nil {
+				_ = stopEngines(ctx, engines)
+				return nil, closers, fmt.Errorf("wordcount: transport of host %d: %w", a.Host, err)
+			}
+			closers = append(closers, htr)
+		}
+		ropts := append([]engine.Option{engine.WithTransport(htr), engine.WithAssignment(a)}, opts.RuntimeOptions...)
 		rt, err := engine.Start(ctx, topo, opts.Config, ropts...)
 		if err != nil {
 			_ = stopEngines(ctx, engines)
-			return nil, fmt.Errorf("wordcount: host %d: %w", a.Host, err)
+			return nil, closers, fmt.Errorf("wordcount: host %d: %w", a.Host, err)
 		}
 		engines = append(engines, rt)
 	}
-	return engines, nil
+	return engines, closers, nil
+}
+
+func closeAll(closers []io.Closer) {
+	for _, c := range closers {
+		_ = c.Close()
+	}
 }
 
 // stopEngines stops every engine at once (each tells the others too) and waits
