@@ -645,6 +645,18 @@ func (d *decoder) value(depth int) (any, error) {
 			case tag == tagSlice && sub == tagString:
 				d.off++
 				return d.stringSlice()
+			case tag == tagSlice && sub == tagUint64:
+				d.off++
+				return numSlice(d, d.uvarint)
+			case tag == tagSlice && sub == tagInt64:
+				d.off++
+				return numSlice(d, d.varint)
+			case tag == tagSlice && sub == tagInt:
+				d.off++
+				return numSlice(d, d.int)
+			case tag == tagSlice && sub == tagFloat64:
+				d.off++
+				return numSlice(d, d.float64)
 			}
 		}
 	}
@@ -917,6 +929,44 @@ func (d *decoder) stringSlice() (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// numSlice decodes the payload of a []T of a built-in number type without reflection
+// per element: a word tuple's two-number []uint64 took 1.4 µs through reflect.
+func numSlice[T uint64 | int64 | int | float64](d *decoder, read func() (T, error)) (any, error) {
+	n, err := d.optLength(1)
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 {
+		return []T(nil), nil
+	}
+	var zero T
+	if err := d.spend(int(unsafe.Sizeof(zero))*n + 24); err != nil {
+		return nil, err
+	}
+	out := make([]T, n)
+	for i := range out {
+		if out[i], err = read(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// int reads an int's payload (a varint in int's range).
+func (d *decoder) int() (int, error) {
+	x, err := d.varint()
+	if err == nil && int64(int(x)) != x {
+		err = corrupt("int %d out of range", x)
+	}
+	return int(x), err
+}
+
+// float64 reads a float64's payload.
+func (d *decoder) float64() (float64, error) {
+	x, err := d.fixed64()
+	return math.Float64frombits(x), err
 }
 
 // typeCache maps descriptors (as strings) to their types.

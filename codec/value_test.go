@@ -85,6 +85,8 @@ func builtinSamples(t testing.TB) []any {
 		[]any(nil), []any{}, []any{nil, 1, "a", []any{int8(2), map[string]any{"k": []string{"x"}}}},
 		[]string(nil), []string{}, []string{"a", "", "ü"},
 		[]int64{1, -1, math.MaxInt64}, []int{3, 2, 1}, []uint8{1, 2}, []float64{math.Copysign(0, -1), 1},
+		[]uint64(nil), []uint64{}, []uint64{0, 300, math.MaxUint64}, []int64(nil), []int{}, []int{math.MinInt},
+		[]float64(nil), []float64{}, [][]uint64{{1, 2}, nil}, map[string][]int64{"k": {-5}},
 		[]bool{true, false}, []time.Time{time.Unix(0, 0).UTC(), time.Date(2000, 1, 1, 0, 0, 0, 0, paris)},
 		map[string]any(nil), map[string]any{}, map[string]any{"b": 2, "a": "x", "": nil, "n": map[string]any{"z": []byte("q")}},
 		map[string]int{"one": 1, "two": 2}, map[string]int(nil),
