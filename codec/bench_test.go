@@ -14,13 +14,14 @@ import (
 
 const benchBatch = 256
 
-// benchMessages are a word-count batch (one short word, one root) and an orders batch
+// benchMessages are a word-count batch (word count's split tuples: a short word, its
+// line's pos []uint64{line_id, low} and its offset; one root) and an orders batch
 // (8 fields: strings, int64, float64, time.Time).
 func benchMessages(b *testing.B) (*Streams, map[string]*transport.Message) {
 	bld := topology.NewBuilder()
 	bld.SetSpout("orders", func() topology.Spout { return nil }, 1).
 		Output("id", "customer", "sku", "qty", "price", "at", "currency", "note")
-	bld.SetBolt("split", func() topology.Bolt { return nil }, 1).ShuffleGrouping("orders").Output("word")
+	bld.SetBolt("split", func() topology.Bolt { return nil }, 1).ShuffleGrouping("orders").Output("word", "pos", "off")
 	topo, err := bld.Build()
 	if err != nil {
 		b.Fatal(err)
@@ -33,7 +34,7 @@ func benchMessages(b *testing.B) (*Streams, map[string]*transport.Message) {
 	for i := range benchBatch {
 		e := tupleinternal.Edge{Root: 0x9e3779b97f4a7c15 * uint64(i+1), Edge: 0xbf58476d1ce4e5b9 * uint64(i+1)}
 		wc.Tuples = append(wc.Tuples, mkTuple(topo.Component("split").Streams["default"].Source, 2, 3,
-			tuple.Values{words[i%len(words)]}, e))
+			tuple.Values{words[i%len(words)], []uint64{uint64(i/8) << 20, uint64(i / 16)}, i % 80}, e))
 		or.Tuples = append(or.Tuples, mkTuple(topo.Component("orders").Streams["default"].Source, 1, 3,
 			tuple.Values{fmt.Sprintf("ord-%08d", i), "customer-42", "SKU-12345", int64(i % 10), 19.99 + float64(i),
 				at.Add(time.Duration(i) * time.Millisecond), "EUR", "gift wrap"}, e))
