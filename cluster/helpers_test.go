@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestMain fails the run if goroutines outlive the tests (servers, connections,
+// watchers, heartbeats and schedulers are all stopped by the tests' cleanups).
+func TestMain(m *testing.M) {
+	before := runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		if n, stacks := settle(before); n > before {
+			fmt.Fprintf(os.Stderr, "%d goroutines before the tests, %d after:\n%s", before, n, stacks)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// settle waits until at most n goroutines run, or 10 s. Goroutine exits are not
+// events one can wait on: the count is polled (as goleak does).
+func settle(n int) (int, string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	buf := make([]byte, 1<<20)
+	return runtime.NumGoroutine(), string(buf[:runtime.Stack(buf, true)])
+}
+
+// runServer starts an embedded NATS server with JetStream on a random loopback
+// port, its store in a temporary directory, shut down when the test ends.
+func runServer(t testing.TB, opts ...func(*server.Options)) *server.Server {
+	t.Helper()
+	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: t.TempDir()}
+	for _, f := range opts {
+		f(o)
+	}
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatalf("nats server: %v", err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("nats server not ready in 10s")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// connect opens a connection to url (a comma-separated list for a cluster) that
+// reconnects at once and for ever, closed when the test ends.
+func connect(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+		nats.ReconnectJitter(0, 0), nats.NoCallbacksAfterClientClose(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+var prefixes atomic.Int64
+
+// newPrefix returns a bucket prefix no other test of this binary uses.
+func newPrefix() string { return fmt.Sprintf("t%d", prefixes.Add(1)) }
+
+// testTTL is the heartbeat and lease TTL of the tests: the server's minimum.
+const testTTL = time.Second
+
+// openStore opens the cluster's buckets on its own connection to url (as each
+// worker process would), with TTLs of testTTL unless cfg says otherwise.
+func openStore(t testing.TB, url string, cfg Config) *Store {
+	t.Helper()
+	if cfg.HeartbeatTTL == 0 {
+		cfg.HeartbeatTTL = testTTL
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = testTTL
+	}
+	js, err := jetstream.New(connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := Open(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// goRun runs f in a goroutine until the test ends (or stop is called): then it
+// cancels f's context and waits for it to return. f's error fails the test.
+func goRun(t testing.TB, f func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := f(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	var stopped atomic.Bool
+	stop = func() {
+		if stopped.CompareAndSwap(false, true) {
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// heartbeat starts worker name's heartbeat on store s until the test ends.
+func heartbeat(t testing.TB, s *Store, name string, slots int) (*Heartbeat, func()) {
+	t.Helper()
+	h, err := s.NewHeartbeat(WorkerInfo{Name: name, Host: "127.0.0.1", PID: os.Getpid(), Started: time.Now(), Slots: slots, Module: "(test)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, goRun(t, h.Run)
+}
+
+// ctxT returns a context ending after d, cancelled when the test ends.
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
