@@ -181,7 +181,9 @@ func (h *Heartbeat) beat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	octx, cancel := s.op(ctx)
+	// Not cancelled with ctx: a beat under way when the worker stops completes, so
+	// that leave knows the revision to delete.
+	octx, cancel := s.op(context.WithoutCancel(ctx))
 	defer cancel()
 	if rev != 0 {
 		nrev, err := s.workers.Update(octx, info.Name, val, rev)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +27,29 @@ func waitMember(t *testing.T, ch <-chan MemberEvent, d time.Duration, kind Membe
 			t.Fatalf("no %s %s within %v", name, kind, d)
 		}
 	}
+}
+
+// waitJoined returns the Joined events of the workers named, in any order (other
+// events are dropped).
+func waitJoined(t *testing.T, ch <-chan MemberEvent, d time.Duration, names ...string) map[string]MemberEvent {
+	t.Helper()
+	got := map[string]MemberEvent{}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for len(got) < len(names) {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed waiting for %v to join", names)
+			}
+			if ev.Kind == Joined && slices.Contains(names, ev.Worker.Name) {
+				got[ev.Worker.Name] = ev
+			}
+		case <-timer.C:
+			t.Fatalf("only %d of %v joined within %v", len(got), names, d)
+		}
+	}
+	return got
 }
 
 func TestOpenBucketsAndConfig(t *testing.T) {
@@ -72,8 +96,8 @@ func TestHeartbeatsAndExpiry(t *testing.T) {
 	silent := openStore(t, url, Config{Prefix: prefix, Clock: clock.NewFake(time.Now())})
 	h1, _ := heartbeat(t, live, "w1", 2)
 	h2, _ := heartbeat(t, silent, "w2", 3)
-	waitMember(t, ch, 5*time.Second, Joined, "w1")
-	j2 := waitMember(t, ch, 5*time.Second, Joined, "w2")
+	joined := waitJoined(t, ch, 5*time.Second, "w1", "w2")
+	j2 := joined["w2"]
 
 	ws, err := watcher.Workers(ctxT(t, 5*time.Second))
 	if err != nil {
@@ -153,7 +177,7 @@ func TestRejoinAfterExpiry(t *testing.T) {
 	url := runServer(t).ClientURL()
 	prefix := newPrefix()
 	watcher := openStore(t, url, Config{Prefix: prefix})
-	ch, err := watcher.WatchWorkers(ctxT(t, 30*time.Second), false)
+	ch, err := watcher.WatchWorkers(ctxT(t, 30*time.Second), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +194,9 @@ func TestRejoinAfterExpiry(t *testing.T) {
 	if j.Worker.Incarnation != h.Info().Incarnation {
 		t.Errorf("rejoined as %q, want its own incarnation %q", j.Worker.Incarnation, h.Info().Incarnation)
 	}
+	// Its next beat follows the rejoin's bookkeeping.
+	fake.Advance(testTTL / 3)
+	waitMember(t, ch, 5*time.Second, Beat, "w1")
 	if n := h.Rejoins(); n != 1 {
 		t.Errorf("Rejoins() = %d, want 1", n)
 	}
