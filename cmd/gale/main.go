@@ -24,7 +24,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(wordcountCmd(), serveCmd(), ingestCmd(), ordersCmd(), benchCmd(), topCmd(), sinkCmd(), logCmd())
+	root.AddCommand(wordcountCmd(), serveCmd(), ingestCmd(), ordersCmd(), benchCmd(), topCmd(), sinkCmd(), logCmd(), natsCmd())
 	return root
 }
 
