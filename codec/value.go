@@ -183,6 +183,11 @@ func fieldError(err error, fields *tuple.Fields, i int) error {
 // appendValue appends v's descriptor and payload. norm replaces -0.0 by +0.0 (for
 // the hash).
 func appendValue(dst []byte, v any, depth int, norm bool) ([]byte, error) {
+	// The decoder refuses any value this deep (decoder.value): so does the encoder, so
+	// that nothing is sent that no process can read.
+	if depth >= MaxDepth {
+		return dst, tooDeep(reflect.TypeOf(v))
+	}
 	switch x := v.(type) {
 	case nil:
 		return append(dst, tagNil), nil
@@ -227,6 +232,9 @@ func appendValue(dst []byte, v any, depth int, norm bool) ([]byte, error) {
 	case time.Time:
 		return appendTime(append(dst, tagTime), x), nil
 	case []string:
+		if depth+1 >= MaxDepth { // its elements are a level deeper, as in makeDesc
+			return dst, tooDeep(reflect.TypeOf(v))
+		}
 		dst = append(dst, tagSlice, tagString)
 		if x == nil {
 			return append(dst, 0), nil
@@ -238,15 +246,9 @@ func appendValue(dst []byte, v any, depth int, norm bool) ([]byte, error) {
 		}
 		return dst, nil
 	case []any:
-		if depth >= MaxDepth {
-			return dst, tooDeep(reflect.TypeOf(v))
-		}
 		dst = append(dst, tagSlice, tagAny)
 		return appendAnySlice(dst, x, depth+1, norm)
 	case map[string]any:
-		if depth >= MaxDepth {
-			return dst, tooDeep(reflect.TypeOf(v))
-		}
 		dst = append(dst, tagMap, tagAny)
 		return appendAnyMap(dst, x, depth+1, norm)
 	}
@@ -364,19 +366,39 @@ func init() {
 	}
 }
 
-// descCache holds the descriptor of each composite type met (reflect.Type -> []byte).
+// descCache holds the descriptor of each composite type met (reflect.Type ->
+// *cachedDesc).
 var descCache sync.Map
+
+// cachedDesc is a type's descriptor and its composite levels: written at depth d, the
+// type's innermost element is at d+levels, which must stay below MaxDepth wherever
+// the descriptor is used (the decoder counts it so), not only where it was made.
+type cachedDesc struct {
+	desc   []byte
+	levels int
+}
 
 // appendDesc appends t's type descriptor, or fails if t is not encodable.
 func appendDesc(dst []byte, t reflect.Type, depth int) ([]byte, error) {
-	if d, ok := descCache.Load(t); ok {
-		return append(dst, d.([]byte)...), nil
+	if c, ok := descCache.Load(t); ok {
+		c := c.(*cachedDesc)
+		if depth+c.levels >= MaxDepth {
+			return dst, tooDeep(t)
+		}
+		return append(dst, c.desc...), nil
 	}
 	d, err := makeDesc(nil, t, t, depth)
 	if err != nil {
 		return dst, err
 	}
-	descCache.Store(t, d)
+	levels := 0 // as makeDesc descends
+	for e := t; e != typAny && registered(e) == nil && e.Name() == "" && (e.Kind() == reflect.Slice || e.Kind() == reflect.Map); e = e.Elem() {
+		if _, scalar := scalarTags[e]; scalar {
+			break
+		}
+		levels++
+	}
+	descCache.Store(t, &cachedDesc{desc: d, levels: levels})
 	return append(dst, d...), nil
 }
 
@@ -642,6 +664,9 @@ func (d *decoder) value(depth int) (any, error) {
 			case tag == tagMap && sub == tagAny:
 				d.off++
 				return d.anyMap(depth + 1)
+			case tag == tagSlice && (sub == tagString || sub == tagUint64 || sub == tagInt64 || sub == tagInt || sub == tagFloat64) && depth+1 >= MaxDepth:
+				// The fast paths below: their elements are a level deeper, as desc counts them.
+				return nil, corrupt("nested deeper than %d at byte %d", MaxDepth, d.off)
 			case tag == tagSlice && sub == tagString:
 				d.off++
 				return d.stringSlice()
