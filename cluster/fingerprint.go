@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gale-stream/gale/codec"
@@ -102,10 +104,33 @@ func describe(topo *topology.Topology, cfg topology.Config) string {
 			fmt.Fprintf(&b, " stream %q direct %t fields %q\n", id, s.Direct, fields)
 		}
 		for _, in := range c.Inputs {
-			fmt.Fprintf(&b, " input %q %q %s fields %q\n", in.Component, in.Stream, in.Grouping.Kind, in.Grouping.Fields)
+			fmt.Fprintf(&b, " input %q %q %s fields %q%s\n", in.Component, in.Stream, in.Grouping.Kind, in.Grouping.Fields, customType(in.Grouping))
 		}
 	}
 	return b.String()
+}
+
+// customType names a custom grouping's type (package path and name), which routes
+// the edge: two builds whose groupings are different types must not match. Its code
+// is not hashed: two builds of one type name are trusted to route alike.
+func customType(g topology.Grouping) string {
+	if g.Kind != topology.CustomKind || g.Custom == nil {
+		return ""
+	}
+	t := reflect.TypeOf(g.Custom())
+	if t == nil {
+		return ` custom "<nil>"`
+	}
+	stars := ""
+	for t.Kind() == reflect.Pointer {
+		stars += "*"
+		t = t.Elem()
+	}
+	name := t.String()
+	if t.Name() != "" {
+		name = t.PkgPath() + "." + t.Name()
+	}
+	return " custom " + strconv.Quote(stars+name)
 }
 
 func moduleVersion() string {
