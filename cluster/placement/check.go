@@ -14,8 +14,11 @@ import (
 // all:
 //   - every task of the topology is placed, and nothing else is;
 //   - Workers is sorted, without repeats, and is exactly the workers Of uses;
-//   - every worker used is live and has a slot for the topology (its slots are not
-//     all used by other topologies);
+//   - every worker used is live and has a slot for the topology: its slots go to
+//     the topologies its Runs lists in name order, so fewer than its slots come
+//     before this one by name (a worker that came back with fewer slots than the
+//     topologies it runs keeps the first ones; Check of the others fails until
+//     they are placed again);
 //   - every pin is honoured, and a dedicated worker holds pinned tasks only;
 //   - the non-dedicated workers are evenly loaded: no worker holding a task that is
 //     not pinned has more than one task over the emptiest; without pins on them,
@@ -80,8 +83,14 @@ func Check(a *Assignment, topo Topology, workers []Worker) error {
 			bad("worker %q holds tasks %v but is not live", name, a.Tasks(name))
 			continue
 		}
-		if o := w.others(topo.Name); len(o)+1 > w.Slots {
-			bad("worker %q has %d slots, used by %s and %q", name, w.Slots, strings.Join(o, ", "), topo.Name)
+		if !w.hasSlot(topo.Name) {
+			if w.Slots == 0 {
+				bad("worker %q has no slots", name)
+			} else {
+				b := w.before(topo.Name)
+				bad("worker %q has %d %s, taken by %s, which %s before %q by name", name, w.Slots, plural(w.Slots, "slot", "slots"),
+					strings.Join(b, ", "), plural(len(b), "comes", "come"), topo.Name)
+			}
 		}
 	}
 	// Pins, dedicated workers.

@@ -46,6 +46,14 @@
 //     (most tasks first, so a rebalance to fewer workers drops those with the
 //     fewest); then workers whose Runs list it; then the most free slots; then by
 //     name. A worker already running the topology keeps it while it is wanted.
+//   - Fewer slots: a worker that comes back with fewer slots than the topologies
+//     it runs (gale worker --slots 0 drains it) keeps the first of them by name,
+//     as many as it has slots. The others lose their slot there, as if the worker
+//     were lost to them: the next pass moves their tasks, and only those, to
+//     workers with a free slot, or places them short, or, with no slot anywhere,
+//     is refused and the scheduler keeps them where they are. Each topology is
+//     placed alone and its name is what every pass sees alike, so the passes
+//     agree which keep their slot, whatever order they run in.
 //   - Evenness, over the non-dedicated chosen workers: tasks per worker differ by
 //     at most one, and so do each component's tasks (a deal, as engine.Spread does
 //     it, when nothing is placed yet). Pins can prevent it: then no worker holding

@@ -57,8 +57,8 @@ func invalid(kind error, format string, args ...any) error {
 // SlotsError says that a topology needs more workers with a free slot than are live:
 // Asked is how many it needs (the wanted number of workers, capped at what its tasks
 // can fill), Free names the live workers that have a slot for it (a free one, or one
-// that already runs it), Full the live workers that have none, each with the
-// topologies using its slots. Dedicated workers are in neither list: they take
+// that already runs it and keeps its slot), Full the live workers that have none,
+// each with the topologies using its slots. Dedicated workers are in neither list: they take
 // pinned tasks only. It matches ErrNoFreeSlots.
 type SlotsError struct {
 	Topology string

@@ -148,7 +148,8 @@ func TestCheckFindsBreaches(t *testing.T) {
 		{"idle", func(a *Assignment, ws []Worker) []Worker { a.Workers = []string{"a", "b", "c"}; return ws }, `worker "c" is chosen but holds no task`},
 		{"unsorted", func(a *Assignment, ws []Worker) []Worker { a.Workers = []string{"b", "a"}; return ws }, "are not sorted and distinct"},
 		{"dead", func(a *Assignment, ws []Worker) []Worker { return ws[:1] }, `worker "b" holds tasks [3 4] but is not live`},
-		{"full", func(a *Assignment, ws []Worker) []Worker { ws[1].Runs = append(ws[1].Runs, "x"); return ws }, `worker "b" has 1 slots, used by x and "wc"`},
+		{"full", func(a *Assignment, ws []Worker) []Worker { ws[1].Runs = append(ws[1].Runs, "etl"); return ws }, `worker "b" has 1 slot, taken by etl, which comes before "wc" by name`},
+		{"drained", func(a *Assignment, ws []Worker) []Worker { ws[1].Slots = 0; return ws }, `worker "b" has no slots`},
 		{"pin", func(a *Assignment, ws []Worker) []Worker { a.Of[1], a.Of[3] = "b", "a"; return ws }, `task 1 is pinned to "a" but placed on "b"`},
 		{"dedicated", func(a *Assignment, ws []Worker) []Worker { ws[1].Dedicated = true; return ws }, `task 3 is on dedicated worker "b" but not pinned there`},
 		{"uneven", func(a *Assignment, ws []Worker) []Worker { a.Of[3] = "a"; return ws }, `worker "a" holds 4 tasks, some not pinned, and another holds 1`},
@@ -161,6 +162,13 @@ func TestCheckFindsBreaches(t *testing.T) {
 		if !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
+	}
+	// A worker with fewer slots than the topologies it runs keeps the first ones by
+	// name: wc keeps b's only slot from x, which loses it.
+	ws := slices.Clone(workers)
+	ws[1].Runs = []string{"wc", "x"}
+	if err := Check(good, topo, ws); err != nil {
+		t.Fatalf("wc, before x by name, lost b's slot: %v", err)
 	}
 	// Per component, without pins: even totals, yet split all on one worker.
 	topo.Pins = nil

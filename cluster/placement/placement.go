@@ -177,6 +177,23 @@ func (w *Worker) others(topo string) []string {
 	return o
 }
 
+// hasSlot reports whether topology topo, holding a slot on w, keeps it: w's slots go
+// to the topologies its Runs lists in name order, so topo keeps its slot if fewer
+// than Slots others come before it by name. It only matters when a worker comes
+// back with fewer slots than the topologies it runs (gale worker --slots 0 drains
+// it): each topology is placed alone, and its name is all that every Place call
+// sees alike, so each decides for itself, and all agree, which ones keep the
+// worker's slots and which ones leave it.
+func (w *Worker) hasSlot(topo string) bool { return len(w.before(topo)) < w.Slots }
+
+// before returns the topologies other than topo using w's slots that come before
+// topo by name, sorted.
+func (w *Worker) before(topo string) []string {
+	o := w.others(topo) // sorted
+	i, _ := slices.BinarySearch(o, topo)
+	return o[:i]
+}
+
 // plan is one placement being worked out, on counts: x[w*nc+c] tasks of component c
 // on (non-dedicated) chosen worker w, of which pin[...] are pinned there and home[...]
 // are movable tasks already there. Tasks are bound to the counts at the end.
@@ -355,14 +372,21 @@ func newPlan(in Input) (*plan, error) {
 		return nil, fmt.Errorf("placement: topology %q: %w", t.Name, ErrNoWorkers)
 	}
 	// A worker holds the topology if the current assignment uses it or its Runs
-	// say so; it may take the topology if it holds it or has a free slot.
+	// say so. It may take the topology if it holds it and still has a slot for it
+	// (see hasSlot: one that came back with fewer slots keeps the first
+	// topologies by name), or if it does not and has a free slot.
 	curCount := map[string]int{}
 	for i := range p.curOn {
 		curCount[p.curOn[i]]++
 	}
 	holds := func(w *Worker) bool { return curCount[w.Name] > 0 || slices.Contains(w.Runs, t.Name) }
 	free := func(w *Worker) int { return w.Slots - len(w.others(t.Name)) }
-	eligible := func(w *Worker) bool { return holds(w) || free(w) > 0 }
+	eligible := func(w *Worker) bool {
+		if holds(w) {
+			return w.hasSlot(t.Name)
+		}
+		return free(w) > 0
+	}
 	// Pins: the worker must be live and have a slot.
 	pinnedRegular := map[string]bool{}
 	for _, id := range slices.Sorted(maps.Keys(t.Pins)) {

@@ -20,6 +20,9 @@ type cluster struct {
 	workers  []Worker // live, in join order; Runs filled by Occupy when placing
 	topos    map[string]Topology
 	assigned map[string]*Assignment
+	// lost are the topologies that lost a slot on a worker that came back with
+	// fewer slots than it ran: their assignments break Check until placed again.
+	lost map[string]bool
 }
 
 func (cl *cluster) all() []*Assignment {
@@ -42,6 +45,7 @@ func (cl *cluster) worker(name string) int {
 //
 //	join name=W [slots=K] [dedicated]     a worker joins (slots default 1)
 //	leave name=W                          a worker is lost (its heartbeat expired)
+//	restart name=W slots=K                a live worker comes back with K slots
 //	topology name=T components=(C:N, ...) [pins=(ID:W, ...)]
 //	topology name=T tasks=(ID:C, ...) [pins=(...)]
 //	place topo=T [workers=N]              Place with T's assignment as Current; a
@@ -50,18 +54,21 @@ func (cl *cluster) worker(name string) int {
 //	show [topo=T]   workers
 //
 // Tasks of components=... are numbered from 1 in order, as engine.TaskIDs does.
-// After every command every assignment whose workers are all live must pass Check;
+// A worker that joins or restarts with fewer slots than the topologies it runs
+// keeps the first ones by name; the script shows which lose their slot ("no
+// slot"), and those are not checked until placed again. After every command every
+// other assignment whose workers are all live must pass Check;
 // after every successful place, Place must give the same Result on its input
 // shuffled (worker, task and Runs order), and placing the result again must change
 // nothing.
 func TestPlacementDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		cl := &cluster{topos: map[string]Topology{}, assigned: map[string]*Assignment{}}
+		cl := &cluster{topos: map[string]Topology{}, assigned: map[string]*Assignment{}, lost: map[string]bool{}}
 		shuffle := rand.New(rand.NewPCG(1, 2))
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			out := runCommand(t, d, cl, shuffle)
 			for _, a := range cl.all() {
-				if !allLive(a, cl.workers) {
+				if !allLive(a, cl.workers) || cl.lost[a.Topology] {
 					continue
 				}
 				if err := Check(a, cl.topos[a.Topology], cl.live()); err != nil {
@@ -71,6 +78,20 @@ func TestPlacementDataDriven(t *testing.T) {
 			return out
 		})
 	})
+}
+
+// lostSlots marks the topologies on worker name beyond its slots (the first by name
+// keep theirs) as having lost their slot, and says which.
+func (cl *cluster) lostSlots(name string) string {
+	w := cl.live()[cl.worker(name)]
+	var b strings.Builder
+	for i, topo := range w.Runs { // sorted by Occupy
+		if i >= w.Slots {
+			cl.lost[topo] = true
+			fmt.Fprintf(&b, "\nno slot: %s's tasks %s on %s", topo, fmtIDs(cl.assigned[topo].Tasks(name)), name)
+		}
+	}
+	return b.String()
 }
 
 func allLive(a *Assignment, workers []Worker) bool {
@@ -125,7 +146,15 @@ func runCommand(t *testing.T, d *datadriven.TestData, cl *cluster, shuffle *rand
 			d.Fatalf(t, "worker %q is live already", name)
 		}
 		cl.workers = append(cl.workers, Worker{Name: name, Slots: num("slots", 1), Dedicated: d.HasArg("dedicated")})
-		return fmtWorkers(cl.live())
+		return fmtWorkers(cl.live()) + cl.lostSlots(name)
+	case "restart":
+		name := str("name", "")
+		i := cl.worker(name)
+		if i < 0 {
+			d.Fatalf(t, "worker %q is not live", name)
+		}
+		cl.workers[i].Slots = num("slots", 1)
+		return fmtWorkers(cl.live()) + cl.lostSlots(name)
 	case "leave":
 		name := str("name", "")
 		i := cl.worker(name)
@@ -174,9 +203,11 @@ func runCommand(t *testing.T, d *datadriven.TestData, cl *cluster, shuffle *rand
 		}
 		checkStable(t, d, in, res, shuffle, cl)
 		cl.assigned[name] = res.Assignment
+		delete(cl.lost, name)
 		return fmtResult(res, in.Current, topo)
 	case "drop":
 		delete(cl.assigned, str("topo", ""))
+		delete(cl.lost, str("topo", ""))
 		return fmtWorkers(cl.live())
 	case "show":
 		var b strings.Builder
