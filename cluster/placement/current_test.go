@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +64,22 @@ func TestWorkerBackWithFewerSlotsKeepsTheFirstTopologiesByName(t *testing.T) {
 	}
 	if err := Check(moved.Assignment, zz, Occupy(ws, cur, moved.Assignment)); err != nil {
 		t.Fatalf("zz moved off b: %v", err)
+	}
+}
+
+// A Current of generation 0 (Place never returns one) is refused as malformed: kept,
+// it came back with generation 0 when nothing moved, which Check refuses and no
+// frame could be fenced by.
+func TestCurrentOfGenerationZeroIsRefused(t *testing.T) {
+	first, err := Place(Input{Workers: threeWorkers(), Topology: wc(), Want: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := first.Assignment.Clone()
+	cur.Generation = 0
+	_, err = Place(Input{Workers: Occupy(threeWorkers(), cur), Topology: wc(), Current: cur})
+	var ie *InputError
+	if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `the current assignment of "wc" has generation 0`) {
+		t.Fatalf("got %v, want an *InputError naming the generation", err)
 	}
 }

@@ -333,6 +333,11 @@ func newPlan(in Input) (*plan, error) {
 		if cur.Topology != t.Name {
 			return nil, invalid(ErrInvalid, "the current assignment is of topology %q, not %q", cur.Topology, t.Name)
 		}
+		if cur.Generation < 1 {
+			// Kept as it is, it would come back with generation 0 when nothing
+			// moves, which no frame could be fenced by.
+			return nil, invalid(ErrInvalid, "the current assignment of %q has generation %d: generations start at 1", t.Name, cur.Generation)
+		}
 		var missing, extra []int
 		p.curOn = make([]string, len(p.tasks))
 		for i, task := range p.tasks {
