@@ -83,3 +83,37 @@ func TestCurrentOfGenerationZeroIsRefused(t *testing.T) {
 		t.Fatalf("got %v, want an *InputError naming the generation", err)
 	}
 }
+
+// A malformed Current is refused with an error naming what is wrong: a Want of -2
+// (not "0 workers ... it has none", as if there were no Current), a task on a
+// worker with no name (not "leaves out task 3", as if it were missing).
+func TestMalformedCurrentErrorsNameWhatIsWrong(t *testing.T) {
+	first, err := Place(Input{Workers: threeWorkers(), Topology: wc(), Want: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	neg := first.Assignment.Clone()
+	neg.Want = -2
+	zero := first.Assignment.Clone()
+	zero.Want = 0
+	empty := first.Assignment.Clone()
+	empty.Of[3] = ""
+	both := empty.Clone()
+	delete(both.Of, 5)
+	for _, c := range []struct {
+		name string
+		cur  *Assignment
+		want string
+	}{
+		{"negative Want in Current", neg, `the current assignment of "wc" asks for -2 workers: at least 1 is needed`},
+		{"Want 0 in Current", zero, `the current assignment of "wc" asks for 0 workers: at least 1 is needed`},
+		{"task on a worker with no name", empty, `the current assignment of "wc" puts task 3 on a worker with no name`},
+		{"missing task first", both, `the current assignment of "wc" leaves out task 5:`},
+	} {
+		_, err := Place(Input{Workers: Occupy(threeWorkers(), first.Assignment), Topology: wc(), Current: c.cur})
+		var ie *InputError
+		if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an *InputError saying %q", c.name, err, c.want)
+		}
+	}
+}

@@ -11,8 +11,9 @@ import (
 var (
 	// ErrInvalid: the input is malformed (a task id below 1, a task without a
 	// component, two workers of one name, a negative slot count, a Current for
-	// another topology or for other tasks, or of generation 0...). Every
-	// *InputError matches it.
+	// another topology or for other tasks, of generation 0, asking for fewer than
+	// 1 worker, or putting a task on a worker with no name...). Every *InputError
+	// matches it.
 	ErrInvalid = errors.New("invalid placement input")
 	// ErrEmptyTopology: the topology has no tasks (an *InputError; matches ErrInvalid too).
 	ErrEmptyTopology = errors.New("topology has no tasks")

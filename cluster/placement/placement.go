@@ -338,12 +338,20 @@ func newPlan(in Input) (*plan, error) {
 			// moves, which no frame could be fenced by.
 			return nil, invalid(ErrInvalid, "the current assignment of %q has generation %d: generations start at 1", t.Name, cur.Generation)
 		}
-		var missing, extra []int
+		if cur.Want < 1 {
+			return nil, invalid(ErrInvalid, "the current assignment of %q asks for %d workers: at least 1 is needed", t.Name, cur.Want)
+		}
+		var missing, extra, unnamed []int
 		p.curOn = make([]string, len(p.tasks))
 		for i, task := range p.tasks {
-			if p.curOn[i] = cur.Of[task.ID]; p.curOn[i] == "" {
+			on, ok := cur.Of[task.ID]
+			switch {
+			case !ok:
 				missing = append(missing, task.ID)
+			case on == "":
+				unnamed = append(unnamed, task.ID)
 			}
+			p.curOn[i] = on
 		}
 		if len(cur.Of) != len(p.tasks)-len(missing) {
 			for id := range cur.Of {
@@ -363,6 +371,9 @@ func newPlan(in Input) (*plan, error) {
 			}
 			return nil, invalid(ErrInvalid, "the current assignment of %q %s: a topology's tasks are fixed for its life", t.Name, strings.Join(what, " and "))
 		}
+		if unnamed != nil {
+			return nil, invalid(ErrInvalid, "the current assignment of %q puts %s on a worker with no name", t.Name, idList(unnamed))
+		}
 		if p.want == 0 {
 			p.want = cur.Want
 		}
@@ -370,7 +381,7 @@ func newPlan(in Input) (*plan, error) {
 	switch {
 	case in.Want < 0:
 		return nil, invalid(ErrInvalid, "topology %q asks for %d workers: at least 1 is needed", t.Name, in.Want)
-	case p.want < 1:
+	case p.want < 1: // Want 0 and no Current (a Current's Want is at least 1)
 		return nil, invalid(ErrInvalid, "topology %q asks for 0 workers, which keeps the current assignment's number, and it has none", t.Name)
 	}
 	if len(live) == 0 {
