@@ -70,9 +70,21 @@
 // to have been unregistered. Register and Unregister announce the endpoint on
 // <prefix>.dir ("up 7 <instance>", "down 7 <instance>"), so Send refuses an endpoint
 // unregistered here at once, and one unregistered by another process once its
-// notice has arrived (best effort: a notice lost to a disconnection is not sent
-// again, and a process killed says nothing); until then the message is published and
-// lost unseen. Without WithEndpoints every other endpoint may exist.
+// notice has arrived; until then the message is published and lost unseen.
+//
+// An endpoint may be hosted by two processes at once while a task moves (the new
+// host registers it before the old one unregisters it, or the other way round), and
+// the notices of two processes are not ordered. So each transport keeps, per
+// endpoint, the transports whose last notice of it was "up", and an endpoint is gone
+// only when none is left and it is not registered here: the old host of a task
+// handed over keeps sending to it, and so does a process that hears the old host's
+// "down" after the new one's "up". A "down" from a transport whose "up" was not heard
+// (a process started after it, or a lost notice) is not taken as final, since an
+// unheard transport may host the endpoint too: such a process publishes to it. The
+// directory is best effort: a notice lost to a disconnection is not sent again, and a
+// process killed says nothing. A notice of an endpoint outside the topology is
+// refused (counted as an error), so the directory holds the topology's endpoints only.
+// Without WithEndpoints every other endpoint may exist.
 //
 // Send never waits for credit or for a consumer: nats.go's Publish buffers (writing
 // to the socket when its buffer fills, as TCP lets it; while disconnected, into the

@@ -172,10 +172,16 @@ func (t *Transport) notice(verb string, ep int) {
 	_ = t.nc.Publish(t.dirSubj, fmt.Appendf(nil, "%s %d %x", verb, ep, t.id))
 }
 
-// onNotice learns of another transport's endpoint coming up or going away. A
-// "down" counts only from the transport that last announced the endpoint (notices
-// from two publishers are not ordered: a task moved from one process to another
-// may be announced up by the new one before the old one's down arrives).
+// onNotice learns of another transport's endpoint coming up or going away. Notices
+// from one transport arrive in the order it published them, but those of two
+// transports are not ordered: a task moved from one process to another may be
+// announced up by the new one before or after the old one's down arrives. So the
+// directory keeps, per endpoint, the transports whose last notice of it was "up",
+// whether or not it is registered here too, and an endpoint is known gone only when
+// a "down" removes the last of them while it is not registered here. A "down" from
+// a transport whose "up" was not heard here (this transport started after it, or
+// the notice was lost) says nothing of the others: another transport this one has
+// not heard of may host the endpoint, so it is not taken as final.
 func (t *Transport) onNotice(msg *nats.Msg) {
 	f := strings.Fields(string(msg.Data))
 	var ep int
@@ -187,6 +193,9 @@ func (t *Transport) onNotice(msg *nats.Msg) {
 		}
 	} else {
 		err = fmt.Errorf("not a notice")
+	}
+	if err == nil && t.exists != nil && !t.exists(ep) {
+		err = fmt.Errorf("endpoint %d is not an endpoint of this topology", ep)
 	}
 	if err != nil {
 		t.recvFailed(msg, err)
@@ -200,16 +209,25 @@ func (t *Transport) onNotice(msg *nats.Msg) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.eps[ep] != nil {
-		return // registered here: what another transport says of it is stale
-	}
+	hosts := t.hosts[ep]
 	switch f[0] {
 	case "up":
-		t.owner[ep] = id
+		if hosts == nil {
+			hosts = map[uint64]struct{}{}
+			t.hosts[ep] = hosts
+		}
+		hosts[id] = struct{}{}
 		delete(t.gone, ep)
 	case "down":
-		if o, ok := t.owner[ep]; !ok || o == id {
-			delete(t.owner, ep)
+		if _, ok := hosts[id]; !ok {
+			return // never heard it announced: it may not have been the only host
+		}
+		delete(hosts, id)
+		if len(hosts) > 0 {
+			return
+		}
+		delete(t.hosts, ep)
+		if t.eps[ep] == nil {
 			t.gone[ep] = fmt.Sprintf("unregistered by transport %x", id)
 		}
 	}

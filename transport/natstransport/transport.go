@@ -54,9 +54,9 @@ type Transport struct {
 
 	mu       sync.RWMutex
 	closed   atomic.Bool
-	eps      map[int]*receiver // endpoints registered here
-	owner    map[int]uint64    // endpoint -> instance that last announced it (directory)
-	gone     map[int]string    // endpoints known unregistered, and by whom
+	eps      map[int]*receiver           // endpoints registered here
+	hosts    map[int]map[uint64]struct{} // endpoint -> other transports that announced it up, not down since
+	gone     map[int]string              // endpoints known unregistered, and by whom
 	dirSub   *nats.Subscription
 	subjects sync.Map // endpoint -> *[2]string (data, control)
 
@@ -130,7 +130,7 @@ func New(nc *nats.Conn, streams *codec.Streams, opts ...Option) (*Transport, err
 		pending: [2]int{DefaultPendingMsgs, DefaultPendingBytes},
 		id:      rand.Uint64() | 1,
 		boxes:   transport.NewLocal(),
-		eps:     map[int]*receiver{}, owner: map[int]uint64{}, gone: map[int]string{},
+		eps:     map[int]*receiver{}, hosts: map[int]map[uint64]struct{}{}, gone: map[int]string{},
 	}
 	t.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	for _, o := range opts {
@@ -228,7 +228,6 @@ func (t *Transport) Register(endpoint int) (transport.Inbox, error) {
 	}
 	t.eps[endpoint] = r
 	delete(t.gone, endpoint)
-	t.owner[endpoint] = t.id
 	t.mu.Unlock()
 	// The subscriptions precede anything this connection publishes later; the flush
 	// makes them effective for other connections to this server too. A connection
@@ -239,8 +238,10 @@ func (t *Transport) Register(endpoint int) (transport.Inbox, error) {
 }
 
 // Unregister implements transport.Transport: it unsubscribes and announces that the
-// endpoint is gone. Here, Send to it fails at
-// once; other transports learn it from the notice (see the package documentation).
+// endpoint is gone. Here, Send to it fails at once, unless another transport has
+// announced it since (a task handed over to another process: Send goes on
+// publishing to it); other transports learn it from the notice (see the package
+// documentation).
 func (t *Transport) Unregister(endpoint int) {
 	t.mu.Lock()
 	r := t.eps[endpoint]
@@ -249,8 +250,9 @@ func (t *Transport) Unregister(endpoint int) {
 		return
 	}
 	delete(t.eps, endpoint)
-	delete(t.owner, endpoint)
-	t.gone[endpoint] = "unregistered here"
+	if len(t.hosts[endpoint]) == 0 {
+		t.gone[endpoint] = "unregistered here"
+	}
 	r.unsubscribe()
 	t.boxes.Unregister(endpoint)
 	closed := t.closed.Load()
