@@ -1,9 +1,12 @@
 package natstransport_test
 
 import (
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/transport/natstransport"
 	"github.com/gale-stream/gale/transport/transporttest"
 )
@@ -129,5 +132,56 @@ func TestEndpointIsGoneWhenItsLastHostLetsItGo(t *testing.T) {
 		if !c.KnowsGone(2) {
 			t.Fatal("both hosts let task 2 go: C still sends to it")
 		}
+	}
+}
+
+// Sends racing Close, with local delivery to an endpoint here (a race, so the test
+// repeats it, bounded): each is delivered or fails with ErrClosed, and Sent ==
+// Delivered + Errors. (A Send that passed its closed check just before Close used to
+// find the endpoint table emptied, publish the message to a subscription Close had
+// ended and return nil, or fail with "nats: connection closed", not ErrClosed.)
+func TestSendRacingCloseIsDeliveredOrClosed(t *testing.T) {
+	url := runServer(t).ClientURL()
+	var lost, notClosed int
+	var lastErr error
+	var mu sync.Mutex
+	for round := 0; round < 200 && lost+notClosed == 0; round++ {
+		tr := newTransport(t, url, newPrefix(), natstransport.WithLocalDelivery())
+		if _, err := tr.Register(2); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		started := make(chan struct{})
+		once := sync.OnceFunc(func() { close(started) })
+		for range 2 {
+			wg.Go(func() {
+				for seq := uint64(1); ; seq++ {
+					err := tr.Send(ackMsg(seq))
+					if seq == 100 {
+						once()
+					}
+					if errors.Is(err, transport.ErrClosed) {
+						return
+					}
+					if err != nil {
+						mu.Lock()
+						notClosed++
+						lastErr = err
+						mu.Unlock()
+						return
+					}
+				}
+			})
+		}
+		<-started
+		_ = tr.Close()
+		wg.Wait()
+		if s := tr.Stats(); s.Sent != s.Delivered+s.Errors {
+			lost++
+			t.Logf("round %d: stats %+v: %d sends neither delivered nor failed", round, s, s.Sent-s.Delivered-s.Errors)
+		}
+	}
+	if lost > 0 || notClosed > 0 {
+		t.Fatalf("Send racing Close: %d rounds lost a message that Send reported sent; %d Sends failed with an error other than ErrClosed (%v)", lost, notClosed, lastErr)
 	}
 }

@@ -188,7 +188,7 @@ func TestSplitFramesOfTwoSendersInterleaveHeld(t *testing.T) {
 // With local delivery, endpoints registered and unregistered while senders run
 // (and Stats read) race on nothing (go test -race), and every Send is either
 // delivered or an error: Sent == Delivered + Errors, exactly. (Close is left out:
-// see TestBreakSendRacingCloseIsLostUncounted.)
+// see TestSendRacingCloseIsDeliveredOrClosed.)
 func TestLocalDeliveryChurnKeepsStatsExactHeld(t *testing.T) {
 	url := runServer(t).ClientURL()
 	tr := newTransport(t, url, newPrefix(), natstransport.WithLocalDelivery())
@@ -263,7 +263,7 @@ func TestCloseDuringSendAndReceiveHeld(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for seq := uint64(1); seq <= 5000; seq++ {
-			_ = snd.Send(ackMsg(seq)) // racing Close: see TestBreakSendRacingCloseIsLostUncounted
+			_ = snd.Send(ackMsg(seq)) // racing Close: see TestSendRacingCloseIsDeliveredOrClosed
 		}
 	})
 	wg.Go(func() {

@@ -86,7 +86,7 @@ func (t *Transport) sendSplit(subj string, m *transport.Message, limit int) erro
 			continue
 		}
 		if err := t.nc.Publish(subj, buf); err != nil {
-			return t.fail(fmt.Errorf("natstransport: publish part %d of %d of tuples from %d to %d on %s: %w", p, len(bounds), m.From, m.To, subj, err))
+			return t.publishFailed(fmt.Sprintf("publish part %d of %d of tuples from %d to %d on %s", p, len(bounds), m.From, m.To, subj), err)
 		}
 	}
 	return nil

@@ -269,21 +269,51 @@ func (t *Transport) Unregister(endpoint int) {
 // is full, as TCP lets it).
 func (t *Transport) Send(m *transport.Message) error {
 	t.sent.Add(1)
-	if t.closed.Load() {
-		return t.fail(fmt.Errorf("%w: %s from %d to %d", transport.ErrClosed, m.Kind, m.From, m.To))
-	}
-	local, err := t.known(m)
+	local, err := t.route(m)
 	if err != nil {
 		return t.fail(err)
 	}
+	if !local && t.exists != nil && !t.exists(m.To) {
+		return t.fail(fmt.Errorf("%w %d (%s from %d): not an endpoint of this topology", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From))
+	}
 	if local && t.direct {
 		t.delivered.Add(1)
-		if err := t.boxes.Send(m); err != nil { // unregistered since known looked
+		if err := t.boxes.Send(m); err != nil { // unregistered or closed since route looked
 			t.delivered.Add(^uint64(0))
 			return t.fail(fmt.Errorf("natstransport: deliver %s from %d to %d here: %w", m.Kind, m.From, m.To, err))
 		}
 		return nil
 	}
+	return t.publish(m)
+}
+
+// route decides from what this transport knows where m goes: to an endpoint
+// registered here (local), or published, unless the transport is closed or m's
+// destination is known gone. It looks under t.mu, which Close holds to set closed
+// and forget the endpoints, so a Send racing Close either finds its local endpoint
+// (and delivers, or fails as closed) or fails as closed: it never publishes to an
+// endpoint Close has just unsubscribed.
+func (t *Transport) route(m *transport.Message) (local bool, err error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.routeLocked(m)
+}
+
+func (t *Transport) routeLocked(m *transport.Message) (local bool, err error) {
+	if t.closed.Load() {
+		return false, fmt.Errorf("%w: %s from %d to %d", transport.ErrClosed, m.Kind, m.From, m.To)
+	}
+	if _, ok := t.eps[m.To]; ok {
+		return true, nil
+	}
+	if why, gone := t.gone[m.To]; gone {
+		return false, fmt.Errorf("%w %d (%s from %d): %s", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From, why)
+	}
+	return false, nil
+}
+
+// publish encodes m and publishes it on its destination's subject for its lane.
+func (t *Transport) publish(m *transport.Message) error {
 	subj := t.subjectsOf(m.To)[1]
 	if m.Kind == transport.KindTuples {
 		subj = t.subjectsOf(m.To)[0]
@@ -304,27 +334,18 @@ func (t *Transport) Send(m *transport.Message) error {
 		return t.sendSplit(subj, m, limit)
 	}
 	if err := t.nc.Publish(subj, buf); err != nil {
-		return t.fail(fmt.Errorf("natstransport: publish %s from %d to %d on %s: %w", m.Kind, m.From, m.To, subj, err))
+		return t.publishFailed(fmt.Sprintf("publish %s from %d to %d on %s", m.Kind, m.From, m.To, subj), err)
 	}
 	return nil
 }
 
-// known checks that m's destination may exist: registered here (local), or not
-// known gone and in the topology (WithEndpoints).
-func (t *Transport) known(m *transport.Message) (bool, error) {
-	t.mu.RLock()
-	_, local := t.eps[m.To]
-	why, gone := t.gone[m.To]
-	t.mu.RUnlock()
-	switch {
-	case local:
-		return true, nil
-	case gone:
-		return false, fmt.Errorf("%w %d (%s from %d): %s", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From, why)
-	case t.exists != nil && !t.exists(m.To):
-		return false, fmt.Errorf("%w %d (%s from %d): not an endpoint of this topology", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From)
+// publishFailed counts a failed Publish. One that failed because Close closed the
+// connection (WithOwnedConn) while the Send ran is a Send after Close: ErrClosed.
+func (t *Transport) publishFailed(what string, err error) error {
+	if t.closed.Load() {
+		return t.fail(fmt.Errorf("%w: natstransport: %s: %w", transport.ErrClosed, what, err))
 	}
-	return false, nil
+	return t.fail(fmt.Errorf("natstransport: %s: %w", what, err))
 }
 
 // Features implements transport.Transport. Core NATS is at most once: a slow
@@ -344,12 +365,12 @@ func (t *Transport) Features() transport.Features {
 // for an endpoint just unregistered or after Close. Errors counts refused sends and
 // frames that did not decode (LastError names the newest).
 func (t *Transport) Stats() transport.Stats {
+	t.mu.RLock() // Unregister moves a subscription's drops to subDropped under t.mu
 	dropped := t.dropped.Load() + t.subDropped.Load()
-	t.mu.Lock()
 	for _, r := range t.eps {
 		dropped += r.slowDrops()
 	}
-	t.mu.Unlock()
+	t.mu.RUnlock()
 	t.errMu.Lock()
 	last := t.lastErr
 	t.errMu.Unlock()
@@ -358,8 +379,10 @@ func (t *Transport) Stats() transport.Stats {
 }
 
 // Close implements transport.Transport: every subscription ends, the endpoints are
-// announced gone, later Sends fail with ErrClosed, and Register fails. The connection
-// is closed only with WithOwnedConn.
+// announced gone, later Sends fail with ErrClosed, and Register fails. A Send that
+// runs while Close does comes either before it (delivered here, or published) or
+// after it (ErrClosed, also when the connection Close closed refuses the publish).
+// The connection is closed only with WithOwnedConn.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	if t.closed.Swap(true) {
