@@ -89,13 +89,22 @@ const testTTL = time.Second
 // worker process would), with TTLs of testTTL unless cfg says otherwise.
 func openStore(t testing.TB, url string, cfg Config) *Store {
 	t.Helper()
+	s, _ := openStoreConn(t, url, cfg)
+	return s
+}
+
+// openStoreConn is openStore, returning the connection too (closing it cuts the
+// "process" off, as a crash or a partition would).
+func openStoreConn(t testing.TB, url string, cfg Config) (*Store, *nats.Conn) {
+	t.Helper()
 	if cfg.HeartbeatTTL == 0 {
 		cfg.HeartbeatTTL = testTTL
 	}
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = testTTL
 	}
-	js, err := jetstream.New(connect(t, url))
+	nc := connect(t, url)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +114,7 @@ func openStore(t testing.TB, url string, cfg Config) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, nc
 }
 
 // goRun runs f in a goroutine until the test ends (or stop is called): then it

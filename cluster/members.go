@@ -146,9 +146,9 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			if waitedSince.IsZero() {
 				waitedSince = s.cfg.Clock.Now()
 			}
-		case err != nil && ctx.Err() == nil:
-			// Unreachable or slow: try again at the next beat.
 		}
+		// Any other error (the server unreachable or slow): try again at the next
+		// beat.
 		select {
 		case <-ctx.Done():
 			h.leave()
@@ -244,7 +244,7 @@ func (h *Heartbeat) leave() {
 func (s *Store) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
-	w, stop, err := watch(ctx, s.workers, ">")
+	w, stop, err := s.watch(ctx, s.workers, ">")
 	if err != nil {
 		return nil, err
 	}
@@ -348,33 +348,69 @@ func (m *members) apply(e jetstream.KeyValueEntry) (MemberEvent, bool) {
 
 // WatchWorkers sends the live workers (Joined, once each) and then every change,
 // until ctx ends; then it closes the channel. Beats are sent only if beats is true.
+// A watch silent for a HeartbeatTTL while workers are live (its JetStream node
+// went down) is made again; workers gone meanwhile are then sent as Left.
 func (s *Store) WatchWorkers(ctx context.Context, beats bool) (<-chan MemberEvent, error) {
-	w, stop, err := watch(ctx, s.workers, ">")
+	w, stop, err := s.watch(ctx, s.workers, ">")
 	if err != nil {
 		return nil, err
 	}
 	out := make(chan MemberEvent, 16)
 	go func() {
 		defer close(out)
-		defer stop()
+		defer func() { stop() }()
+		tick := s.cfg.Clock.NewTicker(s.cfg.HeartbeatTTL / 3)
+		defer tick.Stop()
 		m := members{live: map[string]WorkerInfo{}}
+		heard := s.cfg.Clock.Now()
+		var unseen map[string]bool // after a new watch: live workers not in its initial values yet
+		send := func(ev MemberEvent) bool {
+			select {
+			case out <- ev:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
 		for {
 			select {
 			case e, ok := <-w.Updates():
 				if !ok {
 					return
 				}
+				heard = s.cfg.Clock.Now()
 				if e == nil {
+					for name := range unseen {
+						old := m.live[name]
+						delete(m.live, name)
+						if !send(MemberEvent{Kind: Left, Worker: old, At: heard, Expired: true}) {
+							return
+						}
+					}
+					unseen = nil
 					continue
 				}
+				delete(unseen, e.Key())
 				ev, ok := m.apply(e)
 				if !ok || ev.Kind == Beat && !beats {
 					continue
 				}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
+				if !send(ev) {
 					return
+				}
+			case <-tick.C():
+				if len(m.live) == 0 || s.cfg.Clock.Since(heard) <= s.cfg.HeartbeatTTL {
+					continue
+				}
+				nw, nstop, err := s.watch(ctx, s.workers, ">")
+				if err != nil {
+					continue // the next tick tries again
+				}
+				stop()
+				w, stop, heard = nw, nstop, s.cfg.Clock.Now()
+				unseen = map[string]bool{}
+				for name := range m.live {
+					unseen[name] = true
 				}
 			case <-ctx.Done():
 				return

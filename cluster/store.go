@@ -208,20 +208,30 @@ func isGone(e jetstream.KeyValueEntry) bool {
 
 // watch starts a watch of keys (">" for all) in kv, living as long as ctx (nats.go
 // unsubscribes when the context a watch was made with ends, and holds a goroutine
-// until then); stop ends it and waits for its channel to close.
-func watch(ctx context.Context, kv jetstream.KeyValue, keys string) (w jetstream.KeyWatcher, stop func(), err error) {
+// until then); stop ends it and waits for its channel to close. Making it takes
+// at most OpTimeout: a request lost with a JetStream node would otherwise wait for
+// ever, since the context cannot carry a deadline.
+func (s *Store) watch(ctx context.Context, kv jetstream.KeyValue, keys string) (w jetstream.KeyWatcher, stop func(), err error) {
 	wctx, cancel := context.WithCancel(ctx)
+	late := time.AfterFunc(s.cfg.OpTimeout, cancel)
 	w, err = kv.Watch(wctx, keys)
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	return w, func() {
+	stop = func() {
 		cancel()
 		// nats.go's callback blocks on a full channel, holding the lock its close
 		// needs: drain until closed.
 		_ = w.Stop()
 		for range w.Updates() {
 		}
-	}, nil
+	}
+	if !late.Stop() {
+		if err == nil {
+			stop()
+		}
+		return nil, nil, fmt.Errorf("cluster: watch %s %s: no answer within %v", kv.Bucket(), keys, s.cfg.OpTimeout)
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return w, stop, nil
 }
