@@ -442,3 +442,41 @@ func (s *Store) Status(ctx context.Context) (*Status, error) {
 	slices.SortFunc(st.Specs, func(a, b *Spec) int { return cmp.Compare(a.Topology, b.Topology) })
 	return st, nil
 }
+
+// WatchRecords sends every topology's record, then each one the scheduler writes,
+// until ctx ends; then it closes the channel. A worker runs what they assign it:
+// its part of the newest generation (EngineAssignment), nothing of a killed one.
+func (s *Store) WatchRecords(ctx context.Context) (<-chan *Record, error) {
+	w, stop, err := s.watch(ctx, s.assignments, ">")
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *Record, 16)
+	go func() {
+		defer close(out)
+		defer stop()
+		for {
+			select {
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil || isGone(e) || e.Key() == fenceKey {
+					continue
+				}
+				rec, err := decodeRecord(e)
+				if err != nil {
+					continue
+				}
+				select {
+				case out <- rec:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}

@@ -149,6 +149,10 @@ func TestSchedulerPlacesAndReassigns(t *testing.T) {
 	}
 	ev, _ := scheduler(t, openStore(t, url, Config{Prefix: prefix}), "s1")
 	elected := ev.wait(t, 5*time.Second, "election", kind(Elected, ""))
+	records, err := client.WatchRecords(ctxT(t, 60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	w1 := startWorker(t, url, prefix, "w1", 1)
 	w2 := startWorker(t, url, prefix, "w2", 1)
 	w3 := startWorker(t, url, prefix, "w3", 1)
@@ -177,6 +181,10 @@ func TestSchedulerPlacesAndReassigns(t *testing.T) {
 		t.Errorf("placed %v, Place gives %v (%v)", a.Of, want.Assignment.Of, err)
 	}
 	onW1 := a.Tasks("w1")
+	// Workers learn it from the records' watch (not the fence).
+	if r := <-records; r.Topology != "wc" || r.Revision != rec.Revision || !reflect.DeepEqual(r.Assignment, a) {
+		t.Errorf("watched record %+v, want %+v", r, rec)
+	}
 
 	// w2 is cut off: a TTL after its last beat the server expires its key, and the
 	// scheduler moves its three tasks to w3, the spare, leaving w1's alone.
