@@ -182,9 +182,7 @@ func (r *Runtime) greet() {
 		close(r.ready)
 		return
 	}
-	for _, h := range peers {
-		r.request(h, opHello, nil)
-	}
+	r.requestAll(peers, opHello, nil)
 }
 
 // endEdges ends every edge of an exited task to the hosts given: one end per host,
@@ -206,18 +204,31 @@ func (r *Runtime) endEdges(ep *endpoint, hosts map[int]bool) {
 }
 
 // request sends a control request to host h, re-sent until acknowledged.
-func (r *Runtime) request(h int, op uint8, body []byte) {
+func (r *Runtime) request(h int, op uint8, body []byte) { r.requestAll([]int{h}, op, body) }
+
+// requestAll sends a control request to each host, re-sent until acknowledged. Every
+// request is recorded before the first is sent: an answer may come at once, and the
+// greetings must all be counted before one answer can find none left waiting (ready
+// was closed at the first answer, then again at the next: a panic).
+func (r *Runtime) requestAll(hosts []int, op uint8, body []byte) {
+	now := r.nanotime()
+	out := make([]*transport.Message, 0, len(hosts))
 	r.host.mu.Lock()
-	r.host.nextID++
-	id := r.host.nextID
-	m := &transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: op, ID: id, Body: body}
-	r.host.pending[id] = m
-	if op == opHello {
-		r.host.hellos[id] = true // before the send: its answer may come at once
+	for _, h := range hosts {
+		r.host.nextID++
+		id := r.host.nextID
+		m := &transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: op, ID: id, Body: body}
+		r.host.pending[id] = m
+		if op == opHello {
+			r.host.hellos[id] = true
+		}
+		r.host.requests.Sent(now, id)
+		out = append(out, copyMsg(m))
 	}
-	r.host.requests.Sent(r.nanotime(), id)
 	r.host.mu.Unlock()
-	r.send(copyMsg(m))
+	for _, m := range out {
+		r.send(m)
+	}
 }
 
 // copyMsg copies a message kept for re-sending: a sent message belongs to the
