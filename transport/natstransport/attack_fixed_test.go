@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/transport/natstransport"
 	"github.com/gale-stream/gale/transport/transporttest"
@@ -183,5 +187,116 @@ func TestSendRacingCloseIsDeliveredOrClosed(t *testing.T) {
 	}
 	if lost > 0 || notClosed > 0 {
 		t.Fatalf("Send racing Close: %d rounds lost a message that Send reported sent; %d Sends failed with an error other than ErrClosed (%v)", lost, notClosed, lastErr)
+	}
+}
+
+// With WithLocalDelivery, a Send that found its destination not registered here,
+// the destination registering while the Send runs (held in WithEndpoints' function,
+// which Send calls between its look and the publish), and the link's next message:
+// both arrive, in order, as Features' Ordered says. (The first used to be published
+// and arrive through the server after the second, handed over directly.)
+func TestLocalDeliveryKeepsALinkInOrderWhenItsDestinationRegisters(t *testing.T) {
+	url := runServer(t).ClientURL()
+	// The message through the server usually takes longer than the direct one,
+	// but not always: the scenario is repeated (bounded) until the order shows.
+	for round := range 20 {
+		entered, proceed := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		exists := func(ep int) bool {
+			if ep == 2 {
+				once.Do(func() { close(entered); <-proceed })
+			}
+			return ep == 1 || ep == 2
+		}
+		tr := newTransportOf(t, url, newPrefix(), codec.NewStreams(batchTopology()),
+			natstransport.WithEndpoints(exists), natstransport.WithLocalDelivery())
+		first := make(chan error, 1)
+		go func() { first <- tr.Send(batch(1, 1, 8)) }()
+		<-entered
+		in, err := tr.Register(2)
+		close(proceed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Send(batch(2, 1, 8)); err != nil {
+			t.Fatal(err)
+		}
+		var got []*transport.Message
+		deadline := time.NewTimer(transporttest.Timeout)
+		for len(got) < 2 {
+			if got = in.TakeTuples(got); len(got) >= 2 {
+				break
+			}
+			select {
+			case <-in.Signal():
+			case <-deadline.C:
+				t.Fatalf("round %d: %d of 2 messages arrived", round, len(got))
+			}
+		}
+		deadline.Stop()
+		_ = tr.Close()
+		if tr.Features().Ordered && (got[0].Seq != 1 || got[1].Seq != 2) {
+			t.Fatalf("round %d: the data lane of link 1 -> 2 delivered seq %d then %d; Features says Ordered", round, got[0].Seq, got[1].Seq)
+		}
+	}
+}
+
+// With WithLocalDelivery, a message published while the connection is down, to an
+// endpoint that then registers here, is sent from nats.go's reconnect buffer after
+// the subscriptions when the connection is back: it would arrive after the link's
+// next message, handed over directly. It is dropped and counted instead, and the
+// next arrives.
+func TestLocalDeliveryDropsItsOwnMessageFromBeforeTheSwitch(t *testing.T) {
+	srv := runServer(t)
+	p := port(srv)
+	nc, back := conn(t, srv.ClientURL())
+	tr, err := natstransport.New(nc, suiteStreams, natstransport.WithPrefix(newPrefix()),
+		natstransport.WithEndpoints(suiteEndpoints), natstransport.WithLocalDelivery())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	deadline := time.Now().Add(transporttest.Timeout)
+	for nc.Status() != nats.RECONNECTING { // until then a publish may go to the dead socket
+		if time.Now().After(deadline) {
+			t.Fatalf("connection status %v", nc.Status())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := tr.Send(ackMsg(1)); err != nil { // to task 2, elsewhere: into the reconnect buffer
+		t.Fatal(err)
+	}
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		time.Sleep(50 * time.Millisecond)
+		runServer(t, func(o *server.Options) { o.Port = p })
+	}()
+	in, err := tr.Register(2) // waits for the server (the flush), so for the restart
+	<-restarted
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Send(ackMsg(2)); err != nil { // direct
+		t.Fatal(err)
+	}
+	<-back
+	for tr.Stats().Dropped != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: seq 1 never came back", tr.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	got := in.TakeControl(nil)
+	if len(got) != 1 || got[0].Seq != 2 {
+		t.Fatalf("got %d control messages; want seq 2 alone", len(got))
+	}
+	if s := tr.Stats(); s.Sent != 2 || s.Delivered != 1 || s.Dropped != 1 || s.Errors != 0 {
+		t.Fatalf("stats %+v", s)
 	}
 }

@@ -29,7 +29,11 @@
 // With WithLocalDelivery, a message between two endpoints registered on the same
 // Transport goes straight to the inbox, as transport.Local delivers it: the tasks of
 // one process talk as in local mode, and only what goes to another process is
-// encoded and crosses the server. Features then do not promise Serializing.
+// encoded and crosses the server. Features then do not promise Serializing. A link
+// whose destination registers here goes direct from then on; what the sender's
+// transport published to it before, should it come back through the server (in
+// flight, or from the reconnect buffer), is dropped and counted, since it would
+// arrive after what went direct since: each lane of a link stays in order.
 //
 // # Frames and max_payload
 //

@@ -89,6 +89,14 @@ func (r *receiver) receive(msg *nats.Msg, dataLane bool) {
 		part, parts = int(p), q
 		src = src[1+n+k:]
 	}
+	if t.self != "" && msg.Reply == t.self {
+		// Published by this Transport before the endpoint registered here: the link
+		// has gone direct since, and this message would arrive after later ones.
+		if part == 0 {
+			t.dropped.Add(1)
+		}
+		return
+	}
 	m, err := codec.ReadMessage(src, t.streams)
 	if err != nil {
 		t.recvFailed(msg, err)

@@ -85,7 +85,7 @@ func (t *Transport) sendSplit(subj string, m *transport.Message, limit int) erro
 		if t.dropFrame != nil && t.dropFrame(m, p, len(bounds)) {
 			continue
 		}
-		if err := t.nc.Publish(subj, buf); err != nil {
+		if err := t.pub(subj, buf); err != nil {
 			return t.publishFailed(fmt.Sprintf("publish part %d of %d of tuples from %d to %d on %s", p, len(bounds), m.From, m.To, subj), err)
 		}
 	}

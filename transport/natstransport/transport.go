@@ -45,6 +45,9 @@ type Transport struct {
 	direct  bool   // WithLocalDelivery
 	pending [2]int // messages, bytes
 	id      uint64 // this Transport's instance, in directory notices
+	// self is the reply subject of what this Transport publishes with
+	// WithLocalDelivery, by which it knows its own messages when they come back.
+	self string
 	// dropFrame, for tests, loses frame part of parts of a split message.
 	dropFrame func(m *transport.Message, part, parts int) bool
 	// noticed, for tests, is called after a directory notice is handled.
@@ -111,9 +114,16 @@ func WithOwnedConn() Option { return func(t *Transport) { t.ownConn = true } }
 // WithLocalDelivery hands a message for an endpoint registered on this Transport
 // straight to its inbox, without the codec or the server, as transport.Local does:
 // the tasks of one process talk as in local mode, and only messages between
-// processes cross NATS. A link's path is fixed while its destination stays
-// registered, so each lane of it stays in order. Features then no longer promise
-// Serializing (pointers are shared within the process).
+// processes cross NATS. Features then no longer promise Serializing (pointers are
+// shared within the process).
+//
+// A link's path changes when its destination registers here: what this Transport
+// published to it before (in flight through the server, or in nats.go's reconnect
+// buffer, which is sent after the subscriptions when the connection is back) would
+// arrive after messages handed over directly since. So what this Transport publishes
+// carries its instance as the reply subject, and a message of its own that comes
+// back to an endpoint registered here is dropped (counted in Stats.Dropped): each
+// lane of a link stays in order (Ordered), and the protocol recovers the loss.
 func WithLocalDelivery() Option { return func(t *Transport) { t.direct = true } }
 
 // New returns a transport over nc whose messages are encoded with streams (made by
@@ -140,6 +150,9 @@ func New(nc *nats.Conn, streams *codec.Streams, opts ...Option) (*Transport, err
 		return nil, err
 	}
 	t.dirSubj = t.prefix + ".dir"
+	if t.direct {
+		t.self = t.prefix + ".tr." + strconv.FormatUint(t.id, 16)
+	}
 	sub, err := nc.Subscribe(t.dirSubj, t.onNotice)
 	if err != nil {
 		return nil, fmt.Errorf("natstransport: subscribe to %s: %w", t.dirSubj, err)
@@ -276,6 +289,14 @@ func (t *Transport) Send(m *transport.Message) error {
 	if !local && t.exists != nil && !t.exists(m.To) {
 		return t.fail(fmt.Errorf("%w %d (%s from %d): not an endpoint of this topology", transport.ErrUnknownEndpoint, m.To, m.Kind, m.From))
 	}
+	if !local && t.direct {
+		// The destination may have registered here while exists ran: look again, so
+		// that the link goes direct from now on. What was published before it did is
+		// dropped when it comes back (see WithLocalDelivery).
+		if local, err = t.route(m); err != nil {
+			return t.fail(err)
+		}
+	}
 	if local && t.direct {
 		t.delivered.Add(1)
 		if err := t.boxes.Send(m); err != nil { // unregistered or closed since route looked
@@ -333,10 +354,19 @@ func (t *Transport) publish(m *transport.Message) error {
 		}
 		return t.sendSplit(subj, m, limit)
 	}
-	if err := t.nc.Publish(subj, buf); err != nil {
+	if err := t.pub(subj, buf); err != nil {
 		return t.publishFailed(fmt.Sprintf("publish %s from %d to %d on %s", m.Kind, m.From, m.To, subj), err)
 	}
 	return nil
+}
+
+// pub publishes one frame, with this Transport's reply subject under
+// WithLocalDelivery.
+func (t *Transport) pub(subj string, frame []byte) error {
+	if t.self == "" {
+		return t.nc.Publish(subj, frame)
+	}
+	return t.nc.PublishRequest(subj, t.self, frame)
 }
 
 // publishFailed counts a failed Publish. One that failed because Close closed the
@@ -352,9 +382,9 @@ func (t *Transport) publishFailed(what string, err error) error {
 // consumer, a reconnect or a server restart loses messages (not Lossless); it does
 // not duplicate, and it keeps the order of one publisher's messages on one subject,
 // so each lane of a link is in order (Ordered; the two lanes are two subjects, and
-// control may overtake data, as the contract wants); every message crosses the codec,
-// unless WithLocalDelivery hands those between endpoints of this Transport over as
-// they are.
+// control may overtake data, as the contract wants; with WithLocalDelivery too, see
+// it); every message crosses the codec, unless WithLocalDelivery hands those between
+// endpoints of this Transport over as they are.
 func (t *Transport) Features() transport.Features {
 	return transport.Features{Ordered: true, Lossless: false, NoDuplicates: true, Serializing: !t.direct}
 }
