@@ -2,6 +2,7 @@ package natstransport_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,5 +299,207 @@ func TestLocalDeliveryDropsItsOwnMessageFromBeforeTheSwitch(t *testing.T) {
 	}
 	if s := tr.Stats(); s.Sent != 2 || s.Delivered != 1 || s.Dropped != 1 || s.Errors != 0 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A split message whose last frame is lost, followed on its link by a whole message:
+// the whole one says the last frame is not coming (frames of one link arrive in
+// order), so the split one is counted dropped at once and its partial freed. (It
+// used to be counted only when a later split message of the link replaced it.)
+func TestLostLastFrameIsCountedWhenAWholeMessageFollows(t *testing.T) {
+	drop := natstransport.WithFrameDrop(func(m *transport.Message, part, n int) bool {
+		return m.Seq == 1 && part == n-1
+	})
+	p := newPair(t, drop)
+	if err := p.snd.Send(batch(1, 300, 40)); err != nil { // split; its last frame lost
+		t.Fatal(err)
+	}
+	if err := p.snd.Send(batch(2, 5, 40)); err != nil { // whole
+		t.Fatal(err)
+	}
+	got := p.take(t, 1) // frames of one link arrive in order: seq 1's are all in
+	if len(got) != 1 || got[0].Seq != 2 {
+		t.Fatalf("got %d messages, first seq %d; want seq 2 alone", len(got), got[0].Seq)
+	}
+	if s := p.rcv.Stats(); s.Dropped != 1 {
+		t.Fatalf("receiver stats %+v: seq 1 lost its last frame, want 1 dropped", s)
+	}
+	if n, bytes := p.rcv.Partials(2); n != 0 || bytes != 0 {
+		t.Fatalf("the receiver holds %d partials of %d bytes", n, bytes)
+	}
+}
+
+// A split message whose last frame is lost, the last message of its link: nothing
+// comes to say the frame is lost, so the partial is dropped (counted, freed) once it
+// has waited partialIdle for a frame; and so are the partials left when the
+// endpoint is unregistered.
+func TestLostLastFrameOfALinksLastMessageIsCounted(t *testing.T) {
+	natstransport.SetPartialIdle(t, 50*time.Millisecond)
+	drop := natstransport.WithFrameDrop(func(m *transport.Message, part, n int) bool {
+		return part == n-1
+	})
+	p := newPair(t, drop)
+	if err := p.snd.Send(batch(1, 300, 40)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(transporttest.Timeout)
+	for p.rcv.Stats().Dropped != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("receiver stats %+v: seq 1 lost its last frame, never counted", p.rcv.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n, bytes := p.rcv.Partials(2); n != 0 || bytes != 0 {
+		t.Fatalf("the receiver holds %d partials of %d bytes", n, bytes)
+	}
+
+	natstransport.SetPartialIdle(t, time.Hour)
+	p = newPair(t, drop)
+	if err := p.snd.Send(batch(1, 300, 40)); err != nil {
+		t.Fatal(err)
+	}
+	for n, _ := p.rcv.Partials(2); n != 1; n, _ = p.rcv.Partials(2) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first frames of seq 1 never arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.rcv.Unregister(2)
+	if s := p.rcv.Stats(); s.Dropped != 1 {
+		t.Fatalf("receiver stats %+v: unregistered while seq 1 was missing its last frame", s)
+	}
+}
+
+// Frames that begin a split message from senders outside the topology (a foreign
+// client, or garbage that decodes) are refused and counted, and keep nothing. (Each
+// used to start a partial keyed by its claimed sender, uncounted, for the life of
+// the registration.)
+func TestForeignSplitFramesAreRefused(t *testing.T) {
+	p := newPair(t)
+	streams := codec.NewStreams(batchTopology())
+	data, _ := p.rcv.Subjects(2)
+	raw := connect(t, p.url)
+	for i := range 100 {
+		m := batch(1, 3, 40)
+		m.From = 1000 + i // no such task (WithEndpoints(Endpoints(3, 1)))
+		f := []byte{0xF7, 0, 2}
+		f, err := codec.AppendMessage(f, m, streams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Publish(data, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, err := codec.AppendMessage(nil, batch(7, 1, 8), streams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Publish(data, good); err != nil {
+		t.Fatal(err)
+	}
+	got := p.take(t, 1)
+	if len(got) != 1 || got[0].Seq != 7 {
+		t.Fatalf("got %d messages", len(got))
+	}
+	if s := p.rcv.Stats(); s.Errors != 100 || s.Dropped != 0 || !strings.Contains(s.LastError, "not an endpoint of this topology") {
+		t.Fatalf("receiver stats %+v after 100 split frames from senders outside the topology, want 100 errors", s)
+	}
+	if n, bytes := p.rcv.Partials(2); n != 0 || bytes != 0 {
+		t.Fatalf("the receiver holds %d partials of %d bytes", n, bytes)
+	}
+}
+
+// Without WithEndpoints any sender may be real, so the partials are bounded
+// instead: at most MaxPartials senders, and a number of frame bytes; past either, the least recently advanced partial is dropped
+// (counted), and a split message under way still arrives.
+func TestPartialsAreBounded(t *testing.T) {
+	srv := runServer(t, maxPayload(smallPayload))
+	raw := connect(t, srv.ClientURL())
+	streams := codec.NewStreams(batchTopology())
+	begin := func(from int, seq uint64) *transport.Message {
+		m := batch(seq, 60, 40)
+		m.From = from
+		return m
+	}
+	good, err := codec.AppendMessage(nil, batch(7, 1, 8), streams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("senders", func(t *testing.T) {
+		rcv := newTransportOf(t, srv.ClientURL(), newPrefix(), streams)
+		in, err := rcv.Register(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := rcv.Subjects(2)
+		const extra = 50
+		for i := range natstransport.MaxPartials + extra {
+			if err := raw.Publish(data, splitFrame(t, 0, 2, begin(1000+i, 1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := raw.Publish(data, good); err != nil {
+			t.Fatal(err)
+		}
+		awaitTuples(t, in, 1)
+		if s := rcv.Stats(); s.Dropped != extra || s.Errors != 0 {
+			t.Fatalf("stats %+v, want %d dropped", s, extra)
+		}
+		if n, _ := rcv.Partials(2); n != natstransport.MaxPartials {
+			t.Fatalf("%d partials", n)
+		}
+	})
+	t.Run("bytes", func(t *testing.T) {
+		const limit = 32 << 10
+		natstransport.SetMaxPartialBytes(t, limit)
+		rcv := newTransportOf(t, srv.ClientURL(), newPrefix(), streams)
+		in, err := rcv.Register(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := rcv.Subjects(2)
+		const senders = 40 // of frames over 2 KB: 80 KB and more
+		for i := range senders {
+			f := splitFrame(t, 0, 2, begin(1000+i, 1))
+			if len(f) < 2<<10 || len(f) > smallPayload {
+				t.Fatalf("a frame of %d bytes", len(f))
+			}
+			if err := raw.Publish(data, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		last := begin(1000+senders-1, 1) // the most recent: kept
+		if err := raw.Publish(data, splitFrame(t, 1, 2, last)); err != nil {
+			t.Fatal(err)
+		}
+		got := awaitTuples(t, in, 1)
+		if got[0].From != last.From || len(got[0].Tuples) != 120 {
+			t.Fatalf("from %d with %d tuples", got[0].From, len(got[0].Tuples))
+		}
+		s := rcv.Stats()
+		n, bytes := rcv.Partials(2)
+		if bytes > limit || s.Dropped == 0 || n != senders-1 {
+			t.Fatalf("stats %+v, %d partials of %d bytes (limit %d)", s, n, bytes, limit)
+		}
+		t.Logf("stats %+v, %d partials of %d bytes", s, n, bytes)
+	})
+}
+
+// awaitTuples waits for n data messages at in.
+func awaitTuples(t *testing.T, in transport.Inbox, n int) []*transport.Message {
+	t.Helper()
+	deadline := time.NewTimer(transporttest.Timeout)
+	defer deadline.Stop()
+	var got []*transport.Message
+	for {
+		if got = in.TakeTuples(got); len(got) >= n {
+			return got
+		}
+		select {
+		case <-in.Signal():
+		case <-deadline.C:
+			t.Fatalf("%d of %d messages arrived", len(got), n)
+		}
 	}
 }

@@ -45,10 +45,16 @@
 // part, uvarint parts, then the codec's encoding of that part's tuples under the
 // message's From, To, Epoch, Seq and Pos; the receiver delivers the message once
 // its last frame has come. Frames of one link arrive in order or not at all, so a
-// frame that is not the next one expected means one was lost: the message is
-// dropped (counted once in Stats.Dropped), never delivered in part under its Seq. A
-// single tuple too big for a frame, or a control message over max_payload, is a Send
-// error naming its size and the limit.
+// frame that is not the next one expected, or a whole message of the link, means one
+// was lost: the message is dropped (counted once in Stats.Dropped), never delivered
+// in part under its Seq. So is one whose next frame has not come for 30 seconds (its
+// last frame lost, and nothing after it on the link), and one left when its
+// endpoint is unregistered. A receiver reassembles the messages of at most 1024
+// senders at once, holding at most 256 MiB of their frames: past that the least
+// recently advanced is dropped. A message that claims a sender outside the topology
+// (WithEndpoints) is refused and counted as an error. A single tuple too big for a
+// frame, or a control message over max_payload, is a Send error naming its size and
+// the limit.
 //
 // # What may be lost, and how the protocol recovers
 //

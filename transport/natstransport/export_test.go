@@ -1,6 +1,10 @@
 package natstransport
 
-import "github.com/gale-stream/gale/transport"
+import (
+	"time"
+
+	"github.com/gale-stream/gale/transport"
+)
 
 // WithFrameDrop loses the frames of split messages for which drop returns true (the
 // frame is encoded, then not published), as a lossy network would.
@@ -19,3 +23,37 @@ func (t *Transport) KnowsGone(endpoint int) bool {
 	_, gone := t.gone[endpoint]
 	return gone
 }
+
+// SetPartialIdle sets how long a split message waits for its next frame, until the
+// test ends.
+func SetPartialIdle(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := partialIdle
+	partialIdle = d
+	t.Cleanup(func() { partialIdle = old })
+}
+
+// SetMaxPartialBytes sets the frame bytes a receiver's partials may hold, until the
+// test ends.
+func SetMaxPartialBytes(t interface{ Cleanup(func()) }, n int) {
+	old := maxPartialBytes
+	maxPartialBytes = n
+	t.Cleanup(func() { maxPartialBytes = old })
+}
+
+// Partials returns the split messages endpoint's receiver holds (dead ones
+// included) and the frame bytes they keep.
+func (t *Transport) Partials(endpoint int) (n, bytes int) {
+	t.mu.RLock()
+	r := t.eps[endpoint]
+	t.mu.RUnlock()
+	if r == nil {
+		return 0, 0
+	}
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	return len(r.partial), r.bytes
+}
+
+// MaxPartials is the number of senders whose split messages a receiver reassembles
+// at once.
+const MaxPartials = maxPartials

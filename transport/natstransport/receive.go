@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -14,13 +16,21 @@ import (
 )
 
 // receiver is one registered endpoint: its two subscriptions, and the split messages
-// being reassembled on its data lane (touched only by the data subscription's
-// goroutine: nats.go calls one subscription's handler for one message at a time).
+// being reassembled on its data lane.
 type receiver struct {
 	t         *Transport
 	ep        int
 	data, ctl *nats.Subscription
-	partial   map[int]*partial // by sending endpoint
+
+	// The partials are added to by the data subscription's goroutine (nats.go calls
+	// one subscription's handler for one message at a time), and expired by a timer
+	// and forgotten by unsubscribe, hence the mutex.
+	pmu     sync.Mutex
+	partial map[int]*partial // by sending endpoint
+	bytes   int              // the frame bytes the partials hold
+	timer   *time.Timer      // expires idle partials (armed while there are any)
+	armed   bool
+	stopped bool // unsubscribed: the partials were counted, none is kept
 }
 
 // partial is a split message being reassembled. A dead one lost a frame: its other
@@ -30,16 +40,28 @@ type partial struct {
 	pos         uint64
 	next, parts int
 	tuples      []*tuple.Tuple
+	bytes       int
 	dead        bool
+	last        time.Time // its latest frame's arrival
 }
 
-// unsubscribe ends both subscriptions, keeping their slow-consumer drops (t.mu held).
+// unsubscribe ends both subscriptions, keeping their slow-consumer drops, and counts
+// the split messages it was reassembling as dropped (t.mu held).
 func (r *receiver) unsubscribe() {
 	r.t.subDropped.Add(r.slowDrops())
 	for _, s := range []*nats.Subscription{r.data, r.ctl} {
 		if s != nil {
 			_ = s.Unsubscribe()
 		}
+	}
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	r.stopped = true
+	for from, p := range r.partial {
+		r.remove(from, p)
+	}
+	if r.timer != nil {
+		r.timer.Stop()
 	}
 }
 
@@ -64,10 +86,6 @@ func (r *receiver) onControl(msg *nats.Msg) { r.receive(msg, false) }
 
 func (r *receiver) receive(msg *nats.Msg, dataLane bool) {
 	t := r.t
-	if t.closed.Load() {
-		t.dropped.Add(1)
-		return
-	}
 	src := msg.Data
 	part, parts := 0, 1
 	if len(src) > 0 && src[0] == fragMarker {
@@ -89,6 +107,12 @@ func (r *receiver) receive(msg *nats.Msg, dataLane bool) {
 		part, parts = int(p), q
 		src = src[1+n+k:]
 	}
+	if t.closed.Load() {
+		if part == 0 { // a split message is counted once
+			t.dropped.Add(1)
+		}
+		return
+	}
 	if t.self != "" && msg.Reply == t.self {
 		// Published by this Transport before the endpoint registered here: the link
 		// has gone direct since, and this message would arrive after later ones.
@@ -109,52 +133,163 @@ func (r *receiver) receive(msg *nats.Msg, dataLane bool) {
 	case dataLane != (m.Kind == transport.KindTuples):
 		t.recvFailed(msg, fmt.Errorf("a %s message on the wrong lane", m.Kind))
 		return
-	}
-	if parts > 1 {
-		r.assemble(m, part, parts)
+	case t.exists != nil && !t.exists(m.From):
+		t.recvFailed(msg, fmt.Errorf("a message from %d, not an endpoint of this topology", m.From))
 		return
+	}
+	if dataLane {
+		if m = r.assemble(m, part, parts, len(msg.Data)); m == nil {
+			return
+		}
 	}
 	t.deliver(m)
 }
 
-// assemble adds one frame of a split message, delivering the message when its last
-// frame arrives. Frames of one link arrive in order or not at all (one publisher, one
-// subject), so a frame that is not the next one expected means one was lost: the
-// message is dropped (counted once), never delivered in part.
-func (r *receiver) assemble(m *transport.Message, part, parts int) {
+// Bounds of the split messages a receiver reassembles at once. The engine's credits
+// bound the data in flight on each edge, so these only stop a runaway or hostile
+// sender: past either, the least recently advanced partial is dropped (counted).
+const maxPartials = 1024 // senders with a split message under way
+
+var maxPartialBytes = DefaultPendingBytes // the frame bytes the partials hold
+
+// partialIdle is how long a partial waits for its next frame before it is dropped
+// (counted): the frames of one message are published together, so a partial that
+// waits that long lost a frame, and nothing else of its link may come to say so.
+var partialIdle = 30 * time.Second
+
+// assemble takes a message on the data lane: a whole one (parts 1) is returned as
+// it is, and one frame of a split message is added to its partial, the message
+// returned once its last frame has come. Frames of one link arrive in order or not
+// at all (one publisher, one subject), so a frame that is not the next one expected
+// means one was lost, and so does a message of the link that is not the next frame:
+// the split message is dropped (counted once), never delivered in part.
+func (r *receiver) assemble(m *transport.Message, part, parts, size int) *transport.Message {
 	t := r.t
-	p := r.partial[m.From]
-	if p != nil && (p.epoch != m.Epoch || p.seq != m.Seq) {
-		if !p.dead {
-			t.dropped.Add(1) // its last frames never came
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	if r.stopped { // unregistered while the frame was on its way
+		if part == 0 {
+			t.dropped.Add(1)
 		}
-		delete(r.partial, m.From)
+		return nil
+	}
+	p := r.partial[m.From]
+	if p != nil && (parts == 1 || p.epoch != m.Epoch || p.seq != m.Seq) {
+		r.remove(m.From, p) // its last frames never came
 		p = nil
 	}
-	if p == nil {
-		p = &partial{epoch: m.Epoch, seq: m.Seq, pos: m.Pos, parts: parts}
-		r.partial[m.From] = p
-		if part != 0 {
-			p.dead = true
-			t.dropped.Add(1) // its first frames never came
-			return
-		}
+	if parts == 1 {
+		return m
 	}
+	now := time.Now()
+	if p == nil {
+		p = &partial{epoch: m.Epoch, seq: m.Seq, pos: m.Pos, parts: parts, last: now}
+		if part != 0 { // its first frames never came
+			p.dead = true
+			t.dropped.Add(1)
+		}
+		r.add(m.From, p)
+	}
+	p.last = now
 	if p.dead {
-		return
+		return nil
 	}
 	if part != p.next || parts != p.parts || m.Pos != p.pos {
-		p.dead, p.tuples = true, nil
-		t.dropped.Add(1)
-		return
+		r.kill(p)
+		return nil
 	}
 	p.tuples = append(p.tuples, m.Tuples...)
+	p.bytes += size
+	r.bytes += size
 	if p.next++; p.next < p.parts {
-		return
+		r.bound(p)
+		return nil
 	}
+	r.bytes -= p.bytes
 	delete(r.partial, m.From)
 	m.Tuples = p.tuples
-	t.deliver(m)
+	return m
+}
+
+// add keeps a new partial, within maxPartials, and arms the expiry (r.pmu held).
+func (r *receiver) add(from int, p *partial) {
+	if len(r.partial) >= maxPartials {
+		oldest, op := 0, (*partial)(nil)
+		for f, q := range r.partial {
+			if op == nil || q.last.Before(op.last) {
+				oldest, op = f, q
+			}
+		}
+		r.remove(oldest, op)
+	}
+	r.partial[from] = p
+	if !r.armed {
+		r.armed = true
+		if r.timer == nil {
+			r.timer = time.AfterFunc(partialIdle, r.expire)
+		} else {
+			r.timer.Reset(partialIdle)
+		}
+	}
+}
+
+// bound drops the least recently advanced partials, p last, until the partials
+// hold at most maxPartialBytes (r.pmu held).
+func (r *receiver) bound(p *partial) {
+	for r.bytes > maxPartialBytes {
+		victim := p
+		for _, q := range r.partial {
+			if q != p && q.bytes > 0 && (victim == p || q.last.Before(victim.last)) {
+				victim = q
+			}
+		}
+		if victim.bytes == 0 {
+			return
+		}
+		r.kill(victim)
+	}
+}
+
+// kill drops a partial's message, counted, keeping it (dead) so that its other
+// frames are ignored (r.pmu held).
+func (r *receiver) kill(p *partial) {
+	if !p.dead {
+		p.dead = true
+		r.t.dropped.Add(1)
+	}
+	r.bytes -= p.bytes
+	p.tuples, p.bytes = nil, 0
+}
+
+// remove forgets a partial, counting its message dropped unless it was already
+// (r.pmu held).
+func (r *receiver) remove(from int, p *partial) {
+	r.kill(p)
+	delete(r.partial, from)
+}
+
+// expire drops the partials that waited partialIdle for a frame, and arms itself
+// again for the others.
+func (r *receiver) expire() {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	r.armed = false
+	if r.stopped {
+		return
+	}
+	now := time.Now()
+	var next time.Duration
+	for from, p := range r.partial {
+		if wait := partialIdle - now.Sub(p.last); wait <= 0 {
+			r.remove(from, p)
+		} else if next == 0 || wait < next {
+			next = wait
+		}
+	}
+	if next > 0 {
+		r.armed = true
+		r.timer.Reset(next)
+	}
 }
 
 // deliver hands a decoded message to its endpoint's inbox.

@@ -71,7 +71,8 @@ func newPair(t *testing.T, opts ...natstransport.Option) *pair {
 	mk := func(extra ...natstransport.Option) *natstransport.Transport {
 		nc := connect(t, srv.ClientURL())
 		tr, err := natstransport.New(nc, streams, append([]natstransport.Option{natstransport.WithPrefix(prefix),
-			natstransport.WithEndpoints(natstransport.Endpoints(2, 1))}, extra...)...)
+			// Tasks 1 to 3 (senders 1 and 3, receiver 2) and host 1.
+			natstransport.WithEndpoints(natstransport.Endpoints(3, 1))}, extra...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,9 +82,11 @@ type Option func(*Transport)
 func WithPrefix(prefix string) Option { return func(t *Transport) { t.prefix = prefix } }
 
 // WithEndpoints says which endpoints exist in the topology, wherever they are hosted:
-// Send to any other endpoint fails with transport.ErrUnknownEndpoint. It is called on
-// every Send to an endpoint not registered here, so it must be fast and safe for
-// concurrent use. Endpoints(tasks, hosts) makes the usual one.
+// Send to any other endpoint fails with transport.ErrUnknownEndpoint, and a message
+// received from any other, or a directory notice of one, is refused (counted in
+// Stats.Errors). It is called on every Send to an endpoint not registered here and
+// on every message received, so it must be fast and safe for concurrent use.
+// Endpoints(tasks, hosts) makes the usual one.
 //
 // Without it, any endpoint not registered here may be hosted by another process: a
 // message to an endpoint that exists nowhere is published, and core NATS drops it
@@ -391,9 +393,12 @@ func (t *Transport) Features() transport.Features {
 
 // Stats implements transport.Transport. Sent counts Send calls; Delivered the
 // messages handed to an inbox here; Dropped the messages lost here: slow-consumer
-// drops of the subscriptions, split messages missing a frame, messages that arrived
-// for an endpoint just unregistered or after Close. Errors counts refused sends and
-// frames that did not decode (LastError names the newest).
+// drops of the subscriptions, split messages missing a frame (or dropped past the
+// bounds of reassembly, or left when their endpoint was unregistered), messages that
+// arrived for an endpoint just unregistered or after Close, and this Transport's
+// own messages that came back after their link went direct (WithLocalDelivery).
+// Errors counts refused sends, frames that did not decode or claim a sender outside
+// the topology, and refused directory notices (LastError names the newest).
 func (t *Transport) Stats() transport.Stats {
 	t.mu.RLock() // Unregister moves a subscription's drops to subDropped under t.mu
 	dropped := t.dropped.Load() + t.subDropped.Load()
