@@ -503,3 +503,58 @@ func awaitTuples(t *testing.T, in transport.Inbox, n int) []*transport.Message {
 		}
 	}
 }
+
+// A prefix too long for the server's control line is refused by New (MaxPrefix),
+// and the caller's connection, which the server would have closed on the
+// subscription, still works; a prefix of MaxPrefix bytes works. (New used to accept
+// any length and ignore that the server had closed the connection.)
+func TestLongPrefixIsRefusedAndTheConnectionKept(t *testing.T) {
+	url := runServer(t).ClientURL()
+	nc := connect(t, url)
+	tr, err := natstransport.New(nc, suiteStreams, natstransport.WithPrefix(strings.Repeat("p", 5000)))
+	if err == nil {
+		_ = tr.Close()
+		t.Fatal("New accepted a 5000-byte prefix")
+	}
+	if !strings.Contains(err.Error(), "prefix") {
+		t.Fatalf("New with a 5000-byte prefix: %v, want an error about the prefix", err)
+	}
+	if err := nc.Flush(); err != nil || nc.IsClosed() {
+		t.Fatalf("the connection after New refused the prefix: %v (last error %v)", err, nc.LastError())
+	}
+	prefix := newPrefix()
+	prefix += "." + strings.Repeat("p", natstransport.MaxPrefix-len(prefix)-1)
+	a, b := newTransport(t, url, prefix), newTransport(t, url, prefix)
+	in, err := b.Register(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(ackMsg(1)); err != nil {
+		t.Fatal(err)
+	}
+	if m := awaitControl(t, in); m.Seq != 1 {
+		t.Fatalf("got seq %d", m.Seq)
+	}
+}
+
+// New on a connection that the server closes on the directory's subscription (a
+// server whose max_control_line is smaller than the prefix's subjects need) fails,
+// saying why, instead of returning a transport on a closed connection.
+func TestNewFailsWhenTheServerClosesTheConnection(t *testing.T) {
+	nc := connect(t, runServer(t, func(o *server.Options) { o.MaxControlLine = 1024 }).ClientURL())
+	tr, err := natstransport.New(nc, suiteStreams, natstransport.WithPrefix(strings.Repeat("p", natstransport.MaxPrefix)))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	_ = tr.Close()
+	nc = connect(t, runServer(t, func(o *server.Options) { o.MaxControlLine = 200 }).ClientURL())
+	tr, err = natstransport.New(nc, suiteStreams, natstransport.WithPrefix(strings.Repeat("p", natstransport.MaxPrefix)))
+	if err == nil {
+		_ = tr.Close()
+		t.Fatalf("New succeeded; the connection is closed: %v, last error %v", nc.IsClosed(), nc.LastError())
+	}
+	if !strings.Contains(err.Error(), "closed") || !nc.IsClosed() {
+		t.Fatalf("New: %v; connection closed: %v", err, nc.IsClosed())
+	}
+	t.Log(err)
+}

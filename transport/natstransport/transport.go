@@ -19,6 +19,12 @@ import (
 // DefaultPrefix is the first token of every subject when WithPrefix is not given.
 const DefaultPrefix = "gale"
 
+// MaxPrefix is the longest prefix, in bytes. Every protocol line the client sends
+// (SUB, PUB) names a subject, and a NATS server closes a connection whose line is
+// over its max_control_line (4 KiB by default): a bounded prefix keeps every
+// subject of the package well under it.
+const MaxPrefix = 256
+
 // Default pending limits of each subscription (see WithPendingLimits): messages are
 // not limited, since the engine's credits bound the data in flight per edge, and bytes
 // are bounded so that a runaway sender is seen (Stats.Dropped) rather than exhausting
@@ -78,7 +84,7 @@ type Option func(*Transport)
 // WithPrefix puts every subject under prefix (default "gale"): the transports of one
 // topology share a prefix, and topologies (or tests) sharing a server use distinct
 // ones. It is one or more subject tokens separated by dots, without wildcards or
-// white space.
+// white space, of at most MaxPrefix bytes.
 func WithPrefix(prefix string) Option { return func(t *Transport) { t.prefix = prefix } }
 
 // WithEndpoints says which endpoints exist in the topology, wherever they are hosted:
@@ -134,6 +140,9 @@ func New(nc *nats.Conn, streams *codec.Streams, opts ...Option) (*Transport, err
 	if nc == nil {
 		return nil, errors.New("natstransport: nil connection")
 	}
+	if nc.IsClosed() {
+		return nil, errors.New("natstransport: the connection is closed")
+	}
 	if streams == nil {
 		return nil, errors.New("natstransport: nil stream table (codec.NewStreams of the topology)")
 	}
@@ -161,13 +170,23 @@ func New(nc *nats.Conn, streams *codec.Streams, opts ...Option) (*Transport, err
 	}
 	t.dirSub = sub
 	// As in Register: the directory hears every notice published after New returns.
-	_ = nc.FlushTimeout(registerFlushTimeout)
+	// A connection that is down subscribes when it is back; one that the server
+	// closed on the subscription (or that closed meanwhile) is no transport.
+	if err := nc.FlushTimeout(registerFlushTimeout); err != nil && nc.IsClosed() {
+		if last := nc.LastError(); last != nil {
+			err = last
+		}
+		return nil, fmt.Errorf("natstransport: subscribe to %s: the connection closed: %w", t.dirSubj, err)
+	}
 	return t, nil
 }
 
 func checkPrefix(p string) error {
 	if p == "" {
 		return errors.New("natstransport: empty prefix")
+	}
+	if len(p) > MaxPrefix {
+		return fmt.Errorf("natstransport: prefix of %d bytes, over MaxPrefix (%d): a subject must fit the server's max_control_line", len(p), MaxPrefix)
 	}
 	for tok := range strings.SplitSeq(p, ".") {
 		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
