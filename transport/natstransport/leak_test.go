@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gale-stream/gale/acker"
+	"github.com/gale-stream/gale/internal/leaktest"
 	"github.com/gale-stream/gale/transport"
 )
 
@@ -37,7 +38,7 @@ func TestNoGoroutineLeft(t *testing.T) {
 		}
 		b.Unregister(2)
 	}) // its cleanups close the transports, connections and server
-	if n, stacks := settle(before); n > before {
+	if n, stacks := leaktest.Settle(before); n > before {
 		t.Fatalf("%d goroutines before, %d after:\n%s", before, n, stacks)
 	}
 }
