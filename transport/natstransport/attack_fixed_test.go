@@ -260,14 +260,15 @@ func TestLocalDeliveryDropsItsOwnMessageFromBeforeTheSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tr.Close() })
+	reconnecting := nc.StatusChanged(nats.RECONNECTING)
+	defer nc.RemoveStatusListener(reconnecting)
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	deadline := time.Now().Add(transporttest.Timeout)
-	for nc.Status() != nats.RECONNECTING { // until then a publish may go to the dead socket
-		if time.Now().After(deadline) {
-			t.Fatalf("connection status %v", nc.Status())
-		}
-		time.Sleep(time.Millisecond)
+	select { // until then a publish may go to the dead socket
+	case <-reconnecting:
+	case <-time.After(transporttest.Timeout):
+		t.Fatalf("connection status %v", nc.Status())
 	}
 	if err := tr.Send(ackMsg(1)); err != nil { // to task 2, elsewhere: into the reconnect buffer
 		t.Fatal(err)
