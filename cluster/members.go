@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -32,6 +33,15 @@ type WorkerInfo struct {
 	// Topologies lists what it runs, as it says (the scheduler counts slots from the
 	// assignments, not from this).
 	Topologies []string `json:"topologies,omitempty"`
+	// Running maps each topology whose tasks the worker runs to the generation of
+	// its assignment it runs: the topology is running there again after a move once
+	// every worker of the new generation says so.
+	Running map[string]uint64 `json:"running,omitempty"`
+	// Refused maps each topology the worker refuses to the reason (not in its
+	// build, another fingerprint): the scheduler places that topology on other
+	// workers, and `gale cluster status` shows why. A refusal names the fingerprint
+	// it refused (Fingerprint.String), so a resubmitted topology is tried again.
+	Refused map[string]Refusal `json:"refused,omitempty"`
 	// Module is its build's module version.
 	Module string `json:"module"`
 	// Incarnation is unique to one run of one process: it tells a worker restarted
@@ -43,6 +53,26 @@ type WorkerInfo struct {
 	// are filled when read, not stored.
 	Beat     time.Time `json:"-"`
 	Revision uint64    `json:"-"`
+}
+
+// Refusal is why a worker does not run a topology submitted with a fingerprint.
+type Refusal struct {
+	Fingerprint string `json:"fingerprint"` // the refused submission's (Fingerprint.String)
+	Reason      string `json:"reason"`
+}
+
+// refuses reports whether w refuses topology name submitted with fingerprint fp.
+func (w *WorkerInfo) refuses(name string, fp Fingerprint) bool {
+	r, ok := w.Refused[name]
+	return ok && r.Fingerprint == fp.String()
+}
+
+// clone copies the maps and slices of w.
+func (w WorkerInfo) clone() WorkerInfo {
+	w.Topologies = slices.Clone(w.Topologies)
+	w.Running = maps.Clone(w.Running)
+	w.Refused = maps.Clone(w.Refused)
+	return w
 }
 
 // newIncarnation returns a random id for one run of a worker or scheduler.
@@ -87,7 +117,7 @@ func (s *Store) NewHeartbeat(info WorkerInfo) (*Heartbeat, error) {
 		return nil, fmt.Errorf("%w: worker %q has %d slots", ErrConfig, info.Name, info.Slots)
 	}
 	info.Incarnation = newIncarnation()
-	info.Topologies = slices.Clone(info.Topologies)
+	info = info.clone()
 	return &Heartbeat{s: s, info: info, dirty: make(chan struct{}, 1)}, nil
 }
 
@@ -95,9 +125,7 @@ func (s *Store) NewHeartbeat(info WorkerInfo) (*Heartbeat, error) {
 func (h *Heartbeat) Info() WorkerInfo {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w := h.info
-	w.Topologies = slices.Clone(w.Topologies)
-	return w
+	return h.info.clone()
 }
 
 // Rejoins counts the times this worker found its key expired (it was silent for a
@@ -114,6 +142,22 @@ func (h *Heartbeat) SetTopologies(names []string) {
 	h.mu.Lock()
 	h.info.Topologies = slices.Clone(names)
 	h.mu.Unlock()
+	h.touch()
+}
+
+// SetRunning says which topologies the worker runs, at which generation, and which
+// it refuses and why; written at once. Topologies becomes the names of running.
+func (h *Heartbeat) SetRunning(running map[string]uint64, refused map[string]Refusal) {
+	h.mu.Lock()
+	h.info.Running = maps.Clone(running)
+	h.info.Refused = maps.Clone(refused)
+	h.info.Topologies = slices.Sorted(maps.Keys(running))
+	h.mu.Unlock()
+	h.touch()
+}
+
+// touch asks Run to write the heartbeat now.
+func (h *Heartbeat) touch() {
 	select {
 	case h.dirty <- struct{}{}:
 	default:
@@ -340,7 +384,8 @@ func (m *members) apply(e jetstream.KeyValueEntry) (MemberEvent, bool) {
 	switch {
 	case !had || old.Incarnation != w.Incarnation:
 		return MemberEvent{Kind: Joined, Worker: w, At: e.Created()}, true
-	case old.Slots != w.Slots || old.Dedicated != w.Dedicated || !slices.Equal(old.Topologies, w.Topologies):
+	case old.Slots != w.Slots || old.Dedicated != w.Dedicated || !slices.Equal(old.Topologies, w.Topologies) ||
+		!maps.Equal(old.Running, w.Running) || !maps.Equal(old.Refused, w.Refused):
 		return MemberEvent{Kind: Changed, Worker: w, At: e.Created()}, true
 	}
 	return MemberEvent{Kind: Beat, Worker: w, At: e.Created()}, true

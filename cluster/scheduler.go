@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -442,7 +443,12 @@ func (sc *Scheduler) pass(ctx context.Context, ld *leader) error {
 		for _, o := range slices.Sorted(maps.Keys(occupied)) {
 			others = append(others, occupied[o])
 		}
-		next, perr := decide(ld.specs[name], rec, placement.Occupy(workers, others...))
+		ready, refusals := willing(workers, ld.members.live, ld.specs[name])
+		next, perr := decide(ld.specs[name], rec, placement.Occupy(ready, others...))
+		if perr != nil && refusals != "" {
+			perr = fmt.Errorf("%w (refused by %s)", perr, refusals)
+			next.Error = perr.Error()
+		}
 		if perr != nil {
 			sc.onEvent(Event{Kind: Refused, Epoch: ld.t.epoch, Topology: name, Err: perr})
 		}
@@ -481,6 +487,26 @@ func (sc *Scheduler) pass(ctx context.Context, ld *leader) error {
 	}
 	sc.onEvent(Event{Kind: Passed, Epoch: ld.t.epoch, Workers: len(workers), Writes: writes, Duration: s.cfg.Clock.Since(start)})
 	return nil
+}
+
+// willing returns the workers that do not refuse spec's topology as submitted (its
+// fingerprint): a worker whose build lacks it, or has another fingerprint of it,
+// says so in its heartbeat, and its tasks go to the others. refusals names the
+// others and their reasons, for a placement error.
+func willing(workers []placement.Worker, live map[string]WorkerInfo, spec *Spec) (ready []placement.Worker, refusals string) {
+	if spec == nil {
+		return workers, ""
+	}
+	ready = make([]placement.Worker, 0, len(workers))
+	var why []string
+	for _, w := range workers {
+		if info, ok := live[w.Name]; ok && info.refuses(spec.Topology, spec.Fingerprint) {
+			why = append(why, fmt.Sprintf("%s: %s", w.Name, info.Refused[spec.Topology].Reason))
+			continue
+		}
+		ready = append(ready, w)
+	}
+	return ready, strings.Join(why, "; ")
 }
 
 // decide returns a topology's next record given its spec (nil if it has none), its
@@ -536,6 +562,11 @@ func decide(spec *Spec, rec *Record, workers []placement.Worker) (*Record, error
 	}
 	if res.Changed {
 		next.Moved = len(res.Moves)
+	} else if rec != nil && rec.Inactive && !spec.Inactive && cur != nil {
+		// Activated: the workers drained and stopped the deactivated run, and start a
+		// new one; a new generation gives it subjects of its own, so nothing of the
+		// old run's is taken for the new one's.
+		a.Generation++
 	}
 	next.Assignment, next.Killed, next.Error, next.Short = a, false, "", res.Short
 	next.Fingerprint, next.Args, next.Want = spec.Fingerprint, slices.Clone(spec.Args), a.Want

@@ -259,23 +259,26 @@ func TestSchedulerPlacesAndReassigns(t *testing.T) {
 		t.Errorf("second submit of wc: %v, want ErrSubmitted", err)
 	}
 
-	// Deactivate and activate change the record, not the placement.
+	// Deactivate changes the record, not the placement; activate keeps the placement
+	// under a new generation, since the workers stopped the deactivated run and start
+	// a new one on subjects of its own.
 	if rec, err = client.Deactivate(ctx, "wc"); err != nil || !rec.Inactive || rec.Generation() != 3 {
 		t.Fatalf("deactivate: %+v %v", rec, err)
 	}
-	if rec, err = client.Activate(ctx, "wc"); err != nil || rec.Inactive || rec.Generation() != 3 {
+	if rec, err = client.Activate(ctx, "wc"); err != nil || rec.Inactive || rec.Generation() != 4 || perWorker(rec.Assignment)["w1"] != 2 ||
+		perWorker(rec.Assignment)["w2"] != 2 || perWorker(rec.Assignment)["w3"] != 2 {
 		t.Fatalf("activate: %+v %v", rec, err)
 	}
 
 	// Kill frees the slots (the record keeps the last assignment, for the workers to
 	// stop); a resubmit goes on from its generation.
-	if rec, err = client.Kill(ctx, "wc"); err != nil || !rec.Killed || rec.Generation() != 3 {
+	if rec, err = client.Kill(ctx, "wc"); err != nil || !rec.Killed || rec.Generation() != 4 {
 		t.Fatalf("kill: %+v %v", rec, err)
 	}
 	if rec, err = client.Submit(ctx, wcSpec(t, "other", 1)); err != nil || rec.Generation() != 1 || !slices.Equal(rec.Assignment.Workers, []string{"w1"}) {
 		t.Fatalf("other after wc's kill: %+v %v", rec, err)
 	}
-	if rec, err = client.Submit(ctx, spec); err != nil || rec.Generation() != 4 || !slices.Equal(rec.Assignment.Workers, []string{"w2", "w3"}) {
+	if rec, err = client.Submit(ctx, spec); err != nil || rec.Generation() != 5 || !slices.Equal(rec.Assignment.Workers, []string{"w2", "w3"}) {
 		t.Fatalf("wc submitted again: %+v %v", rec, err)
 	}
 	st, err := client.Status(ctx)
@@ -499,5 +502,48 @@ func TestSubmitWithoutScheduler(t *testing.T) {
 	}
 	if _, err := client.Rebalance(ctx, "nope", 2); !errors.Is(err, ErrNotSubmitted) {
 		t.Errorf("rebalance of a topology never submitted: %v", err)
+	}
+}
+
+// A worker that refuses a topology as submitted (its build lacks it, or has another
+// fingerprint) says so in its heartbeat: the scheduler moves its tasks to the
+// workers that do not refuse it, and refuses the topology once none is left. A
+// refusal of another fingerprint (an older submission) does not count.
+func TestSchedulerAvoidsRefusingWorkers(t *testing.T) {
+	url := runServer(t).ClientURL()
+	prefix := newPrefix()
+	client := openStore(t, url, Config{Prefix: prefix})
+	ev, _ := scheduler(t, openStore(t, url, Config{Prefix: prefix}), "s1")
+	ev.wait(t, 5*time.Second, "election", kind(Elected, ""))
+	w1 := startWorker(t, url, prefix, "w1", 1)
+	w2 := startWorker(t, url, prefix, "w2", 1)
+	waitWorkers(t, ev, 2)
+
+	ctx := ctxT(t, 60*time.Second)
+	spec := wcSpec(t, "wc", 2)
+	rec, err := client.Submit(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rec.Assignment.Workers, []string{"w1", "w2"}) {
+		t.Fatalf("submitted on %v, want w1 and w2", rec.Assignment.Workers)
+	}
+	// A refusal of another fingerprint changes nothing.
+	w2.h.SetRunning(nil, map[string]Refusal{"wc": {Fingerprint: "wc shape 0000 codec v1 module x", Reason: "old"}})
+	ev.wait(t, 10*time.Second, "pass after w2's stale refusal", kind(Passed, ""))
+	if rec, err = client.Record(ctx, "wc"); err != nil || rec.Generation() != 1 {
+		t.Fatalf("after a refusal of another fingerprint: %+v %v, want generation 1", rec, err)
+	}
+	// w2 refuses this submission: its tasks go to w1, under a new generation.
+	w2.h.SetRunning(nil, map[string]Refusal{"wc": {Fingerprint: spec.Fingerprint.String(), Reason: "cluster: topology not in this build"}})
+	wrote := ev.wait(t, 10*time.Second, "wc moved off w2", kind(Wrote, "wc"))
+	if a := wrote.Record.Assignment; a.Generation != 2 || !slices.Equal(a.Workers, []string{"w1"}) || perWorker(a)["w1"] != 6 {
+		t.Fatalf("after w2 refused: %+v", a)
+	}
+	// w1 refuses too: nobody is left, the record says so and keeps the assignment.
+	w1.h.SetRunning(nil, map[string]Refusal{"wc": {Fingerprint: spec.Fingerprint.String(), Reason: "fingerprint differs"}})
+	refused := ev.wait(t, 10*time.Second, "wc refused", kind(Refused, "wc"))
+	if refused.Err == nil || !strings.Contains(refused.Err.Error(), `no live worker (refused by w1: fingerprint differs; w2: cluster: topology not in this build)`) {
+		t.Errorf("refusal: %v", refused.Err)
 	}
 }

@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/topology"
+)
+
+// Env is what a registered topology is built with on a worker (or in the process
+// that submits it, to compute its fingerprint): the submit arguments, and the
+// cluster's connection for the state its tasks keep in JetStream.
+type Env struct {
+	// Topology is the name it was submitted under; Args its flags as submitted.
+	Topology string
+	Args     []string
+	// Worker names the process building it ("" in the submitter).
+	Worker string
+	// Conn and JS reach the cluster's NATS; Prefix is the cluster's (Config.Prefix),
+	// to name the topology's own buckets and streams after.
+	Conn   *nats.Conn
+	JS     jetstream.JetStream
+	Prefix string
+}
+
+// Deployment is a registered topology built for one run: what the engine starts.
+// Building it must not touch NATS or files; its tasks do that in Open and Prepare.
+type Deployment struct {
+	Topology *topology.Topology
+	Config   topology.Config
+	// Options are further engine options (the worker adds its transport and
+	// assignment).
+	Options []engine.Option
+	// Close, if set, is called once the engine has stopped.
+	Close func() error
+}
+
+// Factory builds a registered topology from its submit arguments. A bad argument
+// is an error naming it.
+type Factory func(ctx context.Context, env Env) (*Deployment, error)
+
+// ErrUnknownTopology: no topology of that name is registered in this build.
+var ErrUnknownTopology = errors.New("cluster: topology not in this build")
+
+// Registry holds the topologies compiled into a binary, by name: Go cannot ship
+// code the way Storm ships a jar, so a worker runs what its own build registered,
+// after checking that its fingerprint is the submitter's. Safe for concurrent use.
+type Registry struct {
+	mu sync.Mutex
+	m  map[string]Factory
+}
+
+// Register adds topology name. A name is letters, digits, '-' and '_' (it names
+// subjects and keys); registering one twice is an error.
+func (r *Registry) Register(name string, f Factory) error {
+	if err := checkName("topology", name); err != nil {
+		return err
+	}
+	if f == nil {
+		return fmt.Errorf("%w: topology %q registered without a factory", ErrConfig, name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]Factory{}
+	}
+	if _, ok := r.m[name]; ok {
+		return fmt.Errorf("%w: topology %q registered twice", ErrConfig, name)
+	}
+	r.m[name] = f
+	return nil
+}
+
+// Names lists the registered topologies, sorted.
+func (r *Registry) Names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.m))
+}
+
+// Build builds topology env.Topology with env.Args. An unregistered name is an
+// error wrapping ErrUnknownTopology that lists what the build has.
+func (r *Registry) Build(ctx context.Context, env Env) (*Deployment, error) {
+	r.mu.Lock()
+	f := r.m[env.Topology]
+	r.mu.Unlock()
+	if f == nil {
+		return nil, fmt.Errorf("%w: %q (this build has: %v)", ErrUnknownTopology, env.Topology, r.Names())
+	}
+	d, err := f(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("topology %q: %w", env.Topology, err)
+	}
+	if d == nil || d.Topology == nil {
+		return nil, fmt.Errorf("%w: topology %q: its factory returned no topology", ErrConfig, env.Topology)
+	}
+	return d, nil
+}
