@@ -1,0 +1,362 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/internal/leaktest"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+func TestMain(m *testing.M) { leaktest.Main(m) }
+
+func runServer(t testing.TB) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("nats server not ready in 10s")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+func connect(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.NoCallbacksAfterClientClose(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func openStore(t testing.TB, nc *nats.Conn) *cluster.Store {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := cluster.Open(ctx, js, cluster.Config{Prefix: "wt", HeartbeatTTL: time.Second, LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// source is a durable source shared by every spout task of the test topology,
+// wherever (whichever worker) it runs: numbers 0..n-1, each done once acked.
+type source struct {
+	mu      sync.Mutex
+	n       int
+	acked   map[int]bool
+	applied map[int]int
+	opens   int
+	done    chan struct{}
+}
+
+func newSource(n int) *source {
+	return &source{n: n, acked: map[int]bool{}, applied: map[int]int{}, done: make(chan struct{})}
+}
+
+type numSpout struct {
+	topology.BaseSpout
+	src  *source
+	todo []int
+}
+
+func (s *numSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
+	s.Out = out
+	s.src.mu.Lock()
+	defer s.src.mu.Unlock()
+	s.src.opens++
+	for i := s.src.n - 1; i >= 0; i-- {
+		if !s.src.acked[i] {
+			s.todo = append(s.todo, i)
+		}
+	}
+	return nil
+}
+
+func (s *numSpout) NextTuple() {
+	if n := len(s.todo); n > 0 {
+		i := s.todo[n-1]
+		s.todo = s.todo[:n-1]
+		s.Out.Emit(tuple.Values{i}, i)
+	}
+}
+
+func (s *numSpout) Ack(id any) {
+	s.src.mu.Lock()
+	defer s.src.mu.Unlock()
+	s.src.acked[id.(int)] = true
+	if len(s.src.acked) == s.src.n {
+		select {
+		case <-s.src.done:
+		default:
+			close(s.src.done)
+		}
+	}
+}
+
+func (s *numSpout) Fail(id any) { s.todo = append(s.todo, id.(int)) }
+
+type applyBolt struct {
+	topology.BaseBasicBolt
+	src *source
+}
+
+func (b *applyBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
+	b.src.mu.Lock()
+	b.src.applied[t.Value(0).(int)]++
+	b.src.mu.Unlock()
+	return nil
+}
+
+// numbers registers topology "nums" over src: nums (1 task) -> apply (par tasks).
+func numbers(reg *cluster.Registry, src *source, par int) {
+	if err := reg.Register("nums", func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
+		b := topology.NewBuilder()
+		b.SetSpout("nums", func() topology.Spout { return &numSpout{src: src} }, 1).Output("n")
+		b.SetBasicBolt("apply", func() topology.BasicBolt { return &applyBolt{src: src} }, par).FieldsGrouping("nums", "n")
+		topo, err := b.Build()
+		if err != nil {
+			return nil, err
+		}
+		cfg := topology.DefaultConfig()
+		cfg.MessageTimeout = 2 * time.Second
+		return &cluster.Deployment{Topology: topo, Config: cfg}, nil
+	}); err != nil {
+		panic(err)
+	}
+}
+
+// events collects a worker's events.
+type events struct{ ch chan Event }
+
+func (e *events) on(ev Event) {
+	select {
+	case e.ch <- ev:
+	default:
+		panic("worker test: event buffer full")
+	}
+}
+
+func (e *events) wait(t *testing.T, what string, match func(Event) bool) Event {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-e.ch:
+			if match(ev) {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s in 30s", what)
+		}
+	}
+}
+
+type testWorker struct {
+	w      *Worker
+	ev     *events
+	stop   func()
+	nc     *nats.Conn
+	runErr error
+}
+
+// startWorker runs a worker on its own connection until the test ends (or stop).
+func startWorker(t *testing.T, url, name string, reg *cluster.Registry) *testWorker {
+	t.Helper()
+	nc := connect(t, url)
+	ev := &events{ch: make(chan Event, 1024)}
+	w, err := New(Config{Name: name, Conn: nc, Store: openStore(t, nc), Registry: reg, OnEvent: ev.on, StopTimeout: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tw := &testWorker{w: w, ev: ev, nc: nc}
+	done := make(chan struct{})
+	go func() { defer close(done); tw.runErr = w.Run(ctx) }()
+	var once sync.Once
+	tw.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(tw.stop)
+	return tw
+}
+
+func isKind(k EventKind, gen uint64) func(Event) bool {
+	return func(e Event) bool { return e.Kind == k && (gen == 0 || e.Generation == gen) }
+}
+
+func submit(t *testing.T, st *cluster.Store, reg *cluster.Registry, want int) *cluster.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := reg.Build(ctx, cluster.Env{Topology: "nums"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Submit(ctx, cluster.Spec{Topology: "nums", Fingerprint: cluster.FingerprintOf("nums", d.Topology, d.Config),
+		Tasks: cluster.TasksOf(d.Topology, d.Config), Want: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// Three workers run one topology: each starts its part of generation 1 (the
+// tasks split between them), every tuple tree completes across them, and a kill
+// drains and stops it on all three.
+func TestWorkersRunAndKill(t *testing.T) {
+	url := runServer(t).ClientURL()
+	src := newSource(3000)
+	reg := &cluster.Registry{}
+	numbers(reg, src, 4)
+	ws := []*testWorker{startWorker(t, url, "w1", reg), startWorker(t, url, "w2", reg), startWorker(t, url, "w3", reg)}
+	client := openStore(t, connect(t, url))
+	waitLive(t, client, 3)
+	rec := submit(t, client, reg, 3)
+	if rec.Generation() != 1 || len(rec.Assignment.Workers) != 3 {
+		t.Fatalf("placed: %+v", rec.Assignment)
+	}
+	var all []int
+	for _, w := range ws {
+		ev := w.ev.wait(t, w.w.Name()+" started", isKind(Started, 1))
+		if want := cluster.HostOf(rec.Assignment, w.w.Name()); ev.Host != want {
+			t.Errorf("%s: host %d, want %d", w.w.Name(), ev.Host, want)
+		}
+		all = append(all, ev.Tasks...)
+	}
+	slices.Sort(all)
+	if want := len(rec.Assignment.Of); len(all) != want || all[0] != 1 || all[len(all)-1] != want {
+		t.Errorf("tasks started %v, want 1..%d once each", all, want)
+	}
+	select {
+	case <-src.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("not every tree completed: %d of %d acked", len(src.acked), src.n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client.Kill(ctx, "nums"); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		ev := w.ev.wait(t, w.w.Name()+" stopped", isKind(Stopped, 1))
+		if ev.Err != nil {
+			t.Errorf("%s stopped with %v", w.w.Name(), ev.Err)
+		}
+		if len(w.w.Runs()) != 0 {
+			t.Errorf("%s still runs %+v", w.w.Name(), w.w.Runs())
+		}
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	for i := range src.n {
+		if src.applied[i] < 1 {
+			t.Fatalf("number %d never applied", i)
+		}
+	}
+}
+
+// A worker whose build lacks the topology refuses it, says why in its heartbeat,
+// and the scheduler moves the topology to the worker that has it; deactivate
+// stops it there (drained), activate starts it again under a new generation.
+func TestWorkerRefusesAndScheduleMoves(t *testing.T) {
+	url := runServer(t).ClientURL()
+	src := newSource(100)
+	reg := &cluster.Registry{}
+	numbers(reg, src, 2)
+	// w0 has another build: an empty registry (its name sorts first, so placement
+	// picks it first).
+	w0 := startWorker(t, url, "w0", &cluster.Registry{})
+	w1 := startWorker(t, url, "w1", reg)
+	client := openStore(t, connect(t, url))
+	waitLive(t, client, 2)
+	// Submit may answer with generation 1 (on w0) or already with 2 (on w1).
+	rec := submit(t, client, reg, 1)
+	ev := w0.ev.wait(t, "w0 refuses", isKind(Refused, 1))
+	if ev.Err == nil || !errors.Is(ev.Err, cluster.ErrUnknownTopology) || !strings.Contains(ev.Err.Error(), `"nums" (this build has: [])`) {
+		t.Errorf("refusal: %v", ev.Err)
+	}
+	if r := w0.w.Info().Refused["nums"]; r.Fingerprint != rec.Fingerprint.String() || !strings.Contains(r.Reason, "not in this build") {
+		t.Errorf("w0's heartbeat says %+v", r)
+	}
+	started := w1.ev.wait(t, "w1 starts generation 2", isKind(Started, 2))
+	if started.Host != 1 {
+		t.Errorf("w1 is host %d", started.Host)
+	}
+	select {
+	case <-src.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("not every tree completed on w1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client.Deactivate(ctx, "nums"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := w1.ev.wait(t, "w1 stops (deactivated)", isKind(Stopped, 2)); !ev.Drained || ev.Err != nil {
+		t.Errorf("deactivate: drained %v, err %v", ev.Drained, ev.Err)
+	}
+	rec, err := client.Activate(ctx, "nums")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Generation() != 3 {
+		t.Errorf("activated at generation %d, want 3", rec.Generation())
+	}
+	w1.ev.wait(t, "w1 starts generation 3", isKind(Started, 3))
+	src.mu.Lock()
+	opens := src.opens
+	src.mu.Unlock()
+	if opens != 2 {
+		t.Errorf("the spout opened %d times, want 2 (generations 2 and 3)", opens)
+	}
+}
+
+// waitLive waits until n workers are live.
+func waitLive(t *testing.T, st *cluster.Store, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch, err := st.WatchWorkers(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{}
+	for ev := range ch {
+		live[ev.Worker.Name] = ev.Kind != cluster.Left
+		c := 0
+		for _, l := range live {
+			if l {
+				c++
+			}
+		}
+		if c >= n {
+			return
+		}
+	}
+	t.Fatalf("%d workers not live in 20s: %v", n, live)
+}
+
