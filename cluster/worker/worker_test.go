@@ -360,3 +360,57 @@ func waitLive(t *testing.T, st *cluster.Store, n int) {
 	t.Fatalf("%d workers not live in 20s: %v", n, live)
 }
 
+
+// A worker whose build has another fingerprint of the topology (here: another
+// parallelism of its bolt) refuses it, naming what differs; with no other worker,
+// the scheduler's record says who refused and why. A second topology finds no free
+// slot: its submit is refused with the reason.
+func TestWorkerRefusesOtherFingerprintAndFullSlots(t *testing.T) {
+	url := runServer(t).ClientURL()
+	src := newSource(10)
+	mine, theirs := &cluster.Registry{}, &cluster.Registry{}
+	numbers(mine, src, 2)
+	numbers(theirs, src, 3)
+	w1 := startWorker(t, url, "w1", theirs)
+	client := openStore(t, connect(t, url))
+	waitLive(t, client, 1)
+	submit(t, client, mine, 1)
+	ev := w1.ev.wait(t, "w1 refuses", isKind(Refused, 1))
+	if !errors.Is(ev.Err, cluster.ErrFingerprint) || !strings.Contains(ev.Err.Error(), "submitted nums (module (devel)): shape") {
+		t.Errorf("refusal: %v", ev.Err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := client.WatchRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rec := range recs {
+		if strings.Contains(rec.Error, "refused by w1: cluster: topology fingerprint mismatch") {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("no record naming w1's refusal")
+	}
+
+	// w2 has the same build as the submitter: it takes the topology and fills its
+	// one slot, so (w1 gone) another topology is refused.
+	w1.stop()
+	w2 := startWorker(t, url, "w2", mine)
+	w2.ev.wait(t, "w2 starts nums", isKind(Started, 0))
+	if err := mine.Register("more", func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
+		return mine.Build(ctx, cluster.Env{Topology: "nums"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := mine.Build(ctx, cluster.Env{Topology: "more"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Submit(ctx, cluster.Spec{Topology: "more", Fingerprint: cluster.FingerprintOf("more", d.Topology, d.Config),
+		Tasks: cluster.TasksOf(d.Topology, d.Config), Want: 1})
+	if !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), "w2 is full (its 1 slot runs nums)") {
+		t.Errorf("submit with no free slot: %v", err)
+	}
+}
