@@ -30,15 +30,17 @@
 // A newer generation, a kill, a deactivate, or the assignment no longer naming
 // this worker stops what runs, in one of two ways:
 //
-//   - Planned (a kill, deactivate or rebalance was asked for, and every worker of
-//     the running generation is live): a drain, bounded by Config.StopTimeout.
-//     The engine's Stop tells every other host of the generation, so they all
-//     drain together: spouts stop, trees in flight complete, then the tasks
-//     close. Nothing is replayed.
-//   - Otherwise (the scheduler moved tasks off a lost worker): at once. The lost
-//     worker's trees cannot complete, so the generation is cut off and the trees
-//     in flight abandoned, never failed; the spouts of the next generation replay
-//     them from their durable source (word count: the committed offsets).
+//   - Planned (every worker of the running generation is live, and this worker
+//     was not declared lost since it started it): a kill, deactivate or
+//     rebalance, or a worker joining. A drain, bounded by Config.StopTimeout:
+//     the engine's Stop tells every other host of the generation, so they all
+//     drain together (spouts stop, trees in flight complete, then the tasks
+//     close), and nothing is replayed.
+//   - Otherwise (the scheduler moved tasks off a lost worker, or this worker is
+//     the one that was lost and is back): at once. The lost worker's trees cannot
+//     complete, so the generation is cut off and the trees in flight abandoned,
+//     never failed; the spouts of the next generation replay them from their
+//     durable source (word count: the committed offsets).
 //
 // An engine that ends by itself (another host drained it) is not started again
 // until a newer record says so. When its context ends, a Worker drains what it

@@ -134,13 +134,14 @@ func (r *runner) apply(ctx context.Context, rec *cluster.Record) (retry bool) {
 	return true
 }
 
-// planned reports whether the change from what runs to rec is planned (a kill,
-// deactivate or rebalance asked for, every worker of the running generation still
-// live), so the running generation drains before it stops. A change the scheduler
-// made because a worker was lost is not: the lost worker's trees cannot complete,
-// so the generation is cut off at once and its spouts' sources replay.
+// planned reports whether the change from what runs to rec may drain the running
+// generation: only if every worker of it is live, and this worker was not itself
+// declared lost since it started it (its heartbeat expired: it was paused or cut
+// off, and the others cut that generation off already). A change the scheduler
+// made because a worker was lost is not planned: the lost worker's trees cannot
+// complete, so the generation is cut off at once and its spouts' sources replay.
 func (r *runner) planned(ctx context.Context, rec *cluster.Record) bool {
-	if rec == nil || !(rec.Killed || rec.Inactive || rec.Spec != r.cur.rec.Spec) {
+	if rec == nil || r.w.hb.Rejoins() != r.cur.rejoins {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.w.cfg.Store.Config().OpTimeout)

@@ -361,7 +361,7 @@ func (w *Worker) start(ctx context.Context, rec *cluster.Record) (*live, error) 
 		}
 	}
 	slices.Sort(mine)
-	l := &live{rec: rec, gen: gen, host: ea.Host, rt: rt, tr: tr, dep: dep, cancel: cancel, workers: rec.Assignment.Workers}
+	l := &live{rec: rec, gen: gen, host: ea.Host, rt: rt, tr: tr, dep: dep, cancel: cancel, workers: rec.Assignment.Workers, rejoins: w.hb.Rejoins()}
 	if w.cfg.OnStart != nil {
 		w.cfg.OnStart(rec.Topology, gen, rt)
 	}
@@ -385,6 +385,7 @@ type live struct {
 	dep     *cluster.Deployment
 	cancel  context.CancelFunc
 	workers []string
+	rejoins int // the heartbeat's Rejoins when it started
 }
 
 // stop stops a running generation: gracefully (a drain bounded by StopTimeout,
