@@ -103,6 +103,13 @@ type lineSpout struct {
 	acked   map[uint64]bool
 	replays []LinePos
 	line    []byte
+
+	// Cluster mode (cluster.go) only. start is the low watermark to resume from, an
+	// OccurrenceID (0: the beginning): Open seeks there. lowMoved, if set, is called
+	// on the task goroutine each time the low watermark advances, with the new one.
+	start    uint64
+	lowMoved func(low uint64)
+	lowSeen  uint64
 }
 
 func (s *lineSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
@@ -121,7 +128,52 @@ func (s *lineSpout) Open(ctx context.Context, tc topology.TaskContext, out topol
 	} else {
 		s.eof = true
 	}
+	if s.start > 0 {
+		if err := s.seek(s.start); err != nil {
+			s.Close()
+			return fmt.Errorf("wordcount: resume at %d:%d: %w", s.start>>40, s.start&(1<<40-1), err)
+		}
+	}
+	s.lowSeen = s.low()
 	return nil
+}
+
+// seek makes pos, the OccurrenceID of a line's start (a committed low watermark),
+// the next line to read: every line before it was acked by an earlier incarnation.
+// OccurrenceID(len(files), 0) is the end of the input.
+func (s *lineSpout) seek(pos uint64) error {
+	fi, off := int(pos>>40), int64(pos&(1<<40-1))
+	if fi == len(s.files) && off == 0 {
+		s.cur, s.off, s.eof = fi, 0, true
+		return nil
+	}
+	if fi >= len(s.files) {
+		return fmt.Errorf("beyond the %d input files", len(s.files))
+	}
+	st, err := s.files[fi].Stat()
+	if err != nil {
+		return err
+	}
+	if off > st.Size() {
+		return fmt.Errorf("%s has %d bytes: it changed since the offset was committed", s.files[fi].Name(), st.Size())
+	}
+	if _, err := s.files[fi].Seek(off, io.SeekStart); err != nil {
+		return err
+	}
+	s.cur, s.off = fi, off
+	s.rd.Reset(s.files[fi])
+	return nil
+}
+
+// noteLow calls lowMoved if the low watermark advanced since it was last told.
+func (s *lineSpout) noteLow() {
+	if s.lowMoved == nil {
+		return
+	}
+	if l := s.low(); l > s.lowSeen {
+		s.lowSeen = l
+		s.lowMoved(l)
+	}
 }
 
 // low is the smallest id of a line emitted and not acked, or the next id to read.
@@ -176,6 +228,7 @@ func (s *lineSpout) NextTuple() {
 			s.eof = true
 		}
 	}
+	s.noteLow()
 	if s.head == len(s.order) && len(s.replays) == 0 {
 		s.p.finish()
 	}
@@ -252,6 +305,7 @@ func (s *lineSpout) ack(id uint64) {
 		s.order = append(s.order[:0], s.order[s.head:]...)
 		s.head = 0
 	}
+	s.noteLow()
 }
 
 func (s *lineSpout) Ack(msgID any) {
@@ -346,18 +400,25 @@ func (b *splitBolt) Cleanup() error { return nil }
 
 // countBolt counts each word occurrence once. Its counts are its own until Cleanup
 // hands them to the run's results.
+//
+// It is a plain Bolt that acks each input at the end of its Execute, as a BasicBolt
+// would: cluster mode's count (changelogCount, which acks only once an occurrence's
+// changelog batch is stored) must be a plain Bolt, and the two modes' topologies have
+// the same shape, component kinds included, so that their fingerprints are equal.
 type countBolt struct {
 	failures
 	tracked bool       // acker tasks run: lines may be replayed
 	results *results   // the end-of-run hand-off, written once, in Cleanup
 	in      fieldIndex // word, pos, off
+	out     topology.OutputCollector
 	counts  map[string]uint64
 	seen    *Occurrences
 	dups    uint64
 }
 
-func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext) error {
+func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
 	b.prepare(tc)
+	b.out = out
 	b.in.names = []string{"word", "pos", "off"}
 	b.counts = map[string]uint64{}
 	if b.tracked {
@@ -366,7 +427,15 @@ func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext) error 
 	return nil
 }
 
-func (b *countBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
+func (b *countBolt) Execute(t *tuple.Tuple) {
+	if err := b.execute(t); err != nil {
+		_ = b.out.FailWith(t, err)
+		return
+	}
+	_ = b.out.Ack(t)
+}
+
+func (b *countBolt) execute(t *tuple.Tuple) error {
 	at := b.in.of(t)
 	word := t.Value(at[0]).(string)
 	pos := t.Value(at[1]).([]uint64) // line_id, low
@@ -445,7 +514,7 @@ func (j *job) build() (*topology.Topology, error) {
 	}
 	b.SetBasicBolt("split", func() topology.BasicBolt { return &splitBolt{failures: fail} }, par).
 		ShuffleGrouping(from).Output(splitFields...)
-	b.SetBasicBolt("count", func() topology.BasicBolt {
+	b.SetBolt("count", func() topology.Bolt {
 		return &countBolt{failures: fail, tracked: o.Config.Ackers > 0, results: &j.results}
 	}, par).FieldsGrouping("split", "word")
 	return b.Build()
