@@ -25,6 +25,25 @@
 // In a multi-process run that hand-off is the topology's sink. (The spout's progress
 // counters and end signal are read by Run too: the spout reads the input files, so it
 // runs in Run's process.)
+//
+// # Cluster mode
+//
+// NewClusterTopology builds the same topology (same shape, so the same fingerprint)
+// for tasks spread over worker processes, any of which may die and have its tasks
+// started again elsewhere; its state lives in JetStream, not in the tasks
+// (cluster.go, changelog.go). The spout commits its low watermark (every line before
+// it acked) to key "<Run>.lines" of KV bucket Bucket, off its task goroutine, with a
+// compare-and-set on the revision it last read or wrote, so a stale incarnation is
+// refused; a spout starting elsewhere resumes reading at the committed low. Each
+// count task appends the occurrences it applies, in batches, to its own subject
+// "wordcount.changelog.<Bucket>.<Run>.<task index>" of stream "<Bucket>-changelog",
+// and rebuilds its counts and its Occurrences from that subject when it starts.
+// The counts are exactly once: a count task acks an occurrence only once the batch
+// holding it (its first application, for a duplicate) is stored, so every line
+// below a committed low has all its occurrences in the changelogs, and every other
+// line is read again by the spout; an occurrence stored twice (by a stale task, or
+// a write whose answer was lost) is dropped by its occurrence id, when a task
+// restores and when ReadClusterCounts sums the changelogs.
 package wordcount
 
 import (
