@@ -24,7 +24,9 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(wordcountCmd(), serveCmd(), ingestCmd(), ordersCmd(), benchCmd(), topCmd(), sinkCmd(), logCmd(), natsCmd())
+	root.AddCommand(wordcountCmd(), serveCmd(), ingestCmd(), ordersCmd(), benchCmd(), topCmd(), sinkCmd(), logCmd(), natsCmd(),
+		workerCmd(), submitCmd(), clusterCmd())
+	root.AddCommand(stormActionCmds()...)
 	return root
 }
 

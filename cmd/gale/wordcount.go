@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,6 +44,11 @@ func wordcountCmd() *cobra.Command {
 		logLevel   string
 		logFormat  string
 		linger     time.Duration
+		workers    int
+		killAfter  time.Duration
+		hbTTL      time.Duration
+		keepLogs   bool
+		pauseAfter time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "wordcount [FILE...]",
@@ -84,6 +90,34 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 				return fmt.Errorf("--max-pending %d: must be >= 0 (0 = unlimited)", maxPending)
 			case timeout < topology.MinMessageTimeout:
 				return fmt.Errorf("--timeout %v: must be at least %v", timeout, topology.MinMessageTimeout)
+			}
+			if workers < 0 {
+				return fmt.Errorf("--workers %d: must be >= 1 (0 runs in this process)", workers)
+			}
+			if workers == 0 && (killAfter > 0 || pauseAfter > 0) {
+				return errors.New("--kill-worker and --pause-worker need --workers")
+			}
+			if killAfter > 0 && pauseAfter > 0 {
+				return errors.New("--kill-worker and --pause-worker: choose one")
+			}
+			if workers > 0 {
+				if ackers < 1 {
+					return fmt.Errorf("--ackers %d: a run on workers needs at least 1, to replay what a lost worker held", ackers)
+				}
+				logger, err := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
+				if err != nil {
+					return err
+				}
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				if pauseAfter > 0 {
+					killAfter = pauseAfter
+				}
+				d := &clusterDemo{files: files, workers: workers, killAfter: killAfter, pause: pauseAfter > 0, hbTTL: hbTTL, top: top,
+					asJSON: asJSON, outFile: outFile, out: cmd.OutOrStdout(), errw: cmd.ErrOrStderr(), logger: logger, keepLogs: keepLogs,
+					args: []string{fmt.Sprintf("--fail-rate=%v", failRate), fmt.Sprintf("--seed=%d", seed), fmt.Sprintf("--ackers=%d", ackers),
+						fmt.Sprintf("--max-pending=%d", maxPending), fmt.Sprintf("--timeout=%v", timeout)}}
+				return d.run(ctx)
 			}
 			cfg := topology.DefaultConfig()
 			cfg.Ackers = ackers
@@ -201,6 +235,11 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr; debug logs failed and timed-out trees, and every tuple of sampled trees, with their root ids)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.DurationVar(&linger, "ui-linger", 0, "with --ui, keep serving the UI this long after the job is done and its summary printed (0: the UI stops with the job)")
+	f.IntVar(&workers, "workers", 0, "run on this many `gale worker` child processes over an embedded NATS on loopback (0: in this process)")
+	f.DurationVar(&killAfter, "kill-worker", 0, "with --workers, kill -9 the worker running the spout this long after the submit, and report the failover")
+	f.DurationVar(&pauseAfter, "pause-worker", 0, "with --workers, SIGSTOP the worker running the spout this long after the submit, past its heartbeat, and SIGCONT it once its tasks run elsewhere (it must be fenced off)")
+	f.DurationVar(&hbTTL, "heartbeat-ttl", 3*time.Second, "with --workers, how long a silent worker stays live (and the scheduler's lease)")
+	f.BoolVar(&keepLogs, "keep-logs", false, "with --workers, keep the workers' logs and the NATS store (their directory is printed)")
 	uif.register(f, "the job")
 	return cmd
 }

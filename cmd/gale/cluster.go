@@ -1,0 +1,573 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cluster/natsnode"
+	"github.com/gale-stream/gale/cluster/placement"
+	"github.com/gale-stream/gale/cluster/worker"
+)
+
+// clusterFlags are how every cluster command reaches the cluster: the NATS URL,
+// credentials as nats.go takes them, and the cluster's prefix.
+type clusterFlags struct {
+	url      string
+	natsData string // an embedded node's data directory: its gale.nk
+	creds    string // a .creds file (JWT + nkey) of a real cluster
+	nkey     string // an nkey seed file
+	prefix   string
+	replicas int
+	hbTTL    time.Duration
+	leaseTTL time.Duration
+	timeout  time.Duration
+}
+
+func (c *clusterFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&c.url, "nats", "nats://127.0.0.1:4222", "NATS URL(s), comma-separated")
+	f.StringVar(&c.natsData, "nats-data", natsnode.DefaultDataDir, "data directory of the embedded node (gale nats --data): its credentials DATA/gale.nk are used if present and no --creds/--nkey is given")
+	f.StringVar(&c.creds, "creds", "", "NATS credentials file (JWT and nkey, as nats.go's UserCredentials takes it)")
+	f.StringVar(&c.nkey, "nkey", "", "NATS nkey seed file")
+	f.StringVar(&c.prefix, "prefix", cluster.DefaultPrefix, "the cluster's prefix: its KV buckets and every subject start with it")
+	f.IntVar(&c.replicas, "replicas", 0, "copies of the cluster's KV buckets when creating them (0: 1; 3 on a three-node cluster)")
+	f.DurationVar(&c.hbTTL, "heartbeat-ttl", 0, "a worker not heard from this long is lost (when creating the buckets; 0: 3s)")
+	f.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the scheduler's lease (when creating the buckets; 0: 3s)")
+	f.DurationVar(&c.timeout, "timeout", 30*time.Second, "how long the command waits for the cluster")
+}
+
+// natsOptions returns the connection options the flags name.
+func (c *clusterFlags) natsOptions(name string) ([]nats.Option, error) {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	switch {
+	case c.creds != "":
+		opts = append(opts, nats.UserCredentials(c.creds))
+	case c.nkey != "":
+		o, err := nats.NkeyOptionFromSeed(c.nkey)
+		if err != nil {
+			return nil, fmt.Errorf("--nkey %s: %w", c.nkey, err)
+		}
+		opts = append(opts, o)
+	default:
+		if _, err := os.Stat(natsnode.CredentialsFile(c.natsData)); err == nil {
+			o, err := natsnode.ClientOptions(c.natsData)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, o...)
+		}
+	}
+	return opts, nil
+}
+
+// connect connects to the cluster and binds its state.
+func (c *clusterFlags) connect(ctx context.Context, name string) (*nats.Conn, *cluster.Store, error) {
+	opts, err := c.natsOptions(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(c.url, opts...)
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) {
+			return nil, nil, fmt.Errorf("NATS at %s refused the credentials (give --nats-data of the embedded node, --creds or --nkey): %w", c.url, err)
+		}
+		return nil, nil, fmt.Errorf("NATS at %s: %w", c.url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	st, err := cluster.Open(octx, js, cluster.Config{Prefix: c.prefix, Replicas: c.replicas, HeartbeatTTL: c.hbTTL, LeaseTTL: c.leaseTTL})
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("the cluster's state at %s: %w", c.url, err)
+	}
+	return nc, st, nil
+}
+
+func workerCmd() *cobra.Command {
+	var (
+		cf               clusterFlags
+		name             string
+		slots            int
+		dedicated        bool
+		noScheduler      bool
+		stopTimeout      time.Duration
+		logLevel, logFmt string
+	)
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Join a gale cluster on NATS and run the tasks it assigns to this process",
+		Long: `Join a gale cluster on NATS and run whatever tasks the scheduler assigns to this
+worker, until SIGINT or SIGTERM (then its tasks drain, and the cluster moves them).
+
+Topologies are Go code compiled into this binary (` + strings.Join(registry().Names(), ", ") + `): a worker whose build
+lacks a submitted topology, or has another fingerprint of it, refuses it and says
+why (gale cluster status), and the scheduler places it on other workers.
+
+Every worker also stands for scheduler: one at a time holds a lease in JetStream KV,
+and another takes over when it is lost. A worker not heard from for the heartbeat
+TTL (3 s by default) is lost and its tasks run elsewhere. Restarting a dead worker
+process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel, logFmt)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			nc, st, err := cf.connect(ctx, "gale worker "+name)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			w, err := worker.New(worker.Config{Name: name, Slots: slots, Dedicated: dedicated, Conn: nc, Store: st,
+				Registry: registry(), NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger})
+			if err != nil {
+				return err
+			}
+			logger.Info("worker joining", "name", w.Name(), "nats", nc.ConnectedUrlRedacted(), "prefix", st.Config().Prefix, "slots", slots, "topologies", registry().Names())
+			return w.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	cf.register(f)
+	f.StringVar(&name, "name", "", "this worker's name, unique among live workers (default: host name and pid)")
+	f.IntVar(&slots, "slots", 1, "how many topologies this worker runs at once")
+	f.BoolVar(&dedicated, "dedicated", false, "take only tasks pinned to this worker")
+	f.BoolVar(&noScheduler, "no-scheduler", false, "never hold the scheduler's lease")
+	f.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "bound on draining a topology's trees on a planned stop")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFmt, "log-format", "text", "text or json")
+	return cmd
+}
+
+// splitSubmitArgs takes submit's own flags out of args; the first other word is the
+// topology, and the rest are its flags.
+func splitSubmitArgs(f *pflag.FlagSet, args []string) (own []string, topo string, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") {
+			name := strings.TrimLeft(a, "-")
+			name, _, hasVal := strings.Cut(name, "=")
+			var fl *pflag.Flag
+			if strings.HasPrefix(a, "--") {
+				fl = f.Lookup(name)
+			} else if len(name) == 1 {
+				fl = f.ShorthandLookup(name)
+			}
+			if fl != nil {
+				own = append(own, a)
+				if !hasVal && fl.NoOptDefVal == "" {
+					if i+1 >= len(args) {
+						return nil, "", nil, fmt.Errorf("flag %s needs a value", a)
+					}
+					i++
+					own = append(own, args[i])
+				}
+				continue
+			}
+			if topo == "" {
+				return nil, "", nil, fmt.Errorf("unknown flag %s before the topology's name (gale submit [flags] TOPOLOGY [its flags])", a)
+			}
+			rest = append(rest, a)
+			continue
+		}
+		if topo == "" {
+			topo = a
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return own, topo, rest, nil
+}
+
+func submitCmd() *cobra.Command {
+	var (
+		cf      clusterFlags
+		workers int
+		noWait  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit [flags] TOPOLOGY [flags of the topology]",
+		Short: "Submit a topology compiled into this binary to a gale cluster",
+		Long: `Submit a topology to the cluster's scheduler, which places its tasks evenly on
+--workers workers; wait until every one of them runs its part, and print where each
+task runs. Topologies in this build: ` + strings.Join(registry().Names(), ", ") + `.
+
+The topology's own flags follow its name, e.g.
+  gale submit --workers 3 wordcount --fail-rate 0.05 testdata/books/*.txt
+and every worker builds the topology with them; a worker whose build differs
+(another fingerprint) refuses it and says why.`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			own, topo, rest, err := splitSubmitArgs(f, args)
+			if err != nil {
+				return err
+			}
+			if err := f.Parse(own); err != nil {
+				return err
+			}
+			if help, _ := f.GetBool("help"); help {
+				return cmd.Help()
+			}
+			if topo == "" {
+				return fmt.Errorf("name the topology to submit (this build has: %s)", strings.Join(registry().Names(), ", "))
+			}
+			if workers < 0 {
+				return fmt.Errorf("--workers %d: must be >= 1", workers)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rest, err = normalizeArgs(topo, rest)
+			if err != nil {
+				return err
+			}
+			nc, st, err := cf.connect(ctx, "gale submit")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			rec, comps, err := submitTopology(ctx, nc, st, topo, rest, workers, cf.timeout, !noWait, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			printAssignment(cmd.OutOrStdout(), rec, comps)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	cf.register(f)
+	f.IntVar(&workers, "workers", 1, "how many workers to spread the topology over")
+	f.BoolVar(&noWait, "no-wait", false, "return once placed, without waiting for the workers to run it")
+	f.BoolP("help", "h", false, "help for submit")
+	return cmd
+}
+
+// submitTopology builds topo with args in this build (its fingerprint, and its
+// setup: the streams and buckets its tasks keep state in), submits it, and waits
+// for the scheduler's placement and, if wait, for every assigned worker to run it.
+func submitTopology(ctx context.Context, nc *nats.Conn, st *cluster.Store, topo string, args []string, workers int, timeout time.Duration, wait bool, progress io.Writer) (*cluster.Record, map[int]string, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	dep, err := registry().Build(ctx, cluster.Env{Topology: topo, Args: args, Conn: nc, JS: js, Prefix: st.Config().Prefix})
+	if err != nil {
+		return nil, nil, err
+	}
+	if dep.Close != nil {
+		defer dep.Close()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if setup, ok := deploymentSetup[topo]; ok {
+		if err := setup(ctx, js, st.Config().Prefix, args); err != nil {
+			return nil, nil, fmt.Errorf("topology %s: setting up its state: %w", topo, err)
+		}
+	}
+	tasks := cluster.TasksOf(dep.Topology, dep.Config)
+	rec, err := st.Submit(ctx, cluster.Spec{Topology: topo, Fingerprint: cluster.FingerprintOf(topo, dep.Topology, dep.Config),
+		Tasks: tasks, Want: workers, Args: args})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, nil, fmt.Errorf("no answer from the cluster's scheduler in %v (is a gale worker running against %s?): %w", timeout, nc.ConnectedUrlRedacted(), err)
+		}
+		return nil, nil, err
+	}
+	if !wait {
+		return rec, componentsOf(tasks), nil
+	}
+	rec, err = awaitRunning(ctx, st, rec, progress)
+	return rec, componentsOf(tasks), err
+}
+
+// awaitRunning waits until every worker of rec's generation says it runs it (its
+// heartbeat), following newer records; a worker's refusal is printed, and an error
+// once the scheduler cannot place the topology on the others.
+func awaitRunning(ctx context.Context, st *cluster.Store, rec *cluster.Record, progress io.Writer) (*cluster.Record, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	members, err := st.WatchWorkers(wctx, false)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.WatchRecords(wctx)
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]cluster.WorkerInfo{}
+	told := map[string]bool{}
+	for {
+		if rec.Killed {
+			return nil, fmt.Errorf("topology %s was killed while starting", rec.Topology)
+		}
+		if rec.Error != "" {
+			return nil, fmt.Errorf("%w: %s", cluster.ErrRefused, rec.Error)
+		}
+		all := rec.Assignment != nil
+		if rec.Assignment != nil {
+			for _, w := range rec.Assignment.Workers {
+				info := live[w]
+				if r, ok := info.Refused[rec.Topology]; ok && r.Fingerprint == rec.Fingerprint.String() && !told[w] {
+					told[w] = true
+					fmt.Fprintf(progress, "gale: worker %s refused %s: %s\n", w, rec.Topology, r.Reason)
+				}
+				if info.Running[rec.Topology] != rec.Generation() {
+					all = false
+				}
+			}
+		}
+		if all {
+			return rec, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("topology %s placed (generation %d) but not running on every worker within the timeout: %w", rec.Topology, rec.Generation(), ctx.Err())
+		case ev, ok := <-members:
+			if !ok {
+				return nil, ctx.Err()
+			}
+			if ev.Kind == cluster.Left {
+				delete(live, ev.Worker.Name)
+			} else {
+				live[ev.Worker.Name] = ev.Worker
+			}
+		case r, ok := <-recs:
+			if !ok {
+				return nil, ctx.Err()
+			}
+			if r.Topology == rec.Topology && r.Revision >= rec.Revision {
+				rec = r
+			}
+		}
+	}
+}
+
+// printAssignment prints where each task of rec runs; comps names each task's
+// component (nil: ids only).
+func printAssignment(w io.Writer, rec *cluster.Record, comps map[int]string) {
+	a := rec.Assignment
+	if a == nil {
+		fmt.Fprintf(w, "%s: not placed\n", rec.Topology)
+		return
+	}
+	fmt.Fprintf(w, "%s: generation %d on %d workers (fingerprint %s)\n", rec.Topology, a.Generation, len(a.Workers), rec.Fingerprint)
+	writeTasks(w, a, comps)
+}
+
+func writeTasks(w io.Writer, a *placement.Assignment, comps map[int]string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  WORKER\tTASKS")
+	for _, wk := range a.Workers {
+		fmt.Fprintf(tw, "  %s\t%s\n", wk, describeTasks(a.Tasks(wk), comps))
+	}
+	tw.Flush()
+}
+
+// describeTasks lists task ids by component: "lines[1] split[2 3] __acker[6]".
+func describeTasks(ids []int, comps map[int]string) string {
+	slices.Sort(ids)
+	if comps == nil {
+		return fmt.Sprint(ids)
+	}
+	var order []string
+	by := map[string][]int{}
+	for _, id := range ids {
+		c := comps[id]
+		if _, ok := by[c]; !ok {
+			order = append(order, c)
+		}
+		by[c] = append(by[c], id)
+	}
+	var parts []string
+	for _, c := range order {
+		parts = append(parts, fmt.Sprintf("%s%v", c, by[c]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// componentsOf maps task ids to component names.
+func componentsOf(tasks []placement.Task) map[int]string {
+	m := make(map[int]string, len(tasks))
+	for _, t := range tasks {
+		m[t.ID] = t.Component
+	}
+	return m
+}
+
+func clusterCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "cluster", Short: "Look at a gale cluster on NATS"}
+	var cf clusterFlags
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the cluster's workers, its scheduler and its topologies",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, st, err := cf.connect(cmd.Context(), "gale cluster status")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			s, err := st.Status(ctx)
+			if err != nil {
+				return err
+			}
+			writeStatus(cmd.OutOrStdout(), s, time.Now())
+			return nil
+		},
+	}
+	cf.register(status.Flags())
+	cmd.AddCommand(status)
+	return cmd
+}
+
+// writeStatus prints a cluster's status as `gale cluster status` shows it.
+func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
+	if s.Lease != nil {
+		fmt.Fprintf(w, "scheduler: %s (since %s)\n", s.Lease.Holder, s.Lease.Since.Format(time.RFC3339))
+	} else {
+		fmt.Fprintln(w, "scheduler: none (no worker holds the lease)")
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tHOST\tPID\tUPTIME\tBEAT AGE\tSLOTS\tRUNNING\tREFUSED")
+	for _, wi := range s.Workers {
+		var run []string
+		for _, t := range slices.Sorted(maps.Keys(wi.Running)) {
+			run = append(run, fmt.Sprintf("%s@g%d", t, wi.Running[t]))
+		}
+		var ref []string
+		for _, t := range slices.Sorted(maps.Keys(wi.Refused)) {
+			ref = append(ref, t+": "+wi.Refused[t].Reason)
+		}
+		slots := fmt.Sprint(wi.Slots)
+		if wi.Dedicated {
+			slots += " (dedicated)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", wi.Name, wi.Host, wi.PID,
+			now.Sub(wi.Started).Round(time.Second), now.Sub(wi.Beat).Round(10*time.Millisecond), slots,
+			dash(strings.Join(run, " ")), dash(strings.Join(ref, "; ")))
+	}
+	tw.Flush()
+	if len(s.Records) == 0 {
+		fmt.Fprintln(w, "no topologies")
+		return
+	}
+	for _, r := range s.Records {
+		state := "active"
+		switch {
+		case r.Killed:
+			state = "killed"
+		case r.Inactive:
+			state = "inactive"
+		}
+		fmt.Fprintf(w, "\ntopology %s: %s, generation %d, want %d workers, fingerprint %s\n", r.Topology, state, r.Generation(), r.Want, r.Fingerprint)
+		if r.Error != "" {
+			fmt.Fprintf(w, "  last request refused: %s\n", r.Error)
+		}
+		if r.Short > 0 {
+			fmt.Fprintf(w, "  short of %d workers (no free slots); a later pass fills the gap\n", r.Short)
+		}
+		if r.Assignment != nil && !r.Killed {
+			var comps map[int]string
+			for _, sp := range s.Specs {
+				if sp.Topology == r.Topology {
+					comps = componentsOf(sp.Tasks)
+				}
+			}
+			writeTasks(w, r.Assignment, comps)
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// actionCmd is one of Storm's actions on a submitted topology.
+func actionCmd(use, short string, act func(ctx context.Context, st *cluster.Store, topo string, workers int) (*cluster.Record, error), withWorkers bool) *cobra.Command {
+	var (
+		cf      clusterFlags
+		workers int
+	)
+	cmd := &cobra.Command{
+		Use:   use + " TOPOLOGY",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, st, err := cf.connect(cmd.Context(), "gale "+use)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			rec, err := act(ctx, st, args[0], workers)
+			if err != nil {
+				return err
+			}
+			if use == "rebalance" {
+				if rec, err = awaitRunning(ctx, st, rec, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+				printAssignment(cmd.OutOrStdout(), rec, nil)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s (generation %d)\n", rec.Topology, use, rec.Generation())
+			return nil
+		},
+	}
+	cf.register(cmd.Flags())
+	if withWorkers {
+		cmd.Flags().IntVar(&workers, "workers", 0, "run on this many workers (0: as many as now, evened over the live workers)")
+	}
+	return cmd
+}
+
+func stormActionCmds() []*cobra.Command {
+	return []*cobra.Command{
+		actionCmd("kill", "Stop a topology on every worker (its trees drain first) and free its slots",
+			func(ctx context.Context, st *cluster.Store, t string, _ int) (*cluster.Record, error) { return st.Kill(ctx, t) }, false),
+		actionCmd("deactivate", "Stop a topology's spouts: its workers drain its trees and stop it, keeping its placement",
+			func(ctx context.Context, st *cluster.Store, t string, _ int) (*cluster.Record, error) {
+				return st.Deactivate(ctx, t)
+			}, false),
+		actionCmd("activate", "Run a deactivated topology again",
+			func(ctx context.Context, st *cluster.Store, t string, _ int) (*cluster.Record, error) {
+				return st.Activate(ctx, t)
+			}, false),
+		actionCmd("rebalance", "Move a topology's tasks over --workers workers: drain, move, resume",
+			func(ctx context.Context, st *cluster.Store, t string, n int) (*cluster.Record, error) {
+				return st.Rebalance(ctx, t, n)
+			}, true),
+	}
+}
