@@ -21,7 +21,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "measure gale on this machine"}
-	c.AddCommand(benchIngestCmd())
+	c.AddCommand(benchIngestCmd(), benchClusterCmd())
 	return c
 }
 
