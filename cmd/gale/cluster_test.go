@@ -111,3 +111,34 @@ func TestWordcountWorkerPaused(t *testing.T) {
 		t.Fatalf("exact %v, resumes %d, failover %+v", r.Exact, r.Resumes, *fo)
 	}
 }
+
+// Three workers on a three-node JetStream cluster (every bucket and stream
+// replicated 3 times), one node shut down mid-run: the workers and this process
+// reconnect to the others, the stream and bucket leaders move, and the counts are
+// exact.
+func TestWordcountNATSNodeLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node cluster run takes about 15 s")
+	}
+	var r struct {
+		demoResult
+		Nodes  int    `json:"nats_nodes"`
+		Killed string `json:"nats_node_shut_down"`
+	}
+	var out, errw bytes.Buffer
+	d := &clusterDemo{workers: 3, natsNodes: 3, killNATS: time.Second, hbTTL: 2 * time.Second,
+		args: []string{"--fail-rate=0.05", "--ackers=2", "--timeout=5s"},
+		out:  &out, errw: &errw, asJSON: true, spawn: childSpawner, files: books(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := d.run(ctx); err != nil {
+		t.Fatalf("demo: %v\nstdout: %s\nstderr: %s", err, out.String(), errw.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	t.Logf("summary: %s", out.String())
+	if !r.Exact || r.Nodes != 3 || !strings.HasPrefix(r.Killed, "n3 at ") {
+		t.Fatalf("exact %v, %d nodes, shut down %q", r.Exact, r.Nodes, r.Killed)
+	}
+}

@@ -49,6 +49,8 @@ func wordcountCmd() *cobra.Command {
 		hbTTL      time.Duration
 		keepLogs   bool
 		pauseAfter time.Duration
+		natsNodes  int
+		killNATS   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "wordcount [FILE...]",
@@ -94,8 +96,8 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 			if workers < 0 {
 				return fmt.Errorf("--workers %d: must be >= 1 (0 runs in this process)", workers)
 			}
-			if workers == 0 && (killAfter > 0 || pauseAfter > 0) {
-				return errors.New("--kill-worker and --pause-worker need --workers")
+			if workers == 0 && (killAfter > 0 || pauseAfter > 0 || killNATS > 0) {
+				return errors.New("--kill-worker, --pause-worker and --kill-nats need --workers")
 			}
 			if killAfter > 0 && pauseAfter > 0 {
 				return errors.New("--kill-worker and --pause-worker: choose one")
@@ -113,7 +115,13 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 				if pauseAfter > 0 {
 					killAfter = pauseAfter
 				}
-				d := &clusterDemo{files: files, workers: workers, killAfter: killAfter, pause: pauseAfter > 0, hbTTL: hbTTL, top: top,
+				if natsNodes != 1 && natsNodes != 3 {
+					return fmt.Errorf("--nats-nodes %d: 1 or 3", natsNodes)
+				}
+				if killNATS > 0 && natsNodes < 3 {
+					return errors.New("--kill-nats needs --nats-nodes 3")
+				}
+				d := &clusterDemo{files: files, workers: workers, killAfter: killAfter, pause: pauseAfter > 0, natsNodes: natsNodes, killNATS: killNATS, hbTTL: hbTTL, top: top,
 					asJSON: asJSON, outFile: outFile, out: cmd.OutOrStdout(), errw: cmd.ErrOrStderr(), logger: logger, keepLogs: keepLogs,
 					args: []string{fmt.Sprintf("--fail-rate=%v", failRate), fmt.Sprintf("--seed=%d", seed), fmt.Sprintf("--ackers=%d", ackers),
 						fmt.Sprintf("--max-pending=%d", maxPending), fmt.Sprintf("--timeout=%v", timeout)}}
@@ -238,6 +246,8 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 	f.IntVar(&workers, "workers", 0, "run on this many `gale worker` child processes over an embedded NATS on loopback (0: in this process)")
 	f.DurationVar(&killAfter, "kill-worker", 0, "with --workers, kill -9 the worker running the spout this long after the submit, and report the failover")
 	f.DurationVar(&pauseAfter, "pause-worker", 0, "with --workers, SIGSTOP the worker running the spout this long after the submit, past its heartbeat, and SIGCONT it once its tasks run elsewhere (it must be fenced off)")
+	f.IntVar(&natsNodes, "nats-nodes", 1, "with --workers, embedded NATS nodes: 1, or 3 (a JetStream cluster, every bucket and stream replicated 3 times)")
+	f.DurationVar(&killNATS, "kill-nats", 0, "with --nats-nodes 3, shut one NATS node down this long after the submit")
 	f.DurationVar(&hbTTL, "heartbeat-ttl", 3*time.Second, "with --workers, how long a silent worker stays live (and the scheduler's lease)")
 	f.BoolVar(&keepLogs, "keep-logs", false, "with --workers, keep the workers' logs and the NATS store (their directory is printed)")
 	uif.register(f, "the job")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,8 @@ type clusterDemo struct {
 	workers    int
 	killAfter  time.Duration
 	pause      bool // SIGSTOP the worker instead of SIGKILL, and SIGCONT it once its tasks run elsewhere
+	natsNodes  int           // 1, or 3 for a JetStream cluster with every bucket and stream replicated 3 times
+	killNATS   time.Duration // shut one NATS node down this long after the submit
 	hbTTL      time.Duration
 	top        int
 	asJSON     bool
@@ -69,6 +72,8 @@ type childWorker struct {
 
 // demoOutcome is what a run on workers measured.
 type demoOutcome struct {
+	natsNodes  int
+	natsKilled string // the NATS node shut down mid-run, and when
 	first   *cluster.Record
 	comps   map[int]string
 	counts  *wordcount.ClusterCounts
@@ -93,9 +98,9 @@ func (d *clusterDemo) run(ctx context.Context) error {
 		}
 	}
 	if d.asJSON {
-		err = d.writeJSON(o.first, o.comps, o.counts, o.commit, o.exact, o.elapsed, o.placed, o.fo)
+		err = d.writeJSON(o)
 	} else {
-		d.writeSummary(o.first, o.comps, o.counts, o.commit, o.exact, o.elapsed, o.placed, o.fo)
+		d.writeSummary(o)
 	}
 	if err != nil {
 		return err
@@ -120,20 +125,27 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 	if d.keepLogs {
 		fmt.Fprintf(d.errw, "gale: the workers' logs and the NATS store are kept in %s\n", dir)
 	}
-	natsDir := filepath.Join(dir, "nats")
-	node, err := natsnode.Start(ctx, natsnode.Config{DataDir: natsDir, Host: "127.0.0.1", Port: -1})
+	nodes, err := startDemoNodes(ctx, dir, max(d.natsNodes, 1))
+	defer func() {
+		for _, n := range nodes {
+			n.Shutdown()
+			n.WaitForShutdown()
+		}
+	}()
 	if err != nil {
-		return nil, fmt.Errorf("embedded NATS: %w", err)
+		return nil, err
 	}
-	defer func() { node.Shutdown(); node.WaitForShutdown() }()
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = node.Ready(rctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("embedded NATS not ready: %w", err)
+	natsDir := nodes[0].DataDir() // every node has the first one's credentials
+	var urls []string
+	for _, n := range nodes {
+		urls = append(urls, n.ClientURL())
 	}
-	url := node.ClientURL()
-	cf := clusterFlags{url: url, natsData: natsDir, prefix: cluster.DefaultPrefix, hbTTL: d.hbTTL, leaseTTL: d.hbTTL, timeout: 60 * time.Second}
+	url := strings.Join(urls, ",")
+	replicas := 1
+	if len(nodes) >= 3 {
+		replicas = 3
+	}
+	cf := clusterFlags{url: url, natsData: natsDir, prefix: cluster.DefaultPrefix, replicas: replicas, hbTTL: d.hbTTL, leaseTTL: d.hbTTL, timeout: 60 * time.Second}
 	nc, st, err := cf.connect(ctx, "gale wordcount --workers")
 	if err != nil {
 		return nil, err
@@ -160,7 +172,7 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 		return nil, err
 	}
 
-	args, err := normalizeArgs("wordcount", append(slices.Clone(d.args), d.files...))
+	args, err := normalizeArgs("wordcount", append(append(slices.Clone(d.args), fmt.Sprintf("--state-replicas=%d", replicas)), d.files...))
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +219,13 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 		defer t.Stop()
 		killC = t.C
 	}
+	var natsKillC <-chan time.Time
+	if d.killNATS > 0 && len(nodes) > 1 {
+		t := time.NewTimer(d.killNATS)
+		defer t.Stop()
+		natsKillC = t.C
+	}
+	var natsKilled string
 	live := map[string]cluster.WorkerInfo{}
 	var fo *failover
 	var killedAt time.Time
@@ -229,6 +248,11 @@ wait:
 			}
 			commit = m.c
 			break wait
+		case <-natsKillC:
+			// The last node: the first holds the credentials file the others copied.
+			n := nodes[len(nodes)-1]
+			natsKilled = fmt.Sprintf("%s at %v", n.Name(), time.Since(start).Round(time.Millisecond))
+			n.Shutdown()
 		case <-killC:
 			victim := spoutWorker(rec, comps)
 			for _, c := range children {
@@ -320,7 +344,7 @@ wait:
 		}
 	}
 	children = nil
-	return &demoOutcome{first: first, comps: comps, counts: &counts, commit: commit, exact: maps.Equal(counts.Counts, want),
+	return &demoOutcome{natsNodes: len(nodes), natsKilled: natsKilled, first: first, comps: comps, counts: &counts, commit: commit, exact: maps.Equal(counts.Counts, want),
 		elapsed: elapsed, placed: placed, fo: fo, cpu: cpu, selfCPU: selfCPU() - selfStart}, nil
 }
 
@@ -331,6 +355,48 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// startDemoNodes starts n embedded NATS nodes with JetStream on loopback: one, or a
+// cluster routed all to all (the route ports reserved first), the others with the
+// first's credentials; it returns once JetStream has a meta leader.
+func startDemoNodes(ctx context.Context, dir string, n int) ([]*natsnode.Node, error) {
+	var routes []string
+	var ports []int
+	if n > 1 {
+		for range n {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+			routes = append(routes, l.Addr().String())
+			l.Close()
+		}
+	}
+	var nodes []*natsnode.Node
+	for i := range n {
+		cfg := natsnode.Config{DataDir: filepath.Join(dir, fmt.Sprintf("nats%d", i+1)), Host: "127.0.0.1", Port: -1}
+		if n > 1 {
+			cfg.ServerName, cfg.ClusterHost, cfg.ClusterPort, cfg.Routes = fmt.Sprintf("n%d", i+1), "127.0.0.1", ports[i], routes
+			if i > 0 {
+				cfg.CredentialsFrom = nodes[0].CredentialsFile()
+			}
+		}
+		node, err := natsnode.Start(ctx, cfg)
+		if err != nil {
+			return nodes, fmt.Errorf("embedded NATS node %d: %w", i+1, err)
+		}
+		nodes = append(nodes, node)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for _, node := range nodes {
+		if err := node.Ready(rctx); err != nil {
+			return nodes, fmt.Errorf("embedded NATS not ready: %w", err)
+		}
+	}
+	return nodes, nil
 }
 
 // spoutWorker names the worker running word count's spout task.
@@ -440,10 +506,15 @@ func waitWorkers(ctx context.Context, st *cluster.Store, n int, children []*chil
 	}
 }
 
-func (d *clusterDemo) writeSummary(first *cluster.Record, comps map[int]string, c *wordcount.ClusterCounts, commit wordcount.ClusterCommit, exact bool, elapsed, placed time.Duration, fo *failover) {
+func (d *clusterDemo) writeSummary(o *demoOutcome) {
+	first, comps, c, commit, exact, elapsed, placed, fo := o.first, o.comps, o.counts, o.commit, o.exact, o.elapsed, o.placed, o.fo
 	w := d.out
 	p := func(label, value string) { fmt.Fprintf(w, "%-22s %s\n", label, value) }
-	fmt.Fprintf(w, "word count on %d worker processes (embedded NATS on loopback), generation %d:\n", d.workers, first.Generation())
+	nodes := "an embedded NATS node"
+	if o.natsNodes > 1 {
+		nodes = fmt.Sprintf("a cluster of %d embedded NATS nodes, every bucket and stream replicated 3 times", o.natsNodes)
+	}
+	fmt.Fprintf(w, "word count on %d worker processes (%s, loopback), generation %d:\n", d.workers, nodes, first.Generation())
 	writeTasks(w, first.Assignment, comps)
 	p("words", grouped(c.Words))
 	p("distinct words", grouped(uint64(len(c.Counts))))
@@ -456,6 +527,9 @@ func (d *clusterDemo) writeSummary(first *cluster.Record, comps map[int]string, 
 		p("counts", "exact (equal to a one-goroutine count of the same files)")
 	} else {
 		p("counts", "NOT EXACT: they differ from a one-goroutine count of the same files")
+	}
+	if o.natsKilled != "" {
+		p("NATS node shut down", o.natsKilled)
 	}
 	if fo != nil {
 		what := "kill -9"
@@ -487,7 +561,8 @@ func durOr(d time.Duration, none string) string {
 	return d.Round(time.Millisecond).String()
 }
 
-func (d *clusterDemo) writeJSON(first *cluster.Record, comps map[int]string, c *wordcount.ClusterCounts, commit wordcount.ClusterCommit, exact bool, elapsed, placed time.Duration, fo *failover) error {
+func (d *clusterDemo) writeJSON(o *demoOutcome) error {
+	first, comps, c, commit, exact, elapsed, placed, fo := o.first, o.comps, o.counts, o.commit, o.exact, o.elapsed, o.placed, o.fo
 	where := map[string]string{}
 	for _, wk := range first.Assignment.Workers {
 		where[wk] = describeTasks(first.Assignment.Tasks(wk), comps)
@@ -498,7 +573,10 @@ func (d *clusterDemo) writeJSON(first *cluster.Record, comps map[int]string, c *
 		"replays": commit.Replays, "spout_resumes": commit.Resumes,
 		"wall_seconds": elapsed.Seconds(), "placed_seconds": placed.Seconds(),
 		"words_per_second": perSecond(c.Words, elapsed), "exact": exact,
-		"top": topWords(c.Counts, d.top),
+		"top": topWords(c.Counts, d.top), "nats_nodes": o.natsNodes,
+	}
+	if o.natsKilled != "" {
+		out["nats_node_shut_down"] = o.natsKilled
 	}
 	if fo != nil {
 		out["failover"] = map[string]any{
