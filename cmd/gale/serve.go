@@ -35,6 +35,10 @@ type serveFlags struct {
 	lineageSample float64
 	dedupeWindow  time.Duration
 	processedWait time.Duration
+	// gale serve --nats: the bolts on a cluster's workers.
+	cluster    clusterFlags
+	workers    int
+	workerName string
 }
 
 func (f *serveFlags) register(c *cobra.Command, addr string) {
@@ -164,6 +168,14 @@ Endpoints:
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
+			if f.cluster.url != "" {
+				nc, st, err := f.cluster.connect(ctx, "gale serve")
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: f.workerName, Workers: f.workers, Timeout: f.cluster.timeout}
+			}
 			s, err := serve.Start(context.Background(), o)
 			if errors.Is(err, eventlog.ErrDamaged) {
 				return fmt.Errorf("%w\nthe log is damaged: `gale log check --data %s` says what is intact; `gale log salvage --data %s` starts from it and records what is lost",
@@ -196,6 +208,9 @@ Endpoints:
 	}
 	f.register(c, "127.0.0.1:8080")
 	f.registerNetwork(c)
+	f.cluster.registerAs(c.Flags(), "nats-timeout", "")
+	c.Flags().IntVar(&f.workers, "workers", 1, "with --nats, how many gale workers run the pipeline's bolts")
+	c.Flags().StringVar(&f.workerName, "worker-name", "", "with --nats, this process's worker name (default serve-HOST)")
 	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
 	return c
 }

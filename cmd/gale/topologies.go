@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/examples/wordcount"
 	"github.com/gale-stream/gale/topology"
 )
@@ -25,8 +26,12 @@ var (
 
 func registry() *cluster.Registry {
 	registryOnce.Do(func() {
-		if err := theRegistry.Register("wordcount", wordcountFactory); err != nil {
-			panic(err)
+		for name, f := range map[string]cluster.Factory{"wordcount": wordcountFactory,
+			// gale serve --nats: its pipelines' bolts (the log spout stays in serve).
+			"orders": serve.WorkerFactory, "events": serve.WorkerFactory} {
+			if err := theRegistry.Register(name, f); err != nil {
+				panic(err)
+			}
 		}
 	})
 	return &theRegistry

@@ -7,8 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -27,20 +27,20 @@ import (
 // child processes on loopback, word count submitted to them, and (with
 // --kill-worker) one of them kill -9'd mid-run.
 type clusterDemo struct {
-	files      []string
-	args       []string // word count's flags but the files
-	workers    int
-	killAfter  time.Duration
-	pause      bool // SIGSTOP the worker instead of SIGKILL, and SIGCONT it once its tasks run elsewhere
-	natsNodes  int           // 1, or 3 for a JetStream cluster with every bucket and stream replicated 3 times
-	killNATS   time.Duration // shut one NATS node down this long after the submit
-	hbTTL      time.Duration
-	top        int
-	asJSON     bool
-	outFile    string
-	out, errw  io.Writer
-	logger     *slog.Logger
-	keepLogs   bool
+	files     []string
+	args      []string // word count's flags but the files
+	workers   int
+	killAfter time.Duration
+	pause     bool          // SIGSTOP the worker instead of SIGKILL, and SIGCONT it once its tasks run elsewhere
+	natsNodes int           // 1, or 3 for a JetStream cluster with every bucket and stream replicated 3 times
+	killNATS  time.Duration // shut one NATS node down this long after the submit
+	hbTTL     time.Duration
+	top       int
+	asJSON    bool
+	outFile   string
+	out, errw io.Writer
+	logger    *slog.Logger
+	keepLogs  bool
 	// spawn makes the command of a worker child process from its arguments (default:
 	// this executable with them; tests run their own binary as gale).
 	spawn func(args []string) *exec.Cmd
@@ -74,14 +74,14 @@ type childWorker struct {
 type demoOutcome struct {
 	natsNodes  int
 	natsKilled string // the NATS node shut down mid-run, and when
-	first   *cluster.Record
-	comps   map[int]string
-	counts  *wordcount.ClusterCounts
-	commit  wordcount.ClusterCommit
-	exact   bool
-	elapsed time.Duration // submit to the spout's last commit
-	placed  time.Duration // submit to every worker running it
-	fo      *failover
+	first      *cluster.Record
+	comps      map[int]string
+	counts     *wordcount.ClusterCounts
+	commit     wordcount.ClusterCommit
+	exact      bool
+	elapsed    time.Duration // submit to the spout's last commit
+	placed     time.Duration // submit to every worker running it
+	fo         *failover
 	// cpu is the CPU time of the worker processes (user and system, from their exit
 	// status) and of this process (the NATS node, the watchers) during the run.
 	cpu, selfCPU time.Duration
@@ -587,5 +587,3 @@ func (d *clusterDemo) writeJSON(o *demoOutcome) error {
 	}
 	return json.NewEncoder(d.out).Encode(out)
 }
-
-

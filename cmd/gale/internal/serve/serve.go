@@ -59,6 +59,8 @@ type Options struct {
 	// SeparateMarkSync gives the log's high-water mark its own fdatasync even
 	// where it could ride the WAL's flush (eventlog.Options.SeparateMarkSync).
 	SeparateMarkSync bool
+	// Cluster, if set, runs the pipeline's bolts on gale workers (gale serve --nats).
+	Cluster *Cluster
 
 	tap func(*topology.Topology) // tests: sees the topology before it starts
 }
@@ -86,6 +88,18 @@ type Server struct {
 	done     chan error
 	stopHist context.CancelFunc
 	histDone chan struct{}
+	cluster  *clusterRun // gale serve --nats
+}
+
+// runtime is the running topology: with a cluster, the generation this process
+// runs now.
+func (s *Server) runtime() *engine.Runtime {
+	if s.cluster != nil {
+		if rt := s.cluster.runtime(); rt != nil {
+			return rt
+		}
+	}
+	return s.Runtime
 }
 
 // Start opens everything and starts serving. On error what was opened is closed.
@@ -179,45 +193,45 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if tc.Logger == nil {
 		tc.Logger = o.Logger
 	}
-	var topo *topology.Topology
+	parts := pipelineParts{spout: s.Service.Spout(), db: s.DB, sinkCounters: s.SinkCounters, health: s.SinkHealth, orders: o.Orders}
 	if o.Pipeline == "orders" {
-		oo := orders.DefaultOptions()
-		if o.Orders != nil {
-			oo = *o.Orders
+		parts.counters = &orders.Counters{}
+		if o.Orders != nil && o.Orders.Counters != nil {
+			parts.counters = o.Orders.Counters
 		}
-		// A join half waits longer than its tree can live (orders.Options.HoldFor).
-		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
-		oo.DB, oo.SinkCounters, oo.SinkHealth = s.DB, s.SinkCounters, s.SinkHealth
-		oo.MessageTimeout = tc.MessageTimeout // the sink's waits stay under it
-		if oo.Counters == nil {
-			oo.Counters = &orders.Counters{}
-		}
-		s.OrdersCounters = oo.Counters
-		topo, err = orders.Build(s.Service.Spout(), oo)
-	} else {
-		topo, err = events.Build(s.Service.Spout(), sink.Options{DB: s.DB, Counters: s.SinkCounters,
-			Health: s.SinkHealth, MessageTimeout: tc.MessageTimeout})
-	}
-	if err != nil {
-		return nil, err
-	}
-	if o.tap != nil {
-		o.tap(topo)
+		s.OrdersCounters = parts.counters
 	}
 	if o.Lineage == nil {
 		if o.Lineage, err = lineage.New(lineage.DefaultConfig()); err != nil {
 			return nil, err
 		}
 	}
-	s.Runtime, err = engine.Start(ctx, topo, tc, engine.WithLineage(o.Lineage))
-	if err != nil {
-		return nil, err
+	if o.Cluster != nil {
+		// The bolts run on the cluster's workers; this process runs the spout (and an
+		// SQLite sink), generation after generation.
+		if s.cluster, err = s.startCluster(ctx, o, tc, parts); err != nil {
+			return nil, err
+		}
+		closers = append(closers, s.cluster.stop)
+		s.Runtime = s.cluster.runtime()
+	} else {
+		topo, err := buildPipeline(&pipelineFlags{pipeline: o.Pipeline}, tc, parts)
+		if err != nil {
+			return nil, err
+		}
+		if o.tap != nil {
+			o.tap(topo)
+		}
+		s.Runtime, err = engine.Start(ctx, topo, tc, engine.WithLineage(o.Lineage))
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() {
+			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.Runtime.Stop(c)
+		})
 	}
-	closers = append(closers, func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Runtime.Stop(c)
-	})
 	name := o.Pipeline
 	if name == "" {
 		name = "events"
@@ -243,10 +257,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	guard.AllowHosts(allowedHosts(o.Net, o.Addr, s.bound))
 	hopts := o.HTTP
 	hopts.Admit = guard.Admit
-	rt := s.Runtime
 	hopts.Ready = func() error {
 		select {
-		case <-rt.Done():
+		case <-s.runtime().Done():
 			return errors.New("the topology stopped")
 		default:
 			return nil
@@ -263,7 +276,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.http = httpServer(im.Wrap(guard.Wrap(mux)), o.Net)
 	hctx, stopHist := context.WithCancel(context.Background())
 	s.stopHist, s.histDone = stopHist, make(chan struct{})
-	go func() { defer close(s.histDone); s.UI.History().Run(hctx, rt.Stats) }()
+	go func() {
+		defer close(s.histDone)
+		s.UI.History().Run(hctx, func() engine.Stats { return s.runtime().Stats() })
+	}()
 	go func() { s.done <- s.http.Serve(s.ln) }()
 	return s, nil
 }
@@ -282,8 +298,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	<-s.done
 	s.stopHist()
 	<-s.histDone
-	rerr := s.Runtime.Stop(ctx)
-	<-s.Runtime.Done()
+	var rerr error
+	if s.cluster != nil {
+		s.cluster.stop() // every worker drains the pipeline, this process's spout too
+	} else {
+		rerr = s.Runtime.Stop(ctx)
+		<-s.Runtime.Done()
+	}
 	serr := s.Service.Close()
 	lerr := s.Log.Close()
 	derr := s.DB.Close()

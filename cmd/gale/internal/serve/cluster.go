@@ -1,0 +1,304 @@
+package serve
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
+
+	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cluster/worker"
+	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/pipelines/events"
+	"github.com/gale-stream/gale/pipelines/orders"
+	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/topology"
+)
+
+// Cluster runs the pipeline's bolts on gale workers (gale serve --nats): the log
+// spout stays in this process, which owns the log, as a dedicated worker that only
+// takes the tasks pinned to it; the other tasks go to the cluster's workers. A
+// PostgreSQL sink runs on the workers; an SQLite sink (a file of this machine) stays
+// pinned here. Answers and statuses are the same as in one process: a tree
+// completes, and the event is PROCESSED, when the sink on a worker has committed.
+type Cluster struct {
+	Conn  *nats.Conn
+	Store *cluster.Store
+	// Name is this process's worker name (default "serve-" and the host name).
+	Name string
+	// Workers is how many workers run the bolts (default 1).
+	Workers int
+	// Timeout bounds the wait for the workers to run the pipeline (default 60 s).
+	Timeout time.Duration
+}
+
+// pipelineFlags are what a worker builds the pipeline with, as this serve does:
+// the submit arguments.
+type pipelineFlags struct {
+	pipeline   string
+	sinkURL    string
+	timeout    time.Duration
+	maxPending int
+	ackers     int
+}
+
+func (p *pipelineFlags) args() []string {
+	return []string{"--pipeline=" + p.pipeline, "--sink=" + p.sinkURL, "--timeout=" + p.timeout.String(),
+		fmt.Sprintf("--max-pending=%d", p.maxPending), fmt.Sprintf("--ackers=%d", p.ackers)}
+}
+
+func parsePipelineFlags(args []string) (*pipelineFlags, error) {
+	p := &pipelineFlags{}
+	f := pflag.NewFlagSet("serve pipeline", pflag.ContinueOnError)
+	f.StringVar(&p.pipeline, "pipeline", "", "events or orders")
+	f.StringVar(&p.sinkURL, "sink", "", "the sink database")
+	f.DurationVar(&p.timeout, "timeout", 30*time.Second, "message timeout")
+	f.IntVar(&p.maxPending, "max-pending", 5000, "max spout pending")
+	f.IntVar(&p.ackers, "ackers", 1, "acker tasks")
+	if err := f.Parse(args); err != nil {
+		return nil, err
+	}
+	if p.pipeline != "events" && p.pipeline != "orders" {
+		return nil, fmt.Errorf("--pipeline %q: want events or orders", p.pipeline)
+	}
+	if p.sinkURL == "" {
+		return nil, errors.New("no --sink")
+	}
+	return p, nil
+}
+
+func (p *pipelineFlags) config() topology.Config {
+	tc := topology.DefaultConfig()
+	tc.MessageTimeout, tc.MaxSpoutPending, tc.Ackers = p.timeout, p.maxPending, p.ackers
+	return tc
+}
+
+// isPostgres tells a PostgreSQL sink URL (run on the workers) from SQLite (pinned).
+func isPostgres(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+// pipelineParts are what differs between serve's build of the pipeline and a
+// worker's: the spout, the database and the counters.
+type pipelineParts struct {
+	spout        func() topology.Spout
+	db           *sink.DB
+	counters     *orders.Counters
+	sinkCounters *sink.Counters
+	health       *sink.Health
+	orders       *orders.Options // serve's tweaks (tests); nil: the defaults
+}
+
+// buildPipeline builds the pipeline's topology: the one function serve and the
+// workers both use, so their fingerprints match.
+func buildPipeline(p *pipelineFlags, tc topology.Config, parts pipelineParts) (*topology.Topology, error) {
+	if p.pipeline == "orders" {
+		oo := orders.DefaultOptions()
+		if parts.orders != nil {
+			oo = *parts.orders
+		}
+		// A join half waits longer than its tree can live (orders.Options.HoldFor).
+		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
+		oo.DB, oo.SinkCounters, oo.SinkHealth = parts.db, parts.sinkCounters, parts.health
+		oo.MessageTimeout = tc.MessageTimeout // the sink's waits stay under it
+		oo.Counters = parts.counters
+		if oo.Counters == nil {
+			oo.Counters = &orders.Counters{}
+		}
+		return orders.Build(parts.spout, oo)
+	}
+	return events.Build(parts.spout, sink.Options{DB: parts.db, Counters: parts.sinkCounters,
+		Health: parts.health, MessageTimeout: tc.MessageTimeout})
+}
+
+// WorkerFactory builds serve's pipeline on a gale worker (register it under the
+// pipeline's name, "orders" and "events"): every task but the log spout, which is
+// pinned to the serve process and refuses to open elsewhere; with a PostgreSQL
+// sink the worker writes to it, while an SQLite sink is pinned to serve too and
+// its database is never opened here.
+func WorkerFactory(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
+	p, err := parsePipelineFlags(env.Args)
+	if err != nil {
+		return nil, err
+	}
+	tc := p.config()
+	var db *sink.DB
+	var closeDB func() error
+	if isPostgres(p.sinkURL) && env.Worker != "" {
+		if db, err = sink.Open(ctx, p.sinkURL); err != nil {
+			return nil, err
+		}
+		closeDB = db.Close
+	} else {
+		db = pinnedDB(p.sinkURL)
+	}
+	topo, err := buildPipeline(p, tc, pipelineParts{spout: func() topology.Spout { return &remoteLogSpout{} }, db: db,
+		sinkCounters: &sink.Counters{}, health: sink.NewHealth(nil)})
+	if err != nil {
+		if closeDB != nil {
+			_ = closeDB()
+		}
+		return nil, err
+	}
+	return &cluster.Deployment{Topology: topo, Config: tc, Close: closeDB}, nil
+}
+
+// remoteLogSpout stands for the log spout in a worker's build: the spout is pinned
+// to the serve process that owns the log, so opening it here is a placement bug.
+type remoteLogSpout struct{ topology.BaseSpout }
+
+func (*remoteLogSpout) NextTuple() {}
+
+func (*remoteLogSpout) Open(context.Context, topology.TaskContext, topology.SpoutCollector) error {
+	return errors.New("serve: the log spout runs only in the gale serve process that owns the log (it is pinned there)")
+}
+
+// pinnedDB is a sink database that is not this process's to open: every use fails,
+// naming why. The sink's tasks are pinned to the serve process.
+func pinnedDB(url string) *sink.DB {
+	return &sink.DB{SQL: sql.OpenDB(pinnedConnector{url}), Dialect: sink.SQLite}
+}
+
+type pinnedConnector struct{ url string }
+
+func (c pinnedConnector) Connect(context.Context) (driver.Conn, error) {
+	return nil, fmt.Errorf("serve: the SQLite sink %s is written only by the gale serve process (its tasks are pinned there)", c.url)
+}
+func (c pinnedConnector) Driver() driver.Driver { return pinnedDriver{c} }
+
+type pinnedDriver struct{ c pinnedConnector }
+
+func (d pinnedDriver) Open(string) (driver.Conn, error) { return d.c.Connect(context.Background()) }
+
+// clusterRun is serve's part of a pipeline run across workers.
+type clusterRun struct {
+	w      *worker.Worker
+	cancel context.CancelFunc
+	done   chan error
+	store  *cluster.Store
+	name   string
+
+	mu      sync.Mutex
+	rt      *engine.Runtime // the generation this process runs now
+	started chan struct{}   // closed at the first start
+	once    sync.Once
+}
+
+// startCluster submits the pipeline to the cluster with its spout (and an SQLite
+// sink) pinned to this process, runs this process's worker, and returns once every
+// worker runs it.
+func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config, parts pipelineParts) (*clusterRun, error) {
+	c := o.Cluster
+	if c.Name == "" {
+		host, _ := os.Hostname()
+		c.Name = "serve-" + host
+	}
+	if c.Workers <= 0 {
+		c.Workers = 1
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 60 * time.Second
+	}
+	p := &pipelineFlags{pipeline: o.Pipeline, sinkURL: o.SinkURL, timeout: tc.MessageTimeout, maxPending: tc.MaxSpoutPending, ackers: tc.Ackers}
+	local := &cluster.Registry{}
+	build := func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
+		q, err := parsePipelineFlags(env.Args)
+		if err != nil {
+			return nil, err
+		}
+		topo, err := buildPipeline(q, tc, parts)
+		if err != nil {
+			return nil, err
+		}
+		return &cluster.Deployment{Topology: topo, Config: tc}, nil
+	}
+	if err := local.Register(o.Pipeline, build); err != nil {
+		return nil, err
+	}
+	d, err := build(ctx, cluster.Env{Topology: o.Pipeline, Args: p.args()})
+	if err != nil {
+		return nil, err
+	}
+	tasks := cluster.TasksOf(d.Topology, d.Config)
+	pins := map[int]string{}
+	for _, t := range tasks {
+		if t.Component == orders.SpoutID || (!isPostgres(o.SinkURL) && t.Component == sinkComponent(o.Pipeline)) {
+			pins[t.ID] = c.Name
+		}
+	}
+	cr := &clusterRun{store: c.Store, name: o.Pipeline, started: make(chan struct{})}
+	w, err := worker.New(worker.Config{Name: c.Name, Slots: 1, Dedicated: true, Conn: c.Conn, Store: c.Store, Registry: local,
+		Logger: o.Logger, StopTimeout: tc.ShutdownTimeout,
+		OnStart: func(_ string, _ uint64, rt *engine.Runtime) {
+			cr.mu.Lock()
+			cr.rt = rt
+			cr.mu.Unlock()
+			cr.once.Do(func() { close(cr.started) })
+		}})
+	if err != nil {
+		return nil, err
+	}
+	cr.w = w
+	wctx, cancel := context.WithCancel(context.Background())
+	cr.cancel, cr.done = cancel, make(chan error, 1)
+	go func() { cr.done <- w.Run(wctx) }()
+	ok := false
+	defer func() {
+		if !ok {
+			cr.stop()
+		}
+	}()
+	sctx, scancel := context.WithTimeout(ctx, c.Timeout)
+	defer scancel()
+	_, err = c.Store.Submit(sctx, cluster.Spec{Topology: o.Pipeline, Fingerprint: cluster.FingerprintOf(o.Pipeline, d.Topology, d.Config),
+		Tasks: tasks, Pins: pins, Want: c.Workers, Args: p.args()})
+	if errors.Is(err, cluster.ErrSubmitted) {
+		err = fmt.Errorf("%w: a gale serve already runs pipeline %s on this cluster (gale kill %s ends it)", err, o.Pipeline, o.Pipeline)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: submitting the %s pipeline to the cluster: %w", o.Pipeline, err)
+	}
+	select {
+	case <-cr.started:
+	case err := <-cr.done:
+		cr.done <- err
+		return nil, fmt.Errorf("serve: this process's worker stopped: %v", err)
+	case <-sctx.Done():
+		return nil, fmt.Errorf("serve: the %s pipeline did not start here within %v (is a gale worker running, and free?): %w", o.Pipeline, c.Timeout, sctx.Err())
+	}
+	ok = true
+	return cr, nil
+}
+
+// sinkComponent is the id of the pipeline's sink bolt.
+func sinkComponent(pipeline string) string {
+	if pipeline == "orders" {
+		return orders.SinkID
+	}
+	return "sink" // events.Build's
+}
+
+// runtime is the generation this process runs now.
+func (cr *clusterRun) runtime() *engine.Runtime {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	return cr.rt
+}
+
+// stop kills the pipeline on the cluster (every worker drains it) and stops this
+// process's worker.
+func (cr *clusterRun) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = cr.store.Kill(ctx, cr.name)
+	cr.cancel()
+	<-cr.done
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cluster/natsnode"
+	"github.com/gale-stream/gale/cmd/gale/internal/serve"
+	"github.com/gale-stream/gale/sink"
+)
+
+// testSinkURL is the sink of a test: a fresh PostgreSQL schema when
+// GALE_TEST_POSTGRES_URL is set (the sink then runs on the workers), else SQLite
+// in dir (its tasks pinned to serve).
+func testSinkURL(t *testing.T, dir string) string {
+	url := os.Getenv("GALE_TEST_POSTGRES_URL")
+	if url == "" {
+		return dir + "/sink.db"
+	}
+	admin, err := sink.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "gale_serve_cluster_" + hex.EncodeToString(b[:])
+	if _, err := admin.SQL.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		admin.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.SQL.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		admin.Close()
+	})
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "search_path=" + schema
+}
+
+// The orders pipeline through gale serve with its bolts on two gale worker
+// processes, one of them kill -9'd mid-ingest: every event answered PERSISTED ends
+// PROCESSED, and the sink holds each order line exactly once.
+func TestOrdersOnWorkersOneKilled(t *testing.T) {
+	dir := t.TempDir()
+	node, err := natsnode.Start(context.Background(), natsnode.Config{DataDir: dir + "/nats", Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
+	cf := clusterFlags{url: node.ClientURL(), natsData: node.DataDir(), prefix: cluster.DefaultPrefix, hbTTL: time.Second, leaseTTL: time.Second, timeout: 30 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	nc, st, err := cf.connect(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var children []*childWorker
+	t.Cleanup(func() { stopChildren(children, os.Stderr) })
+	for i := 1; i <= 2; i++ {
+		c, err := startWorkerChild(childSpawner, dir, fmt.Sprintf("w%d", i), node.ClientURL(), node.DataDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, c)
+	}
+	if err := waitWorkers(ctx, st, 2, children); err != nil {
+		t.Fatal(err)
+	}
+
+	var f serveFlags
+	f.register(&cobra.Command{}, "127.0.0.1:0")
+	f.timeout = 5 * time.Second // replays of the trees the killed worker held come sooner
+	o, err := f.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DataDir, o.Logger, o.SinkURL = dir+"/data", nil, testSinkURL(t, dir)
+	o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: "serve", Workers: 2}
+	// Kill a worker as soon as the pipeline runs on both (the ingest starts then):
+	// events go to its tasks until the scheduler moves them, and their trees are
+	// replayed from the log.
+	failover := make(chan string, 1)
+	go func() {
+		rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+		defer rcancel()
+		recs, err := st.WatchRecords(rctx)
+		if err != nil {
+			return
+		}
+		var gen uint64
+		for r := range recs {
+			if r.Topology != "orders" || r.Assignment == nil || r.Killed {
+				continue
+			}
+			if gen == 0 && len(r.Assignment.Workers) == 3 {
+				gen = r.Generation()
+				_ = children[0].cmd.Process.Signal(syscall.SIGKILL)
+			} else if gen != 0 && r.Generation() > gen {
+				failover <- fmt.Sprintf("killed %s; generation %d -> %d on %v", children[0].name, gen, r.Generation(), r.Assignment.Workers)
+				return
+			}
+		}
+	}()
+	res, err := runOrders(ctx, o, retailFiles(t), defaultIngestOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case what := <-failover:
+		t.Logf("%s; ingest took %v", what, res.Ingest.Elapsed)
+	default:
+		t.Fatalf("no failover while the ingest ran (%v)", res.Ingest.Elapsed)
+	}
+	r := res.Ingest
+	if r.Sent != 7419 || r.Final["PROCESSED"] != 7419 || len(r.Final) != 1 || r.bad() != 0 || res.OrderLines != 7419 {
+		t.Fatalf("report %+v, %d order lines", r, res.OrderLines)
+	}
+}
