@@ -235,18 +235,18 @@ func (u *UI) event(w http.ResponseWriter, r *http.Request) {
 		ev.MsgIDs = []string{}
 	}
 	p := EventPage{Event: ev, Trees: []TreeView{}}
-	if u.lin == nil {
-		p.Note = "lineage is off: no trees are recorded"
+	if lin, why := u.lineage(); lin == nil {
+		p.Note = why + ": no trees are recorded"
 	} else {
 		for _, m := range ev.MsgIDs {
-			for _, root := range u.lin.Attempts(m) {
-				if t, ok := u.lin.Lookup(hexID(root)); ok {
+			for _, root := range lin.Attempts(m) {
+				if t, ok := lin.Lookup(hexID(root)); ok {
 					p.Trees = append(p.Trees, summary(t))
 				}
 			}
 		}
 		if len(p.Trees) == 0 {
-			p.Note = fmt.Sprintf("no tree of this event is kept: only sampled (%g%%), failed and timed-out trees are", 100*u.lin.Config().Sample)
+			p.Note = fmt.Sprintf("no tree of this event is kept: only sampled (%g%%), failed and timed-out trees are", 100*lin.Config().Sample)
 		}
 	}
 	writeJSON(w, http.StatusOK, p)

@@ -46,36 +46,71 @@ type Options struct {
 	// page then shows its statuses, rates, fsync latency and dead letters, and the
 	// lookup takes an event id.
 	Ingest Ingest
+	// Cluster, if set, is the cluster the topology runs on (gale worker's): the page
+	// then shows its cluster section (GET /api/cluster), and with a Token the
+	// actions (POST /api/cluster/{action}). Runtime may then be nil: the process
+	// runs no generation of the topology now (SetRuntime gives it one).
+	Cluster Cluster
+	// ConstLabels, if set, are added to every metric the UI registers (gale worker:
+	// worker=NAME, so that the metrics of each process of a topology are told apart).
+	ConstLabels prometheus.Labels
+	// StatsTimeout bounds how long /api/stats and the History wait for the other
+	// processes of the topology to send their stats (Runtime.ClusterStats); default
+	// 1 s. A process alone answers at once.
+	StatsTimeout time.Duration
 }
 
-// UI serves the web UI, its JSON API and /metrics for one running topology. It is
-// read-only: every route is GET (or HEAD).
+// UI serves the web UI, its JSON API and /metrics for one topology. It is read-only
+// (every route is GET or HEAD) except for the cluster's actions, which need
+// Options.Cluster and a Token.
 type UI struct {
 	o       Options
-	lin     *lineage.Recorder
 	mux     *http.ServeMux
 	metrics http.Handler
 	rates   ingestRates
+
+	mu      sync.Mutex
+	cur     *generation   // nil: no runtime now
+	swapped chan struct{} // closed (and replaced) by SetRuntime
+}
+
+// generation is one runtime the UI reads, with what is kept of it: engines start
+// their counters from zero, so each has its own History.
+type generation struct {
+	rt   *engine.Runtime
+	lin  *lineage.Recorder
+	hist *metrics.History
+	col  *metrics.Collector
 }
 
 // New returns the UI's handler. Mount it at / or under a prefix with
 // http.StripPrefix: the page uses relative URLs only.
 func New(o Options) (*UI, error) {
-	if o.Runtime == nil {
+	if o.Runtime == nil && o.Cluster == nil {
 		return nil, errors.New("ui: Options.Runtime is nil")
 	}
-	if o.Name == "" {
+	if o.Name == "" && o.Cluster == nil {
 		o.Name = "topology"
 	}
 	if o.History == nil {
 		o.History = metrics.NewHistory(metrics.HistoryConfig{})
 	}
+	if o.StatsTimeout <= 0 {
+		o.StatsTimeout = time.Second
+	}
 	reg := o.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	u := &UI{o: o, lin: o.Runtime.Lineage(), mux: http.NewServeMux()}
-	if err := reg.Register(metrics.NewCollector(o.Name, o.Runtime, o.Runtime.Started(), o.History, u.lin)); err != nil {
+	u := &UI{o: o, mux: http.NewServeMux(), swapped: make(chan struct{})}
+	if o.Runtime != nil {
+		u.cur = u.newGeneration(o.Runtime, o.History)
+	}
+	var r prometheus.Registerer = reg
+	if len(o.ConstLabels) > 0 {
+		r = prometheus.WrapRegistererWith(o.ConstLabels, reg)
+	}
+	if err := r.Register(current{u}); err != nil {
 		return nil, fmt.Errorf("ui: registering the topology's metrics: %w", err)
 	}
 	u.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
@@ -91,11 +126,128 @@ func New(o Options) (*UI, error) {
 	u.mux.HandleFunc("GET /api/trees/{id...}", u.tree)
 	u.mux.HandleFunc("GET /api/ingest", u.ingest)
 	u.mux.HandleFunc("GET /api/events/{id...}", u.event)
+	u.mux.HandleFunc("GET /api/cluster", u.cluster)
+	u.mux.HandleFunc("POST /api/cluster/{action}", u.act)
 	return u, nil
 }
 
-// History returns the history the UI reads (to run it when not using Start).
-func (u *UI) History() *metrics.History { return u.o.History }
+func (u *UI) newGeneration(rt *engine.Runtime, hist *metrics.History) *generation {
+	g := &generation{rt: rt, lin: rt.Lineage(), hist: hist}
+	g.col = metrics.NewCollector(u.o.Name, rt, rt.Started(), hist, g.lin)
+	return g
+}
+
+// SetRuntime makes the UI read rt from now on (a new generation of the topology on
+// a worker), with a new History (its counters start from zero); nil: no runtime
+// runs here now. Run follows it.
+func (u *UI) SetRuntime(rt *engine.Runtime) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cur != nil && u.cur.rt == rt {
+		return
+	}
+	u.cur = nil
+	if rt != nil {
+		u.cur = u.newGeneration(rt, metrics.NewHistory(u.o.History.Config()))
+	}
+	close(u.swapped)
+	u.swapped = make(chan struct{})
+}
+
+// generation returns what the UI reads now (nil: no runtime), and a channel
+// closed when that changes.
+func (u *UI) generation() (*generation, <-chan struct{}) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.cur, u.swapped
+}
+
+func (u *UI) current() *generation {
+	g, _ := u.generation()
+	return g
+}
+
+// History returns the history the UI reads now (to run it when not using Start or
+// Run); nil when no runtime runs.
+func (u *UI) History() *metrics.History {
+	if g := u.current(); g != nil {
+		return g.hist
+	}
+	return nil
+}
+
+// current is the Prometheus collector of whichever runtime the UI reads: none
+// when none runs.
+type current struct{ u *UI }
+
+// Describe sends nothing: the collector is unchecked (metrics.Collector).
+func (current) Describe(chan<- *prometheus.Desc) {}
+
+func (c current) Collect(ch chan<- prometheus.Metric) {
+	if g := c.u.current(); g != nil {
+		g.col.Collect(ch)
+	}
+}
+
+// clusterStats returns the stats of every process of rt's topology, waiting at
+// most StatsTimeout for the others; an error says which did not answer (the
+// stats then lack them).
+func (u *UI) clusterStats(ctx context.Context, rt *engine.Runtime) (engine.Stats, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.o.StatsTimeout)
+	defer cancel()
+	return rt.ClusterStats(ctx)
+}
+
+// Run keeps the History of the runtime the UI reads, following SetRuntime, until
+// ctx ends. Each sample is the stats of every process of the topology
+// (Runtime.ClusterStats); one that lacks a process is left out, since a rate or a
+// window from it would be wrong. When a runtime ends, a last sample is taken.
+func (u *UI) Run(ctx context.Context) {
+	for {
+		g, swapped := u.generation()
+		if g != nil {
+			gctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-swapped:
+					cancel()
+				case <-gctx.Done():
+				}
+			}()
+			u.observe(gctx, g)
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-swapped:
+		}
+	}
+}
+
+// observe samples g's stats every interval of its History until ctx ends or its
+// runtime does.
+func (u *UI) observe(ctx context.Context, g *generation) {
+	t := time.NewTicker(g.hist.Config().Interval)
+	defer t.Stop()
+	sample := func() {
+		if s, err := u.clusterStats(ctx, g.rt); err == nil {
+			g.hist.Observe(time.Now(), s)
+		}
+	}
+	sample()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.rt.Done():
+			sample()
+			return
+		case <-t.C:
+			sample()
+		}
+	}
+}
 
 // authorized reports whether r carries the token, as a bearer token (the scheme is
 // case-insensitive, RFC 7235) or as ?token=.
@@ -119,13 +271,25 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "token required: send Authorization: Bearer TOKEN or ?token=TOKEN"})
 		return
 	}
+	if r.Method == http.MethodPost && u.o.Cluster != nil && strings.HasPrefix(r.URL.Path, "/api/cluster/") {
+		if u.o.Token == "" {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": actionsNeedToken})
+			return
+		}
+		u.mux.ServeHTTP(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "the UI is read-only: only GET"})
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "the UI is read-only: only GET (a worker's UI started with --ui-token also takes POST /api/cluster/{kill|deactivate|activate|rebalance})"})
 		return
 	}
 	u.mux.ServeHTTP(w, r)
 }
+
+// Authorized reports whether r may read the UI: it carries the token, or the UI
+// has none.
+func (u *UI) Authorized(r *http.Request) bool { return u.o.Token == "" || u.authorized(r) }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -143,7 +307,15 @@ type TopologyView struct {
 	Finished      bool    `json:"finished"`
 	FinishedAt    int64   `json:"finished_at,omitempty"` // Unix milliseconds
 	// Ingest says whether the process has an ingest path (/api/ingest, /api/events).
-	Ingest     bool                `json:"ingest"`
+	Ingest bool `json:"ingest"`
+	// Cluster says whether the topology runs on a cluster (/api/cluster): a
+	// worker's UI, which follows the topology's generations.
+	Cluster bool `json:"cluster,omitempty"`
+	// Idle: the process runs no generation of the topology now (a worker between
+	// generations, or not assigned it, or the topology deactivated or killed); Note
+	// says so, and only the name, Ingest and Cluster are set.
+	Idle       bool                `json:"idle,omitempty"`
+	Note       string              `json:"note,omitempty"`
 	Components []ComponentView     `json:"components"`
 	Edges      []EdgeView          `json:"edges"`
 	Ackers     AckersView          `json:"ackers"`
@@ -197,18 +369,26 @@ type ConfigView struct {
 }
 
 func (u *UI) topology(w http.ResponseWriter, r *http.Request) {
-	rt := u.o.Runtime
+	v := TopologyView{Name: u.o.Name, Ingest: u.o.Ingest != nil, Cluster: u.o.Cluster != nil, Layout: map[string]Position{},
+		Components: []ComponentView{}, Edges: []EdgeView{}, Ackers: AckersView{Tasks: []int{}}}
+	g := u.current()
+	if g == nil {
+		v.Idle = true
+		v.Note = idleNote(u.o.Name)
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	rt := g.rt
 	topo := rt.Topology()
-	v := TopologyView{Name: u.o.Name, UptimeSeconds: time.Since(rt.Started()).Seconds(), StartedAt: rt.Started().UnixMilli(),
-		Ingest: u.o.Ingest != nil, Layout: map[string]Position{}}
+	v.UptimeSeconds, v.StartedAt = time.Since(rt.Started()).Seconds(), rt.Started().UnixMilli()
 	if end := rt.Finished(); !end.IsZero() {
 		v.Finished, v.FinishedAt, v.UptimeSeconds = true, end.UnixMilli(), end.Sub(rt.Started()).Seconds()
 	}
 	v.Ackers.Tasks = rt.AckerTasks()
 	cfg := rt.Config()
 	v.Config = ConfigView{Ackers: cfg.Ackers, MessageTimeoutSec: cfg.MessageTimeout.Seconds(), MaxSpoutPending: cfg.MaxSpoutPending}
-	if u.lin != nil {
-		v.Config.LineageSample = u.lin.Config().Sample
+	if g.lin != nil {
+		v.Config.LineageSample = g.lin.Config().Sample
 	}
 	layer := map[string]int{}
 	for range topo.Components { // longest path; a cycle cannot push past len(components)
@@ -262,8 +442,41 @@ func (u *UI) stats(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("window %q: must be 10m or all", window)})
 		return
 	}
-	rt := u.o.Runtime
-	writeJSON(w, http.StatusOK, u.o.History.Table(window, time.Now(), rt.Started(), rt.Stats()))
+	g := u.current()
+	if g == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": idleNote(u.o.Name)})
+		return
+	}
+	rt := g.rt
+	s, err := u.clusterStats(r.Context(), rt)
+	now := time.Now()
+	if err == nil {
+		writeJSON(w, http.StatusOK, StatsView{Table: g.hist.Table(window, now, rt.Started(), s)})
+		return
+	}
+	// Some process did not answer: this one's own tasks, since its start (a window's
+	// base holds every process's counts, so it cannot be subtracted from these).
+	v := StatsView{Table: g.hist.Table("all", now, rt.Started(), rt.Stats()), Partial: true,
+		Note: fmt.Sprintf("not every process of the topology sent its stats (%v): the counts below are this process's tasks only, since it started", err)}
+	v.Window = window
+	writeJSON(w, http.StatusOK, v)
+}
+
+// StatsView is /api/stats: Storm's table of every process of the topology. If some
+// process did not answer in time, Partial is set and the table holds this
+// process's tasks only, counted since it started; Note says why.
+type StatsView struct {
+	metrics.Table
+	Partial bool   `json:"partial,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+// idleNote says that the process runs no generation of topology name now.
+func idleNote(name string) string {
+	if name == "" {
+		return "this worker runs no topology now"
+	}
+	return fmt.Sprintf("this worker runs no generation of %s now (not assigned here, between generations, deactivated or killed)", name)
 }
 
 // HistoryView is the chart data.
@@ -273,11 +486,26 @@ type HistoryView struct {
 }
 
 func (u *UI) history(w http.ResponseWriter, r *http.Request) {
-	pts := u.o.History.Points()
-	if pts == nil {
-		pts = []metrics.Point{}
+	v := HistoryView{IntervalSeconds: u.o.History.Config().Interval.Seconds(), Points: []metrics.Point{}}
+	if g := u.current(); g != nil {
+		if pts := g.hist.Points(); pts != nil {
+			v.Points = pts
+		}
 	}
-	writeJSON(w, http.StatusOK, HistoryView{IntervalSeconds: u.o.History.Config().Interval.Seconds(), Points: pts})
+	writeJSON(w, http.StatusOK, v)
+}
+
+// lineage returns the lineage recorder of the runtime read now, and why there is
+// none ("" if there is one).
+func (u *UI) lineage() (*lineage.Recorder, string) {
+	g := u.current()
+	switch {
+	case g == nil:
+		return nil, idleNote(u.o.Name)
+	case g.lin == nil:
+		return nil, "lineage is off"
+	}
+	return g.lin, ""
 }
 
 // TreeView is one tuple tree for the message page (times in Unix milliseconds).
@@ -352,8 +580,9 @@ func summary(t lineage.Tree) TreeView {
 }
 
 func (u *UI) trees(w http.ResponseWriter, r *http.Request) {
-	if u.lin == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"trees": []TreeView{}, "note": "lineage is off"})
+	lin, why := u.lineage()
+	if lin == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"trees": []TreeView{}, "note": why})
 		return
 	}
 	kind := r.URL.Query().Get("kind")
@@ -378,7 +607,7 @@ func (u *UI) trees(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	out := []TreeView{}
-	for _, t := range u.lin.Recent(o, limit) {
+	for _, t := range lin.Recent(o, limit) {
 		out = append(out, summary(t))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"trees": out})
@@ -386,15 +615,16 @@ func (u *UI) trees(w http.ResponseWriter, r *http.Request) {
 
 func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if u.lin == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "lineage is off in this process"})
+	lin, why := u.lineage()
+	if lin == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": why + " in this process"})
 		return
 	}
-	t, ok := u.lin.Lookup(id)
+	t, ok := lin.Lookup(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf(
 			"no tree for %q: not a root id or message id of a sampled (%g%%), failed or timed-out tree still kept",
-			id, 100*u.lin.Config().Sample)})
+			id, 100*lin.Config().Sample)})
 		return
 	}
 	now := time.Now().UnixNano()
@@ -432,7 +662,7 @@ func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
 			FromTask: f.SourceTask, Stream: f.Stream, At: msOf(f.At), Reason: f.Reason})
 	}
 	if t.MsgID != "" {
-		for _, root := range u.lin.Attempts(t.MsgID) {
+		for _, root := range lin.Attempts(t.MsgID) {
 			v.Attempts = append(v.Attempts, hexID(root))
 		}
 	}
@@ -473,13 +703,14 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves u on ln and runs its History, until Close (which also closes ln).
+// Serve serves u on ln and runs its History (Run), until Close (which also closes
+// ln).
 func Serve(u *UI, ln net.Listener) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{srv: &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}, ln: ln, cancel: cancel}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = s.srv.Serve(ln) }()
-	go func() { defer s.wg.Done(); u.o.History.RunUntil(ctx, u.o.Runtime.Done(), u.o.Runtime.Stats) }()
+	go func() { defer s.wg.Done(); u.Run(ctx) }()
 	return s
 }
 

@@ -119,6 +119,7 @@ func workerCmd() *cobra.Command {
 		noScheduler      bool
 		stopTimeout      time.Duration
 		logLevel, logFmt string
+		uiAddr, uiToken  string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -147,14 +148,24 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			wu, err := listenWorkerUI(uiAddr, uiToken)
+			if err != nil {
+				return err
+			}
+			defer wu.Close()
 			nc, st, err := cf.connect(ctx, "gale worker "+name)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			w, err := worker.New(worker.Config{Name: name, Slots: slots, Dedicated: dedicated, Conn: nc, Store: st,
-				Registry: registry(), NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger})
+			wcfg := worker.Config{Name: name, Slots: slots, Dedicated: dedicated, Conn: nc, Store: st,
+				Registry: registry(), NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger}
+			wu.hook(&wcfg)
+			w, err := worker.New(wcfg)
 			if err != nil {
+				return err
+			}
+			if err := wu.serve(w.Name(), st, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			logger.Info("worker joining", "name", w.Name(), "nats", nc.ConnectedUrlRedacted(), "prefix", st.Config().Prefix, "slots", slots, "topologies", registry().Names())
@@ -170,6 +181,8 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 	f.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "bound on draining a topology's trees on a planned stop")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFmt, "log-format", "text", "text or json")
+	f.StringVar(&uiAddr, "ui", "", "serve the web UI of the topology this worker runs (every process's stats, the cluster's workers) and Prometheus /metrics on this address (e.g. :8080)")
+	f.StringVar(&uiToken, "ui-token", "", "require this token on the UI and /metrics (Authorization: Bearer, or ?token=); it also allows the UI's actions (kill, deactivate, activate, rebalance)")
 	return cmd
 }
 

@@ -33,7 +33,14 @@ func topCmd() *cobra.Command {
 		Short: "print a running topology's spout and bolt table live, from its web UI endpoint",
 		Long: `Print Storm's component table of a running gale process, refreshed every --interval,
 from the UI endpoint it serves: ` + "`gale wordcount --ui :8080`" + ` serves it at http://127.0.0.1:8080/,
-` + "`gale serve`" + ` at http://127.0.0.1:8080/ui/. URL defaults to http://127.0.0.1:8080/.
+` + "`gale serve`" + ` at http://127.0.0.1:8080/ui/, ` + "`gale worker --ui :8080`" + ` at http://127.0.0.1:8080/
+(add ?topology=NAME for another topology of the worker). URL defaults to
+http://127.0.0.1:8080/.
+
+From a worker, the counts are every worker's (the UI gathers them), and the
+cluster's workers come first: host, pid, uptime, heartbeat age, slots, the
+generation each runs and its tasks (* marks the worker serving the UI), then the
+worker of each component's tasks.
 
 Columns follow Storm's UI: emitted (emit calls), transferred (tuples sent to consumer
 tasks), acked and failed (spouts: trees, with timeouts apart; bolts: inputs), complete,
@@ -57,6 +64,7 @@ have them exact), and a name longer than 14 characters gets a line of its own.`,
 			if token == "" {
 				token = u.Query().Get("token") // a URL copied from the browser
 			}
+			sel := u.Query().Get("topology") // a worker's other topology
 			u.RawQuery, u.Fragment = "", ""
 			if !strings.HasSuffix(u.Path, "/") {
 				u.Path += "/"
@@ -72,13 +80,13 @@ have them exact), and a name longer than 14 characters gets a line of its own.`,
 			defer stop()
 			client := &http.Client{Timeout: 10 * time.Second}
 			var topo ui.TopologyView
-			if err := fetch(ctx, client, base+"api/topology", token, &topo); err != nil {
+			if err := fetch(ctx, client, withTopology(base+"api/topology", sel), token, &topo); err != nil {
 				if !errors.Is(err, errNotFound) {
 					return err
 				}
 				// gale serve has the UI under /ui/, next to the ingest API: what
 				// that answers (a token refused, say) is the news, not the 404.
-				if err2 := fetch(ctx, client, base+"ui/api/topology", token, &topo); err2 != nil {
+				if err2 := fetch(ctx, client, withTopology(base+"ui/api/topology", sel), token, &topo); err2 != nil {
 					if errors.Is(err2, errNotFound) {
 						return err
 					}
@@ -86,17 +94,15 @@ have them exact), and a name longer than 14 characters gets a line of its own.`,
 				}
 				base += "ui/"
 			}
-			if topo.Name == "" || len(topo.Components) == 0 {
+			// A worker's UI (gale worker --ui) has a cluster view, and may run no
+			// generation of its topology at the moment (idle): no components then.
+			if !topo.Cluster && (topo.Name == "" || len(topo.Components) == 0) {
 				return fmt.Errorf("%sapi/topology: not a gale UI (no topology name or components)", base)
 			}
 			out := cmd.OutOrStdout()
 			live := !once && isTerminal(out)
 			for {
-				var t metrics.Table
-				err := fetch(ctx, client, base+"api/stats?window="+window, token, &t)
-				if err == nil && t.Window != window {
-					err = fmt.Errorf("%sapi/stats: not a gale UI answer (window %q)", base, t.Window)
-				}
+				f, err := fetchFrame(ctx, client, base, sel, token, window, topo)
 				switch {
 				case ctx.Err() != nil:
 					return nil
@@ -109,7 +115,7 @@ have them exact), and a name longer than 14 characters gets a line of its own.`,
 					if live {
 						fmt.Fprint(out, "\033[H\033[2J")
 					}
-					renderTop(out, topo.Name, base, t, time.Now())
+					renderFrame(out, base, f, time.Now())
 				}
 				if once {
 					return nil
@@ -134,6 +140,215 @@ have them exact), and a name longer than 14 characters gets a line of its own.`,
 }
 
 var errNotFound = errors.New("404 not found")
+
+// topFrame is what one refresh of gale top shows.
+type topFrame struct {
+	name string
+	// stats is the component table; nil when the worker runs no generation of the
+	// topology now (idle says why).
+	stats *ui.StatsView
+	idle  string
+	// cluster is a worker's view of the cluster (nil for a process alone, or an
+	// older UI); clusterErr why it could not be read.
+	cluster    *ui.ClusterView
+	clusterErr error
+}
+
+// fetchFrame reads one refresh: the stats, and from a worker's UI the topology
+// (which may have become idle, or running again) and the cluster.
+func fetchFrame(ctx context.Context, client *http.Client, base, sel, token, window string, topo ui.TopologyView) (topFrame, error) {
+	f := topFrame{name: topo.Name}
+	if topo.Cluster {
+		var now ui.TopologyView
+		if err := fetch(ctx, client, withTopology(base+"api/topology", sel), token, &now); err != nil {
+			return f, err
+		}
+		f.name = now.Name
+		var cl ui.ClusterView
+		if err := fetch(ctx, client, withTopology(base+"api/cluster", sel), token, &cl); err != nil {
+			f.clusterErr = err // the stats are still worth showing
+		} else {
+			f.cluster = &cl
+		}
+		if now.Idle {
+			f.idle = now.Note
+			return f, nil
+		}
+	}
+	var t ui.StatsView
+	if err := fetch(ctx, client, withTopology(base+"api/stats?window="+window, sel), token, &t); err != nil {
+		return f, err
+	}
+	if t.Window != window {
+		return f, fmt.Errorf("%sapi/stats: not a gale UI answer (window %q)", base, t.Window)
+	}
+	f.stats = &t
+	return f, nil
+}
+
+// withTopology adds ?topology=sel to an API URL (a worker's UI picks the topology
+// by it); sel "" leaves it as is.
+func withTopology(u, sel string) string {
+	if sel == "" {
+		return u
+	}
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + "topology=" + url.QueryEscape(sel)
+}
+
+// renderFrame prints a refresh: the header, the cluster's workers (a worker's
+// UI), then Storm's tables.
+func renderFrame(w io.Writer, base string, f topFrame, now time.Time) {
+	name := f.name
+	if name == "" {
+		name = "(no topology)"
+	}
+	if f.stats == nil {
+		fmt.Fprintf(w, "gale top: %s, %s\n", name, now.Format("15:04:05"))
+		fmt.Fprintf(w, "from %s\n", base)
+	} else {
+		topHeader(w, name, base, f.stats.Table, now)
+	}
+	if f.cluster != nil {
+		fmt.Fprintln(w)
+		renderWorkers(w, f.cluster, now)
+	} else if f.clusterErr != nil {
+		fmt.Fprintln(w)
+		writeWrapped(w, "cluster: "+f.clusterErr.Error())
+	}
+	if f.stats == nil {
+		fmt.Fprintln(w)
+		writeWrapped(w, f.idle)
+		return
+	}
+	if f.stats.Partial {
+		fmt.Fprintln(w)
+		writeWrapped(w, "note: "+f.stats.Note)
+	}
+	fmt.Fprintln(w)
+	renderTables(w, f.stats.Table)
+}
+
+// renderWorkers prints a worker's view of the cluster: a summary line, the
+// workers, and the worker of each component's tasks.
+func renderWorkers(w io.Writer, cl *ui.ClusterView, now time.Time) {
+	sum := "cluster: "
+	if cl.Topology != "" {
+		sum += fmt.Sprintf("%s %s, generation %d", cl.Topology, cl.State, cl.Generation)
+	} else {
+		sum += "no topology on this worker"
+	}
+	if cl.Scheduler != nil {
+		sum += ", scheduler " + cl.Scheduler.Holder
+	} else {
+		sum += ", no scheduler"
+	}
+	writeWrapped(w, sum+", UI of worker "+cl.Self)
+	if cl.Error != "" {
+		writeWrapped(w, "last request refused: "+cl.Error)
+	}
+	rows := [][]string{{"WORKER", "HOST", "PID", "UPTIME", "BEAT", "SLOTS", "RUNNING", "TASKS"}}
+	for _, wv := range cl.Workers {
+		name := wv.Name
+		if wv.Self {
+			name += "*"
+		}
+		if !wv.Live {
+			rows = append(rows, []string{name, "lost", "-", "-", "expired", "-", "-", clip(intList(wv.Tasks), 16)})
+			continue
+		}
+		run := "-"
+		if wv.Generation != 0 {
+			run = fmt.Sprintf("g%d", wv.Generation)
+		}
+		rows = append(rows, []string{name, clip(wv.Host, 16), fmt.Sprint(wv.PID),
+			shortDuration(time.Duration(wv.UptimeSeconds * float64(time.Second))),
+			fmt.Sprintf("%.1fs", wv.HeartbeatAgeSeconds), fmt.Sprint(wv.Slots), run, clip(dash(intList(wv.Tasks)), 16)})
+	}
+	writeTable(w, rows)
+	for _, wv := range cl.Workers {
+		if wv.Refused != "" {
+			writeWrapped(w, "refused by "+wv.Name+": "+wv.Refused)
+		}
+	}
+	if len(cl.Components) > 0 {
+		fmt.Fprintln(w)
+		place := [][]string{{"COMPONENT", "WORKER[TASKS]"}}
+		for _, c := range cl.Components {
+			var order []string
+			by := map[string][]int{}
+			for _, t := range c.Tasks {
+				wk := t.Worker
+				if wk == "" {
+					wk = "none"
+				}
+				if _, ok := by[wk]; !ok {
+					order = append(order, wk)
+				}
+				by[wk] = append(by[wk], t.Task)
+			}
+			var parts []string
+			for _, wk := range order {
+				parts = append(parts, fmt.Sprintf("%s[%s]", wk, intList(by[wk])))
+			}
+			place = append(place, []string{c.ID, clip(strings.Join(parts, " "), topWidth-topName-2)})
+		}
+		writeLeft(w, place)
+	}
+}
+
+// intList prints ids separated by spaces.
+func intList(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, " ")
+}
+
+// clip cuts s to n characters, the last one an ellipsis.
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// shortDuration prints a duration in at most 7 characters: 45s, 12m05s, 3h04m, 5d02h.
+func shortDuration(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%02dm", s/3600, s/60%60)
+	}
+	return fmt.Sprintf("%dd%02dh", s/86400, s/3600%24)
+}
+
+// writeLeft prints rows of two columns, both left-aligned, the first at most
+// topName wide (a longer name gets a line of its own).
+func writeLeft(w io.Writer, rows [][]string) {
+	width := 0
+	for _, r := range rows {
+		if n := utf8.RuneCountInString(r[0]); n <= topName && n > width {
+			width = n
+		}
+	}
+	for _, r := range rows {
+		first := r[0]
+		if utf8.RuneCountInString(first) > topName {
+			fmt.Fprintln(w, first)
+			first = ""
+		}
+		fmt.Fprintln(w, strings.TrimRight(first+strings.Repeat(" ", width-utf8.RuneCountInString(first)+2)+r[1], " "))
+	}
+}
 
 // fetch GETs a JSON document, naming the URL and the reason when it cannot.
 func fetch(ctx context.Context, c *http.Client, url, token string, into any) error {
@@ -219,8 +434,18 @@ const (
 
 // renderTop prints Storm's tables in 80 columns: counts, then latencies and capacity.
 func renderTop(w io.Writer, name, base string, t metrics.Table, now time.Time) {
+	topHeader(w, name, base, t, now)
+	fmt.Fprintln(w)
+	renderTables(w, t)
+}
+
+func topHeader(w io.Writer, name, base string, t metrics.Table, now time.Time) {
 	fmt.Fprintf(w, "gale top: %s, window %s (%.0f s), %s\n", name, t.Window, t.Seconds, now.Format("15:04:05"))
-	fmt.Fprintf(w, "from %s\n\n", base)
+	fmt.Fprintf(w, "from %s\n", base)
+}
+
+// renderTables prints the spout, bolt and latency tables and the acker's lines.
+func renderTables(w io.Writer, t metrics.Table) {
 	spouts := [][]string{{"SPOUT", "TASKS", "EMITTED", "TRANSFERRED", "ACKED", "FAILED", "TIMED OUT", "PENDING"}}
 	for _, s := range t.Spouts {
 		spouts = append(spouts, []string{s.ID, count(s.Tasks), count(s.Emitted), count(s.Transferred),

@@ -330,3 +330,100 @@ func (s *nSpout) NextTuple() {
 type ackBolt struct{ topology.BaseBolt }
 
 func (b *ackBolt) Execute(t *tuple.Tuple) { b.Out.Ack(t) }
+
+// topCluster is a ui.Cluster with a fixed view, as a worker's UI has.
+type topCluster struct{ view ui.ClusterView }
+
+func (c topCluster) Status(context.Context) (ui.ClusterView, error) { return c.view, nil }
+func (c topCluster) Act(context.Context, string, int) (ui.ActionResult, error) {
+	return ui.ActionResult{}, nil
+}
+
+// TestTopWorkers: against a worker's UI, gale top prints the cluster's workers
+// above the component tables, and the worker of each component's tasks; a worker
+// that runs no generation of the topology shows the workers and says so.
+func TestTopWorkers(t *testing.T) {
+	c := &testtopo.Counted{Roots: 100, Fanout: 2, SinkTasks: 2, DropAck: -1}
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	rt, err := c.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Stop(context.Background())
+	view := ui.ClusterView{Topology: "counted", Self: "w1", State: "active", Generation: 3,
+		Scheduler: &ui.SchedulerView{Holder: "w2"},
+		Workers: []ui.WorkerView{
+			{Name: "w1", Host: "host-one.example.internal", PID: 11, Live: true, UptimeSeconds: 3725, HeartbeatAgeSeconds: 0.42,
+				Slots: 1, Tasks: []int{1, 3, 5}, Generation: 3, Self: true},
+			{Name: "w2", Host: "h2", PID: 22, Live: true, UptimeSeconds: 65, HeartbeatAgeSeconds: 0.9, Slots: 2,
+				Tasks: []int{2, 4}, Generation: 3, Scheduler: true},
+			{Name: "w3", Host: "h3", PID: 33, Live: true, UptimeSeconds: 5, Slots: 1, Refused: "not in this build"},
+			{Name: "w4", Tasks: []int{6}},
+		},
+		Components: []ui.ClusterComponent{
+			{ID: "src", Tasks: []ui.TaskPlace{{Task: 1, Worker: "w1"}}},
+			{ID: "fan", Tasks: []ui.TaskPlace{{Task: 2, Worker: "w2"}}},
+			{ID: "sink", Tasks: []ui.TaskPlace{{Task: 3, Worker: "w1"}, {Task: 4, Worker: "w2"}, {Task: 6, Worker: "w4"}}},
+		},
+	}
+	u, err := ui.New(ui.Options{Name: "counted", Runtime: rt, Token: "tok", Cluster: topCluster{view}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(u)
+	defer srv.Close()
+	out, err := runTop("--once", "--window", "all", "--token", "tok", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWidth(t, out)
+	if !strings.Contains(out, "cluster: counted active, generation 3, scheduler w2, UI of worker w1") {
+		t.Errorf("no cluster line in\n%s", out)
+	}
+	// WORKER HOST PID UPTIME BEAT SLOTS RUNNING TASKS
+	for name, want := range map[string]string{
+		"w1*": "w1* host-one.exampl… 11 1h02m 0.4s 1 g3 1 3 5",
+		"w2":  "w2 h2 22 1m05s 0.9s 2 g3 2 4",
+		"w3":  "w3 h3 33 5s 0.0s 1 - -",
+		"w4":  "w4 lost - - expired - - 6",
+	} {
+		if got := strings.Join(fields(out, name), " "); got != want {
+			t.Errorf("worker row %q, want %q in\n%s", got, want, out)
+		}
+	}
+	if !strings.Contains(out, "refused by w3: not in this build") {
+		t.Errorf("no refusal line in\n%s", out)
+	}
+	if got := strings.Join(fields(out, "sink"), " "); got != "sink w1[3] w2[4] w4[6]" {
+		t.Errorf("sink's placement %q in\n%s", got, out)
+	}
+	// The workers come above the component tables, which are as before.
+	if w, s := strings.Index(out, "WORKER"), strings.Index(out, "SPOUT"); w < 0 || s < w {
+		t.Errorf("the workers table is not above the components in\n%s", out)
+	}
+	var src []string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 8 && f[0] == "src" {
+			src = f
+		}
+	}
+	if src == nil || src[2] != "100" || src[4] != "100" {
+		t.Errorf("src row %v in\n%s", src, out)
+	}
+
+	// A worker that runs no generation of the topology now.
+	idle, err := ui.New(ui.Options{Name: "counted", Token: "tok", Cluster: topCluster{view}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isrv := httptest.NewServer(idle)
+	defer isrv.Close()
+	out, err = runTop("--once", "--token", "tok", isrv.URL)
+	if err != nil {
+		t.Fatalf("top against an idle worker: %v", err)
+	}
+	if !strings.Contains(out, "runs no generation of counted") || fields(out, "w2") == nil || strings.Contains(out, "SPOUT") {
+		t.Errorf("idle worker:\n%s", out)
+	}
+}

@@ -3,6 +3,9 @@
 (() => {
   const params = new URLSearchParams(location.search);
   const token = params.get('token') || '';
+  // A worker's UI shows the topology ?topology= names (else the first it runs): every
+  // API call carries it.
+  const topology = params.get('topology') || '';
   const REFRESH_MS = 2000;
   const SVGNS = 'http://www.w3.org/2000/svg';
   const PALETTE = ['#2563eb', '#16a34a', '#dc2626', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#65a30d', '#475569'];
@@ -49,12 +52,15 @@
   const ms = (v) => (num(v) ? `${int(v)} ms` : '');
 
   // ---- API ----
-  async function api(path) {
+  function withTopology(path) {
+    return topology ? path + (path.includes('?') ? '&' : '?') + 'topology=' + encodeURIComponent(topology) : path;
+  }
+  async function api(path, method) {
     const headers = { Accept: 'application/json' };
     if (token) headers.Authorization = 'Bearer ' + token;
     let res;
     try {
-      res = await fetch(path, { headers, cache: 'no-store' });
+      res = await fetch(withTopology(path), { method: method || 'GET', headers, cache: 'no-store' });
     } catch (e) {
       throw new Error(`cannot reach the server for ${path}: ${e.message}`);
     }
@@ -99,13 +105,17 @@
     const name = topo.name || 'topology';
     $('topo-name').textContent = topo.name || '';
     document.title = `gale · ${name}` + (what ? ` · ${what}` : '');
-    if (topo.finished) {
+    if (topo.idle) {
+      finishedAt = null;
+      $('uptime').textContent = 'not running here';
+    } else if (topo.finished) {
       finishedAt = topo.finished_at;
       $('uptime').textContent = 'ran ' + duration(topo.uptime_seconds);
       $('live').textContent = `finished at ${clock(topo.finished_at)}`;
       $('live').dataset.state = 'finished';
     } else {
-      $('uptime').textContent = 'up ' + duration(topo.uptime_seconds);
+      finishedAt = null; // a worker's UI follows the next generation
+      $('uptime').textContent = (topo.cluster ? 'this generation up ' : 'up ') + duration(topo.uptime_seconds);
     }
     $('lookup-id').placeholder = topo.ingest ? 'event id, message id or root id' : 'message id or root id';
   }
@@ -147,25 +157,158 @@
     const win = $('window').value;
     const topo = await api('api/topology');
     if (g !== gen) return false;
-    const [stats, hist, failed, timedOut, sampled, ingest] = await Promise.all([
-      api('api/stats?window=' + encodeURIComponent(win)),
-      api('api/history'),
-      api('api/trees?kind=failed&limit=50'),
-      api('api/trees?kind=timed_out&limit=50'),
-      api('api/trees?kind=sampled&limit=50'),
-      topo.ingest ? api('api/ingest') : null,
+    if (topo.cluster) clusterColumns();
+    const idle = !!topo.idle; // a worker that runs no generation of it now
+    const running = (p) => (idle ? null : api(p));
+    const [cl, stats, hist, failed, timedOut, sampled, ingest] = await Promise.all([
+      // The cluster's state may be unreadable (NATS down) while the topology runs.
+      topo.cluster ? api('api/cluster').catch((e) => ({ failed: e.message || String(e) })) : null,
+      running('api/stats?window=' + encodeURIComponent(win)),
+      running('api/history'),
+      running('api/trees?kind=failed&limit=50'),
+      running('api/trees?kind=timed_out&limit=50'),
+      running('api/trees?kind=sampled&limit=50'),
+      topo.ingest && !idle ? api('api/ingest') : null,
     ]);
     if (g !== gen) return false;
     renderHeader(topo);
+    $('cluster-box').hidden = !cl;
+    if (cl) renderCluster(cl);
+    $('idle').hidden = !idle;
+    $('idle').textContent = idle ? topo.note || '' : '';
+    for (const sec of document.querySelectorAll('#overview section.rt')) sec.hidden = idle;
+    $('ingest-box').hidden = !ingest;
+    if (idle) return true; // wait for a generation to start here
+    $('stats-note').hidden = !stats.partial;
+    $('stats-note').textContent = stats.partial ? stats.note || '' : '';
     renderDag(topo, stats);
     renderStats(stats);
     renderCharts(hist);
     renderTreeList($('recent-failed'), failed.trees);
     renderTreeList($('recent-timed-out'), timedOut.trees);
     renderTreeList($('recent-sampled'), sampled.trees);
-    $('ingest-box').hidden = !ingest;
     if (ingest) renderIngest(ingest);
-    return !topo.finished; // a finished job's numbers do not change: stop refreshing
+    // A finished job's numbers do not change: stop refreshing; but a worker's UI
+    // follows the topology's next generation.
+    return !topo.finished || !!topo.cluster;
+  }
+
+  // ---- cluster (a worker's UI) ----
+  const placeOf = { task: {}, comp: {} }; // task id -> worker; component id -> its workers
+  const workerCol = {
+    key: 'worker', label: 'Worker', tip: 'The worker (gale worker process) that runs the task; for a component, the workers of its tasks',
+    fmt: (r) => (r.task ? placeOf.task[r.task] || '' : (placeOf.comp[r.id] || []).join(', ')),
+  };
+  let spoutCols = null, boltCols = null; // with a Worker column on a worker's UI; set before the first table is drawn
+  function clusterColumns() {
+    if (spoutCols) return;
+    const withWorker = (cols) => cols.flatMap((c) => (c === tasksCol ? [c, workerCol] : [c]));
+    spoutCols = withWorker(SPOUT_COLS);
+    boltCols = withWorker(BOLT_COLS);
+  }
+  const WORKER_COLS = [
+    { key: 'name', label: 'Worker', tip: 'The worker\'s name; "this UI" serves this page, "scheduler" holds the scheduler\'s lease, "lost" is of the generation but its heartbeat expired',
+      fmt: (r) => r.name + [r.self && 'this UI', r.scheduler && 'scheduler', !r.live && 'lost'].filter(Boolean).map((t) => ` (${t})`).join('') },
+    { key: 'host', label: 'Host', tip: 'The machine it runs on', fmt: (r) => r.host || '' },
+    { key: 'pid', label: 'PID', tip: 'Its process id', num: true, fmt: (r) => (r.pid ? ident(r.pid) : '') },
+    { key: 'uptime', label: 'Uptime', tip: 'Since the worker process started', num: true, fmt: (r) => (r.live ? duration(r.uptime_seconds) : '') },
+    { key: 'heartbeat_age', label: 'Heartbeat age', tip: 'Since the cluster stored its last heartbeat: a worker silent for the heartbeat TTL (3 s by default) is lost', num: true,
+      fmt: (r) => (r.live ? duration(r.heartbeat_age_seconds) : 'expired') },
+    { key: 'slots', label: 'Slots', tip: 'How many topologies it runs at once (dedicated: only tasks pinned to it)', num: true,
+      fmt: (r) => (r.live ? int(r.slots) + (r.dedicated ? ' (dedicated)' : '') : '') },
+    { key: 'tasks', label: 'Tasks', tip: 'The tasks of this topology the newest generation places on it', fmt: (r) => (r.tasks || []).join(' ') },
+    { key: 'generation', label: 'Running', tip: 'The generation of this topology it runs now', num: true, fmt: (r) => (r.generation ? 'g' + r.generation : '–') },
+    { key: 'others', label: 'Also runs', tip: 'Other topologies it runs, with their generation',
+      fmt: (r) => Object.entries(r.running || {}).filter(([t]) => t !== clusterTopology).map(([t, g]) => `${t}@g${g}`).sort().join(' ') },
+    { key: 'refused', label: 'Refused', tip: 'Why it refuses this topology (not in its build, another fingerprint): the scheduler places it elsewhere', err: true, fmt: (r) => r.refused || '', title: (r) => r.refused || '' },
+  ];
+  const PLACE_COLS = [
+    { key: 'id', label: 'Component', tip: 'A component of the topology (__acker: the acker tasks)' },
+    { key: 'tasks', label: 'Tasks', tip: 'Its task ids', fmt: (r) => r.tasks.map((t) => t.task).join(' ') },
+    { key: 'workers', label: 'Task → worker', tip: 'The worker of each of its tasks',
+      fmt: (r) => r.tasks.map((t) => `${t.task} → ${t.worker || 'none'}`).join(' · ') },
+  ];
+  let clusterTopology = '', clusterState = '';
+
+  function renderCluster(cl) {
+    if (cl.failed) {
+      $('cluster-error').hidden = false;
+      $('cluster-error').textContent = cl.failed;
+      return;
+    }
+    clusterTopology = cl.topology || '';
+    clusterState = cl.state || '';
+    placeOf.task = {};
+    placeOf.comp = {};
+    for (const c of cl.components || []) {
+      for (const t of c.tasks || []) placeOf.task[t.task] = t.worker;
+      placeOf.comp[c.id] = [...new Set((c.tasks || []).map((t) => t.worker).filter(Boolean))].sort();
+    }
+    const parts = [];
+    if (cl.topology) {
+      parts.push(`topology ${cl.topology}: ${cl.state}`);
+      if (cl.generation) parts.push(`generation ${cl.generation}`);
+      if (cl.want) parts.push(`wants ${cl.want} worker${cl.want === 1 ? '' : 's'}` + (cl.short ? ` (${cl.short} short: no free slots)` : ''));
+    } else {
+      parts.push('no topology runs on this worker');
+    }
+    parts.push(cl.scheduler ? `scheduler: ${cl.scheduler.holder}` : 'no scheduler holds the lease');
+    parts.push(`this page is served by worker ${cl.self}`);
+    $('cluster-summary').textContent = parts.join(' · ');
+    $('cluster-error').hidden = !cl.error;
+    $('cluster-error').textContent = cl.error ? `the scheduler refused the last request: ${cl.error}` : '';
+    renderTopologies(cl);
+    renderTable($('workers'), WORKER_COLS, (cl.workers || []).map((w) => ({ ...w, id: w.name })), false);
+    renderTable($('placement'), PLACE_COLS, (cl.components || []).map((c) => ({ ...c, tasks: c.tasks || [] })), false);
+    $('actions').hidden = !cl.actions || !cl.topology;
+    $('actions-note').hidden = !!cl.actions;
+    $('actions-note').textContent = cl.actions ? '' : cl.actions_note || '';
+    const st = cl.state;
+    for (const b of $('actions').querySelectorAll('button[data-action]')) {
+      const a = b.dataset.action;
+      b.disabled = busy || (a === 'activate' ? st !== 'inactive' : a === 'deactivate' ? st !== 'active' : st !== 'active' && st !== 'inactive');
+    }
+  }
+
+  // renderTopologies links the other topologies the worker can show (?topology=).
+  function renderTopologies(cl) {
+    const names = cl.topologies || [];
+    const nav = $('topologies');
+    const sig = JSON.stringify([names, cl.topology]);
+    if (sigs.get(nav) === sig) return;
+    sigs.set(nav, sig);
+    nav.hidden = names.length < 2 && (names.length === 0 || names[0] === cl.topology);
+    nav.replaceChildren(el('span', { class: 'muted' }, 'topologies: '), ...names.map((n) => {
+      if (n === cl.topology) return el('strong', { 'data-topology': n }, n + ' ');
+      const p = new URLSearchParams(location.search);
+      p.set('topology', n);
+      return el('a', { href: '?' + p.toString(), 'data-topology': n }, n + ' ');
+    }));
+  }
+
+  let busy = false; // an action is waiting for the scheduler
+  async function act(action) {
+    const what = { kill: 'Kill', deactivate: 'Deactivate', activate: 'Activate', rebalance: 'Rebalance' }[action];
+    let path = 'api/cluster/' + action;
+    let question = `${what} topology ${clusterTopology}?`;
+    if (action === 'rebalance') {
+      const n = Math.max(0, Math.floor(Number($('rebalance-workers').value) || 0));
+      path += '?workers=' + n;
+      question = `Rebalance topology ${clusterTopology} over ${n ? n + ' workers' : 'as many workers as now'}? Its trees drain and it starts again as a new generation.`;
+    }
+    if (action !== 'activate' && !window.confirm(question)) return;
+    busy = true;
+    for (const b of $('actions').querySelectorAll('button')) b.disabled = true;
+    $('action-result').textContent = `${action}: waiting for the scheduler…`;
+    try {
+      const r = await api(path, 'POST');
+      $('action-result').textContent = `${action}: done, generation ${r.generation}, ${r.state}` +
+        (r.workers && r.workers.length ? ` on ${r.workers.join(', ')}` : '');
+    } catch (e) {
+      $('action-result').textContent = `${action} failed: ${e.message || e}`;
+    }
+    busy = false;
+    route();
   }
 
   // ---- DAG ----
@@ -299,7 +442,7 @@
       if (task && c === idCol) { key = 'task'; text = `task ${rec.task}`; }
       if (task && c === tasksCol) text = '';
       if (td.dataset.col !== key) td.dataset.col = key;
-      const cls = c.num ? 'num' : c === errCol ? 'err' : '';
+      const cls = c.num ? 'num' : c === errCol || c.err ? 'err' : '';
       if (td.className !== cls) td.className = cls;
       if (td.textContent !== text) td.textContent = text;
       const title = c.title ? c.title(rec) : '';
@@ -358,12 +501,12 @@
   function toggle(table, id) {
     const k = table.id + ':' + id;
     if (!expanded.delete(k)) expanded.add(k);
-    renderTable(table, table.id === 'spouts' ? SPOUT_COLS : BOLT_COLS, lastRows[table.id] || [], true);
+    renderTable(table, table.id === 'spouts' ? spoutCols || SPOUT_COLS : boltCols || BOLT_COLS, lastRows[table.id] || [], true);
   }
 
   function renderStats(stats) {
-    renderTable($('spouts'), SPOUT_COLS, stats.spouts || [], true);
-    renderTable($('bolts'), BOLT_COLS, stats.bolts || [], true);
+    renderTable($('spouts'), spoutCols || SPOUT_COLS, stats.spouts || [], true);
+    renderTable($('bolts'), boltCols || BOLT_COLS, stats.bolts || [], true);
     renderTable($('acker'), ACKER_COLS, stats.acker ? [{ ...stats.acker, id: 'acker' }] : [], false);
     const box = $('misuse-box');
     const entries = Object.entries(stats.misuse || {}).filter(([, n]) => n).sort(([a], [b]) => a.localeCompare(b));
@@ -732,6 +875,9 @@
       const v = $('lookup-id').value.trim();
       if (v) location.hash = '#/find/' + encodeURIComponent(v);
     });
+    for (const b of $('actions').querySelectorAll('button[data-action]')) {
+      b.addEventListener('click', () => act(b.dataset.action));
+    }
     window.addEventListener('hashchange', route);
     route();
   }

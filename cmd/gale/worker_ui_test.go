@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cluster/worker"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+	"github.com/gale-stream/gale/ui"
+)
+
+// wuiNATS runs an embedded NATS server with JetStream until the test ends (as
+// cluster/worker's tests do).
+func wuiNATS(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("nats server not ready in 10s")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+func wuiConnect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.NoCallbacksAfterClientClose(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func wuiStore(t *testing.T, nc *nats.Conn) *cluster.Store {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := cluster.Open(ctx, js, cluster.Config{Prefix: "wui", HeartbeatTTL: time.Second, LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// wuiSource is the numbers 0..n-1 shared by every spout task of "nums", wherever
+// it runs; done is closed once every one is acked.
+type wuiSource struct {
+	mu    sync.Mutex
+	n     int
+	acked map[int]bool
+	done  chan struct{}
+}
+
+type wuiSpout struct {
+	topology.BaseSpout
+	src  *wuiSource
+	todo []int
+}
+
+func (s *wuiSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
+	s.Out = out
+	s.src.mu.Lock()
+	defer s.src.mu.Unlock()
+	for i := s.src.n - 1; i >= 0; i-- {
+		if !s.src.acked[i] {
+			s.todo = append(s.todo, i)
+		}
+	}
+	return nil
+}
+
+func (s *wuiSpout) NextTuple() {
+	if n := len(s.todo); n > 0 {
+		i := s.todo[n-1]
+		s.todo = s.todo[:n-1]
+		s.Out.Emit(tuple.Values{i}, i)
+	}
+}
+
+func (s *wuiSpout) Ack(id any) {
+	s.src.mu.Lock()
+	defer s.src.mu.Unlock()
+	s.src.acked[id.(int)] = true
+	if len(s.src.acked) == s.src.n {
+		select {
+		case <-s.src.done:
+		default:
+			close(s.src.done)
+		}
+	}
+}
+
+func (s *wuiSpout) Fail(id any) { s.todo = append(s.todo, id.(int)) }
+
+type wuiBolt struct{ topology.BaseBasicBolt }
+
+func (*wuiBolt) Execute(*tuple.Tuple, topology.BasicCollector) error { return nil }
+
+// wuiNums registers topology "nums": nums (1 task) -> apply (par tasks, fields).
+func wuiNums(reg *cluster.Registry, src *wuiSource, par int) {
+	if err := reg.Register("nums", func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
+		b := topology.NewBuilder()
+		b.SetSpout("nums", func() topology.Spout { return &wuiSpout{src: src} }, 1).Output("n")
+		b.SetBasicBolt("apply", func() topology.BasicBolt { return &wuiBolt{} }, par).FieldsGrouping("nums", "n")
+		topo, err := b.Build()
+		if err != nil {
+			return nil, err
+		}
+		cfg := topology.DefaultConfig()
+		cfg.MessageTimeout = 5 * time.Second
+		return &cluster.Deployment{Topology: topo, Config: cfg}, nil
+	}); err != nil {
+		panic(err)
+	}
+}
+
+// wuiWorker runs a worker (serving wu, if not nil) until the test ends; its
+// events go to ev.
+func wuiWorker(t *testing.T, url, name string, reg *cluster.Registry, wu *workerUI, ev chan<- worker.Event) {
+	t.Helper()
+	nc := wuiConnect(t, url)
+	st := wuiStore(t, nc)
+	cfg := worker.Config{Name: name, Conn: nc, Store: st, Registry: reg, StopTimeout: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler), OnEvent: func(e worker.Event) { ev <- e }}
+	wu.hook(&cfg)
+	w, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wu.serve(w.Name(), st, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// wuiWait waits for an event of kind k and generation gen from each of the
+// workers named.
+func wuiWait(t *testing.T, ev <-chan worker.Event, k worker.EventKind, gen uint64, names ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	timeout := time.After(30 * time.Second)
+	for len(want) > 0 {
+		select {
+		case e := <-ev:
+			if e.Kind == k && e.Generation == gen {
+				delete(want, e.Worker)
+			}
+		case <-timeout:
+			t.Fatalf("no %v of generation %d from %v in 30s", k, gen, want)
+		}
+	}
+}
+
+// wuiRunning waits until the workers named are live and their heartbeats say they
+// run generation gen of nums (0: none).
+func wuiRunning(t *testing.T, st *cluster.Store, gen uint64, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, err := st.WatchWorkers(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]uint64{}
+	for e := range ch {
+		if e.Kind == cluster.Left {
+			delete(at, e.Worker.Name)
+		} else {
+			at[e.Worker.Name] = e.Worker.Running["nums"]
+		}
+		all := true
+		for _, n := range names {
+			g, live := at[n]
+			all = all && live && g == gen
+		}
+		if all {
+			return
+		}
+	}
+	t.Fatalf("heartbeats never said %v run generation %d: %v", names, gen, at)
+}
+
+func wuiGet(t *testing.T, url string, into any) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if into != nil {
+		if s, ok := into.(*string); ok {
+			*s = string(body)
+		} else if err := json.Unmarshal(body, into); err != nil {
+			t.Fatalf("GET %s: %v in %s", url, err, body)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestWorkerUIAcrossWorkers runs "nums" on two in-process workers, w1 serving the
+// UI: /api/cluster lists both workers and each task's worker, /api/stats counts
+// the tuples executed on both, /metrics names w1 and counts its tasks only; a
+// deactivate from the UI stops the topology on both (the UI goes idle), and an
+// activate starts a new generation, which the UI follows.
+func TestWorkerUIAcrossWorkers(t *testing.T) {
+	url := wuiNATS(t).ClientURL()
+	const n = 2000
+	src := &wuiSource{n: n, acked: map[int]bool{}, done: make(chan struct{})}
+	reg := &cluster.Registry{}
+	wuiNums(reg, src, 4)
+	wu, err := listenWorkerUI("127.0.0.1:0", "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wu.Close() }) // after the workers have stopped
+	base := uiURL(wu.ln)
+	ev := make(chan worker.Event, 1024)
+	wuiWorker(t, url, "w1", reg, wu, ev)
+	wuiWorker(t, url, "w2", reg, nil, ev)
+	client := wuiStore(t, wuiConnect(t, url))
+
+	// Before anything runs: the cluster's section only.
+	var topo ui.TopologyView
+	if wuiGet(t, base+"api/topology", &topo); !topo.Idle || !topo.Cluster {
+		t.Errorf("before a submit: %+v", topo)
+	}
+	wuiRunning(t, client, 0, "w1", "w2") // both live
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := reg.Build(ctx, cluster.Env{Topology: "nums"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := client.Submit(ctx, cluster.Spec{Topology: "nums", Fingerprint: cluster.FingerprintOf("nums", d.Topology, d.Config),
+		Tasks: cluster.TasksOf(d.Topology, d.Config), Want: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := rec.Generation()
+	wuiWait(t, ev, worker.Started, gen, "w1", "w2")
+	select {
+	case <-src.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("not every tree completed")
+	}
+	wuiRunning(t, client, gen, "w1", "w2")
+
+	var cl ui.ClusterView
+	if code := wuiGet(t, base+"api/cluster", &cl); code != http.StatusOK {
+		t.Fatalf("GET /api/cluster: %d", code)
+	}
+	if cl.Topology != "nums" || cl.Self != "w1" || cl.State != "active" || cl.Generation != gen || cl.Scheduler == nil || !cl.Actions {
+		t.Errorf("cluster view %+v", cl)
+	}
+	tasksOf := map[string][]int{}
+	for _, w := range cl.Workers {
+		if !w.Live || w.Generation != gen || w.PID == 0 || w.Host == "" || w.Slots != 1 || len(w.Tasks) == 0 {
+			t.Errorf("worker %+v", w)
+		}
+		tasksOf[w.Name] = w.Tasks
+	}
+	if len(cl.Workers) != 2 || len(tasksOf["w1"]) == 0 || len(tasksOf["w2"]) == 0 || !cl.Workers[0].Self {
+		t.Fatalf("workers %+v", cl.Workers)
+	}
+	workerOf := map[int]string{}
+	comps := map[string]int{}
+	for _, c := range cl.Components {
+		comps[c.ID] = len(c.Tasks)
+		for _, tp := range c.Tasks {
+			workerOf[tp.Task] = tp.Worker
+		}
+	}
+	if comps["nums"] != 1 || comps["apply"] != 4 || comps[cluster.AckerComponent] != 1 || len(workerOf) != 6 {
+		t.Errorf("components %+v", cl.Components)
+	}
+	for task, w := range rec.Assignment.Of {
+		if workerOf[task] != w {
+			t.Errorf("task %d: the UI says worker %q, the assignment %q", task, workerOf[task], w)
+		}
+	}
+
+	// Every process's stats: apply's tasks on both workers executed tuples, n in
+	// all (counters are as of each task's last flush: ask until all are in).
+	var stats ui.StatsView
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if code := wuiGet(t, base+"api/stats?window=all", &stats); code != http.StatusOK {
+			t.Fatalf("GET /api/stats: %d", code)
+		}
+		if len(stats.Bolts) == 1 && stats.Bolts[0].Executed == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("apply never counted %d executed: %+v", n, stats)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	apply := stats.Bolts[0]
+	executedOn := map[string]uint64{}
+	for _, bt := range apply.ByTask {
+		executedOn[workerOf[bt.Task]] += bt.Executed
+	}
+	if stats.Partial || len(apply.ByTask) != 4 || executedOn["w1"] == 0 || executedOn["w2"] == 0 || executedOn["w1"]+executedOn["w2"] != n {
+		t.Errorf("apply executed by worker %v over %d tasks (partial %v), want %d on both", executedOn, len(apply.ByTask), stats.Partial, n)
+	}
+	if sp := stats.Spouts[0]; sp.Acked != n {
+		t.Errorf("spout acked %d, want %d", sp.Acked, n)
+	}
+
+	// /metrics: this worker's tasks only, each metric naming it.
+	var body string
+	wuiGet(t, base+"metrics", &body)
+	for task, w := range workerOf {
+		if w != "w1" || task == 1 || task == 6 {
+			continue
+		}
+		if want := `gale_bolt_executed_total{component="apply",task="` + strconv.Itoa(task) + `",topology="nums",worker="w1"}`; !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `worker="w2"`) || !strings.Contains(body, `gale_build_info{`) || !strings.Contains(body, `worker="w1"`) {
+		t.Errorf("/metrics: %.1500s", body)
+	}
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "gale_") && !strings.Contains(l, `worker="w1"`) {
+			t.Errorf("a metric without the worker's label: %s", l)
+			break
+		}
+	}
+	if code := wuiGet(t, base+"api/topology?topology=nope", nil); code != http.StatusNotFound {
+		t.Errorf("?topology=nope: %d, want 404", code)
+	}
+
+	// Deactivate from the UI: both stop (drained), the UI goes idle.
+	var res ui.ActionResult
+	if code := wuiPost(t, base+"api/cluster/deactivate", &res); code != http.StatusOK || res.State != "inactive" {
+		t.Fatalf("deactivate: %d %+v", code, res)
+	}
+	wuiWait(t, ev, worker.Stopped, gen, "w1", "w2")
+	if wuiGet(t, base+"api/topology", &topo); !topo.Idle || topo.Name != "nums" {
+		t.Errorf("after deactivate: %+v", topo)
+	}
+	if wuiGet(t, base+"api/cluster", &cl); cl.State != "inactive" {
+		t.Errorf("after deactivate: state %q", cl.State)
+	}
+	// Activate: a new generation, which the UI reads.
+	if code := wuiPost(t, base+"api/cluster/activate", &res); code != http.StatusOK || res.State != "active" || res.Generation <= gen {
+		t.Fatalf("activate: %d %+v", code, res)
+	}
+	wuiWait(t, ev, worker.Started, res.Generation, "w1", "w2")
+	var again ui.TopologyView
+	if wuiGet(t, base+"api/topology", &again); again.Idle || len(again.Components) != 2 {
+		t.Errorf("after activate: %+v", again)
+	}
+	if code := wuiGet(t, base+"api/stats", &stats); code != http.StatusOK || stats.Partial {
+		t.Errorf("stats of the new generation: %d partial %v %s", code, stats.Partial, stats.Note)
+	}
+}
+
+func wuiPost(t *testing.T, url string, into any) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(body, into); err != nil {
+		t.Fatalf("POST %s: %v in %s", url, err, body)
+	}
+	return resp.StatusCode
+}
