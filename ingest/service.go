@@ -72,13 +72,16 @@ type Service struct {
 	log *eventlog.Log
 	now func() int64
 
-	mu       sync.Mutex
-	tr       *Tracker
-	waiters  map[string][]chan struct{}
-	offsets  *Offsets
-	docs     map[string]EventStatus // status documents to sync at the next flush
-	dead     map[string]bool        // dead-letter documents to set (true) or delete (false)
-	finished map[string]bool        // held events that may be forgotten once flushed
+	mu      sync.Mutex
+	tr      *Tracker
+	waiters map[string][]chan struct{}
+	offsets *Offsets
+	docs    map[string]EventStatus // status documents to sync at the next flush
+	// abandoned are the records whose trees the last log spout left in flight when
+	// it closed (ChargeAbandoned).
+	abandoned []*event.Record
+	dead      map[string]bool // dead-letter documents to set (true) or delete (false)
+	finished  map[string]bool // held events that may be forgotten once flushed
 	// recoveryEnd is the log's end when the service started: records up to it were
 	// pending when the process last stopped (see startRecovered).
 	recoveryEnd uint64

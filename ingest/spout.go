@@ -277,7 +277,61 @@ func (s *Service) interrupted(rec *event.Record, reason string) bool {
 	return true
 }
 
-func (sp *logSpout) Close() error { return nil }
+// Close hands the records whose trees are still in flight to the service: their
+// trees were abandoned (a stop past its deadline, or a generation cut off because a
+// worker running part of them was lost), neither acked nor failed. Whether that
+// costs them an attempt is the caller's to say: a lost process does
+// (ChargeAbandoned), a stop does not (ReleaseAbandoned).
+func (sp *logSpout) Close() error {
+	recs := make([]*event.Record, 0, len(sp.inflight))
+	for _, in := range sp.inflight {
+		recs = append(recs, in.rec)
+	}
+	sp.inflight = nil
+	sp.svc.mu.Lock()
+	sp.svc.abandoned = recs
+	sp.svc.mu.Unlock()
+	return nil
+}
+
+// ChargeAbandoned charges one failed attempt, with reason, to every event whose
+// tree the last log spout abandoned when it closed: for gale serve on a cluster,
+// when a worker running part of the topology was lost (a process that dies charges
+// one attempt to what it was running, so that an event that kills every worker it
+// reaches ends dead-lettered after Config.Tracker.MaxAttempts, not in a loop of
+// crashes). The next log spout emits them again (or not, if dead-lettered). It
+// returns how many were charged and how many of those were dead-lettered; the list
+// is then empty, and a graceful stop leaves it empty.
+func (s *Service) ChargeAbandoned(reason string) (charged, deadLettered int) {
+	s.mu.Lock()
+	recs := s.abandoned
+	s.abandoned = nil
+	s.mu.Unlock()
+	for _, rec := range recs {
+		if _, final := s.failed(rec, reason); final {
+			deadLettered++
+		}
+		charged++
+	}
+	return charged, deadLettered
+}
+
+// ReleaseAbandoned gives back the attempt of every event whose tree the last log
+// spout abandoned when it closed, with reason: a stop, or an outage, is never
+// charged to the event it interrupted. It returns how many were released.
+func (s *Service) ReleaseAbandoned(reason string) int {
+	s.mu.Lock()
+	recs := s.abandoned
+	s.abandoned = nil
+	s.mu.Unlock()
+	n := 0
+	for _, rec := range recs {
+		if s.interrupted(rec, reason) {
+			n++
+		}
+	}
+	return n
+}
 
 type retryItem struct {
 	due int64

@@ -237,6 +237,27 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	cr := &clusterRun{store: c.Store, name: o.Pipeline, started: make(chan struct{})}
 	w, err := worker.New(worker.Config{Name: c.Name, Slots: 1, Dedicated: true, Conn: c.Conn, Store: c.Store, Registry: local,
 		Logger: o.Logger, StopTimeout: tc.ShutdownTimeout,
+		OnEvent: func(e worker.Event) {
+			// Cut off, not drained: a worker running part of the trees in flight was
+			// lost (or this process was declared lost). A process that dies charges
+			// one attempt to what it was running, so that an event that kills every
+			// worker it reaches ends dead-lettered rather than in a loop of crashes.
+			// Called on the runner's goroutine, before the next generation's spout
+			// opens.
+			// A drained stop that still left trees (its deadline passed) is a stop:
+			// their attempts are given back.
+			if e.Kind != worker.Stopped {
+				return
+			}
+			if e.Drained {
+				s.Service.ReleaseAbandoned(fmt.Sprintf("generation %d of the %s pipeline stopped", e.Generation, o.Pipeline))
+				return
+			}
+			n, dead := s.Service.ChargeAbandoned(fmt.Sprintf("generation %d of the %s pipeline was cut off: a worker running part of its tuple tree was lost", e.Generation, o.Pipeline))
+			if n > 0 {
+				o.Logger.Warn("events in flight charged an attempt: a worker was lost", "generation", e.Generation, "events", n, "dead_lettered", dead)
+			}
+		},
 		OnStart: func(_ string, _ uint64, rt *engine.Runtime) {
 			cr.mu.Lock()
 			cr.rt = rt
@@ -258,6 +279,11 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	}()
 	sctx, scancel := context.WithTimeout(ctx, c.Timeout)
 	defer scancel()
+	// The spout is pinned to this process's worker: submit once it is live, or the
+	// scheduler refuses the pin.
+	if err := waitLive(sctx, c.Store, c.Name, cr.done); err != nil {
+		return nil, err
+	}
 	_, err = c.Store.Submit(sctx, cluster.Spec{Topology: o.Pipeline, Fingerprint: cluster.FingerprintOf(o.Pipeline, d.Topology, d.Config),
 		Tasks: tasks, Pins: pins, Want: c.Workers, Args: p.args()})
 	if errors.Is(err, cluster.ErrSubmitted) {
@@ -276,6 +302,31 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	}
 	ok = true
 	return cr, nil
+}
+
+// waitLive waits until worker name's heartbeat is in the workers bucket, or its Run
+// has ended (done gets its error, and is given it back).
+func waitLive(ctx context.Context, st *cluster.Store, name string, done chan error) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := st.WatchWorkers(wctx, false)
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return fmt.Errorf("serve: this process's worker %s did not join the cluster: %w", name, ctx.Err())
+			}
+			if ev.Kind != cluster.Left && ev.Worker.Name == name {
+				return nil
+			}
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("serve: this process's worker stopped: %v", err)
+		}
+	}
 }
 
 // sinkComponent is the id of the pipeline's sink bolt.
