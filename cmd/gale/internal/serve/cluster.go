@@ -21,6 +21,7 @@ import (
 	"github.com/gale-stream/gale/pipelines/orders"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/ui"
 )
 
 // Cluster runs the pipeline's bolts on gale workers (gale serve --nats): the log
@@ -188,6 +189,7 @@ type clusterRun struct {
 
 	mu      sync.Mutex
 	rt      *engine.Runtime // the generation this process runs now
+	ui      *ui.UI          // follows rt, once set
 	started chan struct{}   // closed at the first start
 	once    sync.Once
 }
@@ -261,7 +263,11 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 		OnStart: func(_ string, _ uint64, rt *engine.Runtime) {
 			cr.mu.Lock()
 			cr.rt = rt
+			u := cr.ui
 			cr.mu.Unlock()
+			if u != nil {
+				u.SetRuntime(rt)
+			}
 			cr.once.Do(func() { close(cr.started) })
 		}})
 	if err != nil {
@@ -335,6 +341,15 @@ func sinkComponent(pipeline string) string {
 		return orders.SinkID
 	}
 	return "sink" // events.Build's
+}
+
+// follow makes u read each generation this process runs from now on.
+func (cr *clusterRun) follow(u *ui.UI) {
+	cr.mu.Lock()
+	cr.ui = u
+	rt := cr.rt
+	cr.mu.Unlock()
+	u.SetRuntime(rt)
 }
 
 // runtime is the generation this process runs now.

@@ -278,6 +278,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.stopHist, s.histDone = stopHist, make(chan struct{})
 	go func() {
 		defer close(s.histDone)
+		if s.cluster != nil {
+			s.cluster.follow(s.UI)
+			s.UI.Run(hctx) // samples every process's stats, generation after generation
+			return
+		}
 		s.UI.History().Run(hctx, func() engine.Stats { return s.runtime().Stats() })
 	}()
 	go func() { s.done <- s.http.Serve(s.ln) }()
