@@ -564,7 +564,11 @@ func actionCmd(use, short string, act func(ctx context.Context, st *cluster.Stor
 				if rec, err = awaitRunning(ctx, st, rec, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
-				printAssignment(cmd.OutOrStdout(), rec, nil)
+				var comps map[int]string
+				if sp, err := st.Spec(ctx, rec.Topology); err == nil {
+					comps = componentsOf(sp.Tasks)
+				}
+				printAssignment(cmd.OutOrStdout(), rec, comps)
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s (generation %d)\n", rec.Topology, use, rec.Generation())
