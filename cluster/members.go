@@ -106,7 +106,14 @@ type Heartbeat struct {
 	rev     uint64 // of our last write; 0 before the first
 	rejoins int
 	dirty   chan struct{}
+	joined  chan struct{} // closed at the first write
+	once    sync.Once
 }
+
+// Joined is closed once the heartbeat has been written: the worker holds its name.
+// Until then another live worker may hold it (Run then returns ErrNameInUse), so a
+// worker takes no work before.
+func (h *Heartbeat) Joined() <-chan struct{} { return h.joined }
 
 // NewHeartbeat returns the heartbeat of worker info (Incarnation is set here).
 func (s *Store) NewHeartbeat(info WorkerInfo) (*Heartbeat, error) {
@@ -118,7 +125,7 @@ func (s *Store) NewHeartbeat(info WorkerInfo) (*Heartbeat, error) {
 	}
 	info.Incarnation = newIncarnation()
 	info = info.clone()
-	return &Heartbeat{s: s, info: info, dirty: make(chan struct{}, 1)}, nil
+	return &Heartbeat{s: s, info: info, dirty: make(chan struct{}, 1), joined: make(chan struct{})}, nil
 }
 
 // Info returns the worker's record as last written (or to be written).
@@ -268,6 +275,7 @@ func (h *Heartbeat) setRev(rev uint64, rejoined bool) {
 		h.rejoins++
 	}
 	h.mu.Unlock()
+	h.once.Do(func() { close(h.joined) })
 }
 
 // leave deletes the worker's key if it is still ours.

@@ -24,6 +24,10 @@ type Env struct {
 	Args     []string
 	// Worker names the process building it ("" in the submitter).
 	Worker string
+	// Generation is the assignment's generation the worker builds it for (0 in the
+	// submitter): state a task claims (a spout's offsets) can refuse an older
+	// generation's claim after a newer one's.
+	Generation uint64
 	// Conn and JS reach the cluster's NATS; Prefix is the cluster's (Config.Prefix),
 	// to name the topology's own buckets and streams after.
 	Conn   *nats.Conn
@@ -95,7 +99,7 @@ func (r *Registry) Build(ctx context.Context, env Env) (*Deployment, error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w: %q (this build has: %v)", ErrUnknownTopology, env.Topology, r.Names())
 	}
-	d, err := f(ctx, env)
+	d, err := build(ctx, f, env)
 	if err != nil {
 		return nil, fmt.Errorf("topology %q: %w", env.Topology, err)
 	}
@@ -103,4 +107,15 @@ func (r *Registry) Build(ctx context.Context, env Env) (*Deployment, error) {
 		return nil, fmt.Errorf("%w: topology %q: its factory returned no topology", ErrConfig, env.Topology)
 	}
 	return d, nil
+}
+
+// build calls f, turning a panic into an error: a bad factory must not take down a
+// worker and every topology it runs.
+func build(ctx context.Context, f Factory, env Env) (d *Deployment, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d, err = nil, fmt.Errorf("its factory panicked: %v", p)
+		}
+	}()
+	return f(ctx, env)
 }

@@ -134,18 +134,23 @@ func (s *Store) Submit(ctx context.Context, spec Spec) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := s.Await(ctx, spec.Topology, rev)
-	if err != nil {
-		return nil, err
-	}
-	if rec.Error != "" {
-		// Withdraw it, unless someone changed it meanwhile.
+	// withdraw marks the submission killed, unless someone changed it meanwhile, so
+	// that nothing is left pending: a submit that failed never starts later.
+	withdraw := func() {
 		spec.Killed = true
 		if val, err := json.Marshal(spec); err == nil {
-			octx, cancel := s.op(ctx)
+			octx, cancel := s.op(context.WithoutCancel(ctx))
 			_, _ = s.topologies.Update(octx, spec.Topology, val, rev)
 			cancel()
 		}
+	}
+	rec, err := s.Await(ctx, spec.Topology, rev)
+	if err != nil {
+		withdraw() // no answer (no scheduler): the caller was told it failed
+		return nil, err
+	}
+	if rec.Error != "" {
+		withdraw()
 		return rec, fmt.Errorf("%w: submit %s: %s", ErrRefused, spec.Topology, rec.Error)
 	}
 	return rec, nil

@@ -18,6 +18,8 @@ type runner struct {
 	latest chan *cluster.Record // holds at most the newest record not yet applied
 	quit   chan struct{}
 	done   chan struct{}
+	ctx    context.Context // ends at stop, cutting a start under way
+	cancel context.CancelFunc
 
 	cur      *live
 	finished uint64 // a generation that ended by itself here: not started again
@@ -26,6 +28,7 @@ type runner struct {
 
 func (w *Worker) newRunner(name string) *runner {
 	r := &runner{w: w, name: name, latest: make(chan *cluster.Record, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
 	go r.loop()
 	return r
 }
@@ -48,13 +51,14 @@ func (r *runner) offer(rec *cluster.Record) {
 // stop stops what runs (a drain) and ends the runner.
 func (r *runner) stop() {
 	close(r.quit)
+	r.cancel()
 	<-r.done
 }
 
 func (r *runner) loop() {
 	defer close(r.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	defer r.cancel()
+	ctx := r.ctx
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
@@ -108,6 +112,11 @@ func (r *runner) apply(ctx context.Context, rec *cluster.Record) (retry bool) {
 		r.cur = nil
 	}
 	if want == 0 || r.cur != nil || want == r.finished {
+		return false
+	}
+	if len(r.latest) > 0 {
+		// A newer record came meanwhile: start what it says instead (a generation
+		// started after its successor would fight it over the state it claims).
 		return false
 	}
 	w.mu.Lock()

@@ -200,6 +200,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}()
 	defer func() { hbCancel(); <-hbDone }()
+	// No work before the name is ours: a second worker started with a live one's
+	// name must not run its tasks (nor drain them when it leaves).
+	select {
+	case <-w.hb.Joined():
+	case <-ctx.Done():
+		if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	}
 
 	if !w.cfg.NoScheduler {
 		sc, err := w.cfg.Store.NewScheduler(cluster.SchedulerConfig{Name: w.cfg.Name})
@@ -294,7 +304,7 @@ func (w *Worker) build(ctx context.Context, rec *cluster.Record) (*cluster.Deplo
 		return nil, err
 	}
 	dep, err := w.cfg.Registry.Build(ctx, cluster.Env{Topology: rec.Topology, Args: rec.Args, Worker: w.cfg.Name,
-		Conn: w.cfg.Conn, JS: js, Prefix: w.cfg.Store.Config().Prefix})
+		Generation: rec.Generation(), Conn: w.cfg.Conn, JS: js, Prefix: w.cfg.Store.Config().Prefix})
 	if err != nil {
 		if errors.Is(err, cluster.ErrUnknownTopology) {
 			return nil, &refusal{err}
@@ -345,9 +355,16 @@ func (w *Worker) start(ctx context.Context, rec *cluster.Record) (*live, error) 
 	}
 	// The engine's context is its hard stop, cut when the generation is superseded
 	// by one that a lost worker caused (its trees cannot complete): not the runner's.
+	// While it starts (Open and Prepare may wait on it), the worker's stop cuts it too.
 	ectx, cancel := context.WithCancel(context.Background())
+	unlink := context.AfterFunc(ctx, cancel)
 	opts := append([]engine.Option{engine.WithTransport(tr), engine.WithAssignment(ea)}, dep.Options...)
 	rt, err := engine.Start(ectx, dep.Topology, dep.Config, opts...)
+	if !unlink() && err == nil {
+		err = fmt.Errorf("worker: stopping while generation %d of %s started: %w", gen, rec.Topology, context.Cause(ctx))
+		cancel()
+		<-rt.Done()
+	}
 	if err != nil {
 		cancel()
 		_ = tr.Close()

@@ -301,7 +301,6 @@ func TestAttackOpenFailsThenRecovers(t *testing.T) {
 // Run's context ends while a start is in progress: a factory that waits on the
 // context it is given (as a well-behaved factory does). Run must return promptly.
 func TestAttackRunReturnsDuringBlockedFactory(t *testing.T) {
-	bugSkip(t, "BUG: worker.Run hangs while a Registry factory (or a task's Open/Prepare) is in progress: the runner's context is never cancelled on stop, so r.stop() waits for start to return; see the report")
 	url := runServer(t).ClientURL()
 	release := make(chan struct{})
 	var once sync.Once
@@ -354,7 +353,6 @@ type submitterKey struct{}
 
 // The same with a spout whose Open waits on the engine's context: Run must return.
 func TestAttackRunReturnsDuringBlockedOpen(t *testing.T) {
-	bugSkip(t, "BUG: worker.Run hangs while a task's Open waits on its context: the engine's start context is context.Background()'s and nothing cancels it on the worker's stop; see the report")
 	url := runServer(t).ClientURL()
 	release := make(chan struct{})
 	var once sync.Once
@@ -448,7 +446,6 @@ func TestAttackKillDuringSlowStart(t *testing.T) {
 // must not disturb the running topology: it must not start the first one's tasks
 // (same host number, same subjects), nor drain the generation when it leaves.
 func TestAttackDuplicateNameDoesNotDisturb(t *testing.T) {
-	bugSkip(t, "BUG: a second worker given a live worker's name runs that worker's tasks for up to HeartbeatTTL+TTL/3 before its heartbeat gives up, and its exit drains the whole generation; see the report")
 	url := runServer(t).ClientURL()
 	k := &ticks{}
 	reg := &cluster.Registry{}
@@ -574,7 +571,6 @@ func TestAttackFactoryPanics(t *testing.T) {
 		factoryPanicsChild(t)
 		return
 	}
-	bugSkip(t, "BUG: a panicking Registry factory crashes the worker process (Registry.Build and Worker.build do not recover, while the engine recovers panics in Open/Prepare); see the report")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAttackFactoryPanics$", "-test.v")
@@ -604,14 +600,6 @@ func factoryPanicsChild(t *testing.T) {
 	}
 }
 
-// bugSkip skips a test that reproduces a confirmed bug, unless GALE_ATTACK_BUGS=1
-// (then it runs, and fails while the bug is there).
-func bugSkip(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("GALE_ATTACK_BUGS") != "1" {
-		t.Skip(why)
-	}
-}
 
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
@@ -669,8 +657,9 @@ func TestAttackKillOneOfTwo(t *testing.T) {
 // opens (word count's offsets key: each Open takes it over, and an older incarnation
 // is stale from then on and emits nothing more).
 type claims struct {
-	mu    sync.Mutex
-	owner int
+	mu       sync.Mutex
+	owner    int
+	ownerGen uint64 // the generation of the owner's spout
 	next  int
 	opens []string // "worker#n" in the order of the claims
 	acked atomic.Int64
@@ -683,6 +672,7 @@ type claimSpout struct {
 	topology.BaseSpout
 	c      *claims
 	worker string
+	gen    uint64 // the generation it was built for (Env.Generation)
 	id     int
 	n      int
 }
@@ -698,10 +688,14 @@ func (s *claimSpout) Open(ctx context.Context, tc topology.TaskContext, out topo
 		block(s.worker, nth)
 	}
 	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	// As word count's spout claims its offsets key: never over a newer generation's.
+	if s.gen < s.c.ownerGen {
+		return fmt.Errorf("claims: generation %d's spout claimed already; this is generation %d's", s.c.ownerGen, s.gen)
+	}
 	s.c.next++
-	s.id, s.c.owner = s.c.next, s.c.next
+	s.id, s.c.owner, s.c.ownerGen = s.c.next, s.c.next, s.gen
 	s.c.opens = append(s.c.opens, fmt.Sprintf("%s#%d", s.worker, nth))
-	s.c.mu.Unlock()
 	return nil
 }
 
@@ -724,7 +718,7 @@ func registerClaims(t *testing.T, reg *cluster.Registry, c *claims) {
 	t.Helper()
 	if err := reg.Register("claims", func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
 		b := topology.NewBuilder()
-		b.SetSpout("lines", func() topology.Spout { return &claimSpout{c: c, worker: env.Worker} }, 1).Output("n")
+		b.SetSpout("lines", func() topology.Spout { return &claimSpout{c: c, worker: env.Worker, gen: env.Generation} }, 1).Output("n")
 		b.SetBasicBolt("split", func() topology.BasicBolt { return &tickBolt{} }, 2).ShuffleGrouping("lines")
 		b.SetBasicBolt("count", func() topology.BasicBolt { return &tickBolt{} }, 2).ShuffleGrouping("lines")
 		topo, err := b.Build()
@@ -751,7 +745,6 @@ func registerClaims(t *testing.T, reg *cluster.Registry, c *claims) {
 // (With word count this is a hung run: TestAttackRestartSameNameAfterKill in
 // cmd/gale.)
 func TestAttackSupersededGenerationStartedLate(t *testing.T) {
-	bugSkip(t, "BUG: a runner that took generation g starts it even though g+1 was written (and started elsewhere) meanwhile; its spout then claims the source after g+1's spout: the newest spout is stale and the topology stalls; see the report")
 	url := runServer(t).ClientURL()
 	c := &claims{perW: map[string]int{}}
 	gen3Opened := make(chan struct{})

@@ -204,6 +204,9 @@ func splitSubmitArgs(f *pflag.FlagSet, args []string) (own []string, topo string
 			} else if len(name) == 1 {
 				fl = f.ShorthandLookup(name)
 			}
+			if fl != nil && topo != "" && topologyFlags[topo] != nil && topologyFlags[topo]().Lookup(name) != nil {
+				fl = nil // after its name, the topology's own flag wins (word count's --timeout)
+			}
 			if fl != nil {
 				own = append(own, a)
 				if !hasVal && fl.NoOptDefVal == "" {
@@ -246,7 +249,9 @@ task runs. Topologies in this build: ` + strings.Join(registry().Names(), ", ") 
 The topology's own flags follow its name, e.g.
   gale submit --workers 3 wordcount --fail-rate 0.05 testdata/books/*.txt
 and every worker builds the topology with them; a worker whose build differs
-(another fingerprint) refuses it and says why.`,
+(another fingerprint) refuses it and says why. Submit's flags may follow the name
+too, except where the topology has a flag of that name (word count's --timeout is
+its message timeout; put submit's --timeout before the name).`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()

@@ -767,7 +767,6 @@ func TestAttackCommandMisuse(t *testing.T) {
 // A topology whose input file is missing, or is a directory: gale submit must say so
 // (like gale wordcount does), not accept it and leave the spout's worker failing.
 func TestAttackSubmitBadFiles(t *testing.T) {
-	bugSkip(t, "BUG: gale submit wordcount accepts a missing file or a directory; see the report")
 	c := newAtkCluster(t)
 	c.startWorker("w1")
 	c.waitLive("w1")
@@ -802,7 +801,6 @@ func TestAttackSubmitWithoutWorkers(t *testing.T) {
 	}
 	t.Logf("submit without a worker: exit %d after %v: %s", code, took.Round(time.Millisecond), strings.TrimSpace(errs))
 
-	bugSkip(t, "BUG: a submit that timed out for want of a scheduler leaves its spec pending: a worker started later runs it, and submitting again says 'already submitted'; see the report")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if sp, err := c.st.Spec(ctx, "wordcount"); err == nil && !sp.Killed {
@@ -819,7 +817,6 @@ func TestAttackSubmitWithoutWorkers(t *testing.T) {
 // Two `gale worker` processes with the same --name: the second must exit with a
 // clear error, and the first must keep running word count undisturbed.
 func TestAttackSameNameWorkers(t *testing.T) {
-	bugSkip(t, "BUG: a second worker with a live worker's --name runs that worker's tasks until its heartbeat gives up, and its exit drains the whole generation (see cluster/worker TestAttackDuplicateNameDoesNotDisturb)")
 	c := newAtkCluster(t)
 	c.startWorker("w1")
 	c.startWorker("w2")
@@ -854,7 +851,6 @@ func TestAttackSameNameWorkers(t *testing.T) {
 // g starts g+1 after the new worker has started g+2; g+1's spout claims the offsets
 // key after g+2's did, so g+2's spout is stale for good and emits nothing more.
 func TestAttackRestartSameNameAfterKill(t *testing.T) {
-	bugSkip(t, "BUG: a worker restarted under its name right after a kill -9 leaves the run hung: a superseded generation's spout, started late, steals the offsets key from the newest generation's spout, which goes stale forever; see the report")
 	c := newAtkCluster(t)
 	rec := c.three("restart")
 	spout := c.holders(rec, "lines")
@@ -945,7 +941,6 @@ func TestAttackNoOpRequests(t *testing.T) {
 // and 4), and a worker slow to start a superseded generation opens its spout after
 // the newest generation's spout, which is then stale for good.
 func TestAttackKillAllThenRestart(t *testing.T) {
-	bugSkip(t, "BUG: (flaky, ~1 in 3) after kill -9 of every worker and a restart under the same names, a superseded generation's spout started late leaves the newest one stale and the run hangs; see the report")
 	c := newAtkCluster(t)
 	c.three("all")
 	c.waitProgress("all")
@@ -1033,7 +1028,6 @@ func TestAttackNATSRestartMidRun(t *testing.T) {
 // topology's name, as gale submit's help says ("The topology's own flags follow its
 // name").
 func TestAttackSubmitTopologyFlagNamedLikeSubmits(t *testing.T) {
-	bugSkip(t, "BUG: gale submit takes a topology flag named like one of its own (word count's --timeout) as its own, even after the topology's name; see the report")
 	f := submitCmd().Flags()
 	own, topo, rest, err := splitSubmitArgs(f, []string{"--workers", "2", "wordcount", "--timeout=7s", "--fail-rate", "0.1", "a.txt"})
 	if err != nil {

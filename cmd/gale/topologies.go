@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -97,7 +98,7 @@ func wordcountFactory(ctx context.Context, env cluster.Env) (*cluster.Deployment
 	if err != nil {
 		return nil, err
 	}
-	a.opts.JS = env.JS
+	a.opts.JS, a.opts.Generation = env.JS, env.Generation
 	a.opts.Bucket = wordcountBucket(env.Prefix)
 	topo, err := wordcount.NewClusterTopology(a.opts)
 	if err != nil {
@@ -136,7 +137,23 @@ func normalizeArgs(topo string, args []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Checked here, where the user is: the worker that runs the spout would only
+		// fail to start, again and again, in its own log.
+		st, err := os.Stat(abs)
+		if err != nil {
+			return nil, fmt.Errorf("wordcount: %w", err)
+		}
+		if st.IsDir() {
+			return nil, fmt.Errorf("wordcount: %s is a directory, not a text file", file)
+		}
 		out = append(out, abs)
 	}
 	return out, nil
+}
+
+// topologyFlags are the flags of the topologies `gale submit` takes, so that a
+// topology's flag named like one of submit's (word count's --timeout) is the
+// topology's when it follows the topology's name.
+var topologyFlags = map[string]func() *pflag.FlagSet{
+	"wordcount": func() *pflag.FlagSet { return wordcountFlags(&clusterWordcount{}) },
 }

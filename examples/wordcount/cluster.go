@@ -51,6 +51,11 @@ type ClusterOptions struct {
 	// 100 ms); FlushInterval bounds how long a count task holds an occurrence
 	// before writing its changelog batch (default 20 ms).
 	CommitInterval, FlushInterval time.Duration
+	// Generation is the cluster assignment's generation this build runs (0 outside a
+	// cluster): a spout claims the offsets key only from an equal or older
+	// generation's spout, so a generation started late (after its successor's
+	// spout claimed) cannot make the newer spout stale.
+	Generation uint64
 
 	opTimeout time.Duration // tests: clusterOpTimeout if 0
 }
@@ -111,6 +116,7 @@ type clusterConf struct {
 	commitInterval time.Duration
 	flushInterval  time.Duration
 	opTimeout      time.Duration
+	generation     uint64
 }
 
 func (c *clusterConf) timeout() time.Duration { return orDefault(c.opTimeout, clusterOpTimeout) }
@@ -134,7 +140,7 @@ func NewClusterTopology(o ClusterOptions) (*topology.Topology, error) {
 		return nil, err
 	}
 	conf := &clusterConf{
-		files: append([]string(nil), o.Files...), js: o.JS, bucket: o.Bucket, run: o.Run,
+		files: append([]string(nil), o.Files...), js: o.JS, bucket: o.Bucket, run: o.Run, generation: o.Generation,
 		commitInterval: orDefault(o.CommitInterval, DefaultCommitInterval),
 		flushInterval:  orDefault(o.FlushInterval, DefaultFlushInterval),
 		opTimeout:      orDefault(o.opTimeout, clusterOpTimeout),
@@ -230,6 +236,8 @@ type ClusterCommit struct {
 	// read when it opened); Owner names that incarnation.
 	Start uint64 `json:"start"`
 	Owner string `json:"owner"`
+	// Generation is the cluster generation of that incarnation (0 outside a cluster).
+	Generation uint64 `json:"generation,omitempty"`
 	// Incarnations is the number of times the spout task opened; Resumes those that
 	// started from a committed Low > 0.
 	Incarnations uint64 `json:"incarnations"`
@@ -344,6 +352,7 @@ type spoutCommitter struct {
 	key   string
 	files int
 	owner string
+	gen   uint64        // the cluster generation of this incarnation (0: none)
 	rev   uint64        // the revision this incarnation read or wrote last
 	base  ClusterCommit // as claimed: the earlier incarnations' counters
 	last  ClusterCommit // the value at rev
@@ -371,8 +380,11 @@ func (c *spoutCommitter) claim(ctx context.Context) (ClusterCommit, error) {
 		if rev != 0 && prev.Files != c.files {
 			return prev, fmt.Errorf("wordcount: %s was committed by a run over %d files, this spout has %d: another input under the same Run", c.key, prev.Files, c.files)
 		}
+		if rev != 0 && c.gen != 0 && prev.Generation > c.gen {
+			return prev, fmt.Errorf("%w: %s is claimed by generation %d's spout (%s), this is generation %d's", ErrStaleSpout, c.key, prev.Generation, prev.Owner, c.gen)
+		}
 		next := prev
-		next.Files, next.Owner, next.Start = c.files, c.owner, prev.Low
+		next.Files, next.Owner, next.Start, next.Generation = c.files, c.owner, prev.Low, c.gen
 		next.Incarnations++
 		if prev.Low > 0 {
 			next.Resumes++
@@ -480,7 +492,7 @@ func (s *clusterSpout) Open(ctx context.Context, tc topology.TaskContext, out to
 	if err != nil {
 		return fmt.Errorf("wordcount: KV bucket %s (made by EnsureClusterState): %w", s.conf.bucket, err)
 	}
-	s.com = &spoutCommitter{kv: kv, key: spoutKey(s.conf.run), files: len(s.conf.files), owner: newOwner()}
+	s.com = &spoutCommitter{kv: kv, key: spoutKey(s.conf.run), files: len(s.conf.files), owner: newOwner(), gen: s.conf.generation}
 	cctx, cancel := context.WithTimeout(ctx, s.conf.timeout())
 	claimed, err := s.com.claim(cctx)
 	cancel()
