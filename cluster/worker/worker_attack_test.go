@@ -600,7 +600,6 @@ func factoryPanicsChild(t *testing.T) {
 	}
 }
 
-
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {
@@ -660,9 +659,9 @@ type claims struct {
 	mu       sync.Mutex
 	owner    int
 	ownerGen uint64 // the generation of the owner's spout
-	next  int
-	opens []string // "worker#n" in the order of the claims
-	acked atomic.Int64
+	next     int
+	opens    []string // "worker#n" in the order of the claims
+	acked    atomic.Int64
 	// block, if set, is called by a spout's Open before it claims.
 	block func(worker string, nth int)
 	perW  map[string]int

@@ -360,7 +360,6 @@ func waitLive(t *testing.T, st *cluster.Store, n int) {
 	t.Fatalf("%d workers not live in 20s: %v", n, live)
 }
 
-
 // A worker whose build has another fingerprint of the topology (here: another
 // parallelism of its bolt) refuses it, naming what differs; with no other worker,
 // the scheduler's record says who refused and why. A second topology finds no free
