@@ -88,6 +88,19 @@ func parseClusterWordcount(args []string) (*clusterWordcount, error) {
 	if a.opts.Run == "" {
 		return nil, fmt.Errorf("wordcount: no --run")
 	}
+	// The flags' own names in errors, rather than ClusterOptions' fields.
+	switch o := &a.opts; {
+	case !(o.FailRate >= 0 && o.FailRate < 1):
+		return nil, fmt.Errorf("wordcount: --fail-rate %v: must be at least 0 and below 1", o.FailRate)
+	case o.Config.Ackers < 1:
+		return nil, fmt.Errorf("wordcount: --ackers %d: a run on workers needs at least 1, to replay what a lost worker held", o.Config.Ackers)
+	case o.Parallelism < 1:
+		return nil, fmt.Errorf("wordcount: --parallelism %d: must be at least 1", o.Parallelism)
+	case o.Config.MaxSpoutPending < 0:
+		return nil, fmt.Errorf("wordcount: --max-pending %d: must be >= 0 (0 = unlimited)", o.Config.MaxSpoutPending)
+	case o.Config.MessageTimeout < topology.MinMessageTimeout:
+		return nil, fmt.Errorf("wordcount: --timeout %v: must be at least %v", o.Config.MessageTimeout, topology.MinMessageTimeout)
+	}
 	return a, nil
 }
 
