@@ -91,7 +91,13 @@ func (c *clusterFlags) connect(ctx context.Context, name string) (*nats.Conn, *c
 	nc, err := nats.Connect(c.url, opts...)
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) {
-			return nil, nil, fmt.Errorf("NATS at %s refused the credentials (give --nats-data of the embedded node, --creds or --nkey): %w", c.url, err)
+			if c.creds == "" && c.nkey == "" {
+				if _, serr := os.Stat(natsnode.CredentialsFile(c.natsData)); serr != nil {
+					return nil, nil, fmt.Errorf("NATS at %s wants credentials, and there are none in %s (give --nats-data of the embedded node, the DATA of gale nats --data DATA; or --creds or --nkey): %w", c.url, natsnode.CredentialsFile(c.natsData), err)
+				}
+				return nil, nil, fmt.Errorf("NATS at %s refused the credentials in %s (another node's? give --nats-data of the node at that URL, or --creds or --nkey): %w", c.url, natsnode.CredentialsFile(c.natsData), err)
+			}
+			return nil, nil, fmt.Errorf("NATS at %s refused the credentials (--creds or --nkey): %w", c.url, err)
 		}
 		return nil, nil, fmt.Errorf("NATS at %s: %w", c.url, err)
 	}
@@ -406,7 +412,7 @@ func printAssignment(w io.Writer, rec *cluster.Record, comps map[int]string) {
 		fmt.Fprintf(w, "%s: not placed\n", rec.Topology)
 		return
 	}
-	fmt.Fprintf(w, "%s: generation %d on %d workers (fingerprint %s)\n", rec.Topology, a.Generation, len(a.Workers), rec.Fingerprint)
+	fmt.Fprintf(w, "%s: generation %d on %s (fingerprint %s)\n", rec.Topology, a.Generation, plural(len(a.Workers), "worker"), rec.Fingerprint)
 	writeTasks(w, a, comps)
 }
 

@@ -168,6 +168,13 @@ Endpoints:
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
+			if f.cluster.url == "" {
+				for _, name := range []string{"workers", "worker-name", "nats-data", "creds", "nkey", "prefix", "replicas", "nats-timeout"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s is for a pipeline on a cluster: give --nats URL too (without it gale serve runs the pipeline in this process)", name)
+					}
+				}
+			}
 			if f.cluster.url != "" {
 				nc, st, err := f.cluster.connect(ctx, "gale serve")
 				if err != nil {

@@ -243,7 +243,7 @@ Exit status: 0 when every line was acked and no API misuse was reported, 1 other
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr; debug logs failed and timed-out trees, and every tuple of sampled trees, with their root ids)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.DurationVar(&linger, "ui-linger", 0, "with --ui, keep serving the UI this long after the job is done and its summary printed (0: the UI stops with the job)")
-	f.IntVar(&workers, "workers", 0, "run on this many `gale worker` child processes over an embedded NATS on loopback (0: in this process)")
+	f.IntVar(&workers, "workers", 0, "run on this many gale worker child processes over an embedded NATS on loopback (0: in this process)")
 	f.DurationVar(&killAfter, "kill-worker", 0, "with --workers, kill -9 the worker running the spout this long after the submit, and report the failover")
 	f.DurationVar(&pauseAfter, "pause-worker", 0, "with --workers, SIGSTOP the worker running the spout this long after the submit, past its heartbeat, and SIGCONT it once its tasks run elsewhere (it must be fenced off)")
 	f.IntVar(&natsNodes, "nats-nodes", 1, "with --workers, embedded NATS nodes: 1, or 3 (a JetStream cluster, every bucket and stream replicated 3 times)")

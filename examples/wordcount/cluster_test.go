@@ -527,7 +527,7 @@ func TestClusterWordCountServerRestart(t *testing.T) {
 	if err := EnsureClusterState(ctx, js, "gale-wordcount", 1); err != nil {
 		t.Fatal(err)
 	}
-	files := absFiles(t, books(t)[5:6]) // 244-0.txt
+	files := absFiles(t, books(t)) // all of them: a run long enough to be cut by the restart
 	o := ClusterOptions{Files: files, Config: clusterConfig(), JS: js, Bucket: "gale-wordcount", Run: "restart",
 		CommitInterval: 20 * time.Millisecond, opTimeout: 300 * time.Millisecond}
 	o.Config.MessageTimeout = 5 * time.Second
