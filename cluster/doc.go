@@ -45,6 +45,12 @@
 // removed by the server; when it beats again it finds its key gone and creates it
 // anew (Rejoins counts it). A graceful stop deletes the key: gone at once. Workers
 // lists the live workers; WatchWorkers streams Joined, Beat, Changed and Left.
+// Joined closes at the first write: a worker takes no work before it holds its
+// name. The heartbeat also says which generation of each topology the worker runs
+// (Running: a move is over when every worker of the new generation says so) and
+// which topologies it refuses and why (Refused: its build lacks one, or has another
+// fingerprint); the scheduler places a topology only on workers that do not refuse
+// it as submitted, and names the refusals when none is left.
 //
 // # Requests and answers
 //
@@ -54,8 +60,9 @@
 // entries rather than messages on a request subject: they hold the desired state,
 // so they survive a scheduler's death and are read by the next one; a pass reads
 // the whole state, so a notification lost or repeated changes nothing; and the
-// record answering a request names it. A refused submit is withdrawn (its spec
-// marked killed) and a refused rebalance put back, so nothing is left pending;
+// record answering a request names it. A refused submit, or one no scheduler
+// answered in time, is withdrawn (its spec marked killed) and a refused rebalance
+// put back, so nothing is left pending;
 // the refusal is the scheduler's placement error, kept in the record's Error for
 // `gale cluster status` (Status).
 //
