@@ -67,6 +67,11 @@ type Record struct {
 	Short int `json:"short,omitempty"`
 	// Moved is how many tasks changed worker in the last change of generation.
 	Moved int `json:"moved,omitempty"`
+	// Incarnations are the incarnations (WorkerInfo.Incarnation) of the assignment's
+	// workers when it was written. A worker restarted under its name (a new process,
+	// which knows nothing of the generation's state) makes a new generation, though
+	// no task moves: the others cut the old one off, and its sources replay.
+	Incarnations map[string]string `json:"incarnations,omitempty"`
 	// Epoch is the lease revision of the scheduler term that wrote this record;
 	// Scheduler names its holder; Updated is its clock's time.
 	Epoch     uint64    `json:"epoch"`

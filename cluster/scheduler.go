@@ -445,6 +445,9 @@ func (sc *Scheduler) pass(ctx context.Context, ld *leader) error {
 		}
 		ready, refusals := willing(workers, ld.members.live, ld.specs[name])
 		next, perr := decide(ld.specs[name], rec, placement.Occupy(ready, others...))
+		if perr == nil && next != nil {
+			renew(rec, next, ld.members.live)
+		}
 		if perr != nil && refusals != "" {
 			perr = fmt.Errorf("%w (refused by %s)", perr, refusals)
 			next.Error = perr.Error()
@@ -487,6 +490,32 @@ func (sc *Scheduler) pass(ctx context.Context, ld *leader) error {
 	}
 	sc.onEvent(Event{Kind: Passed, Epoch: ld.t.epoch, Workers: len(workers), Writes: writes, Duration: s.cfg.Clock.Since(start)})
 	return nil
+}
+
+// renew records the incarnations of next's workers and, if one of them is another
+// process than when rec was written (restarted under its name, and back before the
+// scheduler saw it go), gives next a new generation, so that every worker starts it
+// afresh: the restarted process holds none of the old generation's state, and the
+// others cut that generation off.
+func renew(rec, next *Record, live map[string]WorkerInfo) {
+	a := next.Assignment
+	if a == nil || next.Killed {
+		return
+	}
+	inc := make(map[string]string, len(a.Workers))
+	for _, w := range a.Workers {
+		inc[w] = live[w].Incarnation
+	}
+	if rec != nil && rec.Assignment != nil && !rec.Killed && rec.Incarnations != nil && a.Generation == rec.Assignment.Generation {
+		for _, w := range a.Workers {
+			if old, ok := rec.Incarnations[w]; ok && old != inc[w] {
+				a.Generation++
+				next.Moved = len(a.Tasks(w))
+				break
+			}
+		}
+	}
+	next.Incarnations = inc
 }
 
 // willing returns the workers that do not refuse spec's topology as submitted (its

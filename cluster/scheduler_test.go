@@ -459,13 +459,23 @@ func TestSchedulerTakeoverAndFence(t *testing.T) {
 	if took.Epoch <= elected.Epoch {
 		t.Fatalf("follower's epoch %d is not after the leader's %d", took.Epoch, elected.Epoch)
 	}
-	// It sees w1, w2 and w3 live and wc where it should be: nothing to write.
+	// It sees w1, w2 and w3 live, and wc where it should be; but w2 is another
+	// process than the one wc's generation 1 was given to (restarted under its
+	// name): its only write renews the generation, the placement unchanged.
+	var renewed *Record
 	follower.ev.wait(t, 5*time.Second, "pass over 3 workers", func(e Event) bool {
 		if e.Kind == Wrote {
-			t.Fatalf("follower wrote %+v", e.Record)
+			if renewed != nil || e.Record.Generation() != 2 || !slices.Equal(e.Record.Assignment.Workers, []string{"w1", "w2"}) ||
+				e.Record.Moved != 3 || e.Record.Incarnations["w2"] == rec.Incarnations["w2"] {
+				t.Fatalf("follower wrote %+v, want generation 2 on w1 and w2 once (w2 restarted)", e.Record)
+			}
+			renewed = e.Record
 		}
 		return e.Kind == Passed && e.Workers == 3
 	})
+	if renewed == nil {
+		t.Fatal("the follower did not renew wc's generation after w2's restart")
+	}
 
 	// The leader wakes and writes on the record's current revision: fenced off.
 	leader.unpause()
@@ -475,8 +485,8 @@ func TestSchedulerTakeoverAndFence(t *testing.T) {
 	}
 	t.Logf("stale write refused: %v", end.Err)
 	now, err := client.Record(ctx, "wc")
-	if err != nil || now.Revision != rec.Revision || now.Generation() != 1 {
-		t.Fatalf("wc after the stale write: %+v (%v), want revision %d unchanged", now, err, rec.Revision)
+	if err != nil || now.Revision != renewed.Revision || now.Generation() != 2 {
+		t.Fatalf("wc after the stale write: %+v (%v), want the follower's revision %d unchanged", now, err, renewed.Revision)
 	}
 
 	l, err := client.Lease(ctx)

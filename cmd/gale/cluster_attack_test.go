@@ -1015,7 +1015,7 @@ func TestAttackNATSRestartMidRun(t *testing.T) {
 	}
 	c.waitProgress("natsrestart")
 	c.restartNode(time.Second)
-	c.finishWithin("natsrestart", 20*time.Second)
+	c.finishWithin("natsrestart", 90*time.Second)
 	for _, n := range []string{"w1", "w2", "w3"} {
 		if c.proc(n) == nil {
 			t.Errorf("worker %s exited over the NATS restart\n%s", n, c.logs())
