@@ -67,6 +67,15 @@ type atkProc struct {
 
 func newAtkCluster(t *testing.T) *atkCluster {
 	t.Helper()
+	if raceEnabled {
+		// Their workers are this binary, race-built: 5 to 10 times slower, and the
+		// attacks' timings (heartbeat TTLs, the run outlasting the attack, deadlines)
+		// stop holding when the other packages' tests share the two cores. The worker
+		// code's races are checked by cluster/worker's tests and by this package's
+		// TestWordcount* and TestOrdersOnWorkers* runs; .ci/run runs these attacks in
+		// a step of their own, without -race.
+		t.Skip("multi-process break-it test: run without -race (go test -run TestAttack ./cmd/gale/)")
+	}
 	dir := t.TempDir()
 	natsDir := filepath.Join(dir, "nats")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -48,18 +48,19 @@ type clusterDemo struct {
 
 // failover is what the demo measured around its kill -9.
 type failover struct {
-	Victim        string        `json:"worker"`
-	PID           int           `json:"pid"`
-	Tasks         string        `json:"tasks"`
-	KilledAfter   time.Duration `json:"-"`
-	Detected      time.Duration `json:"-"` // kill to its heartbeat's expiry (server time)
-	Reassigned    time.Duration `json:"-"` // kill to the new generation's record
-	Running       time.Duration `json:"-"` // kill to every worker of it running it
-	OldGen        uint64        `json:"from_generation"`
-	NewGen        uint64        `json:"to_generation"`
-	NewAssignment string        `json:"-"`
-	Paused        bool          `json:"-"` // SIGSTOP rather than SIGKILL
-	Resumed       bool          `json:"-"` // SIGCONT sent once the new generation ran
+	Victim        string            `json:"worker"`
+	PID           int               `json:"pid"`
+	Tasks         string            `json:"tasks"`
+	KilledAfter   time.Duration     `json:"-"`
+	Detected      time.Duration     `json:"-"` // kill to its heartbeat's expiry (server time)
+	Reassigned    time.Duration     `json:"-"` // kill to the new generation's record
+	Running       time.Duration     `json:"-"` // kill to every worker of it running it
+	OldGen        uint64            `json:"from_generation"`
+	NewGen        uint64            `json:"to_generation"`
+	NewAssignment string            `json:"-"`
+	After         map[string]string `json:"-"` // the new generation's tasks by worker
+	Paused        bool              `json:"-"` // SIGSTOP rather than SIGKILL
+	Resumed       bool              `json:"-"` // SIGCONT sent once the new generation ran
 }
 
 // childWorker is a `gale worker` process the demo started.
@@ -297,6 +298,10 @@ wait:
 				var b strings.Builder
 				writeTasks(&b, r.Assignment, comps)
 				fo.NewAssignment = b.String()
+				fo.After = map[string]string{}
+				for _, w := range r.Assignment.Workers {
+					fo.After[w] = describeTasks(r.Assignment.Tasks(w), comps)
+				}
 			}
 		}
 		if fo != nil && newRec != nil && fo.Running == 0 {
@@ -579,8 +584,13 @@ func (d *clusterDemo) writeJSON(o *demoOutcome) error {
 		out["nats_node_shut_down"] = o.natsKilled
 	}
 	if fo != nil {
+		sig := "SIGKILL"
+		if fo.Paused {
+			sig = "SIGSTOP" // then SIGCONT once its tasks ran elsewhere
+		}
 		out["failover"] = map[string]any{
-			"worker": fo.Victim, "pid": fo.PID, "tasks": fo.Tasks, "killed_after_seconds": fo.KilledAfter.Seconds(),
+			"worker": fo.Victim, "pid": fo.PID, "tasks": fo.Tasks, "signal": sig, "killed_after_seconds": fo.KilledAfter.Seconds(),
+			"placement_after":  fo.After,
 			"detected_seconds": fo.Detected.Seconds(), "reassigned_seconds": fo.Reassigned.Seconds(),
 			"running_seconds": fo.Running.Seconds(), "from_generation": fo.OldGen, "to_generation": fo.NewGen,
 		}
