@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"github.com/gale-stream/gale/internal/natstest"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -23,38 +24,14 @@ func TestMain(m *testing.M) { leaktest.Main(m) }
 // port, its store in a temporary directory, shut down when the test ends.
 func runServer(t testing.TB, opts ...func(*server.Options)) *server.Server {
 	t.Helper()
-	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: t.TempDir()}
-	for _, f := range opts {
-		f(o)
-	}
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatalf("nats server: %v", err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("nats server not ready in 10s")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
+	return natstest.Run(t, append([]func(*server.Options){natstest.JetStream(t, "")}, opts...)...)
 }
 
 // connect opens a connection to url (a comma-separated list for a cluster) that
 // reconnects at once and for ever, closed when the test ends.
 func connect(t testing.TB, url string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
-		nats.ReconnectJitter(0, 0), nats.NoCallbacksAfterClientClose(),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatalf("connect %s: %v", url, err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, url)
 }
 
 var prefixes atomic.Int64

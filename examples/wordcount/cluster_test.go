@@ -3,6 +3,7 @@ package wordcount
 import (
 	"context"
 	"errors"
+	"github.com/gale-stream/gale/internal/natstest"
 	"io"
 	"log/slog"
 	"math"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gale-stream/gale/cluster"
@@ -33,41 +33,14 @@ func TestMain(m *testing.M) { leaktest.Main(m) }
 // (as cluster's runServer).
 func runNATS(t testing.TB, port int, dir string) *server.Server {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	if port == 0 {
-		port = -1
-	}
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: dir})
-	if err != nil {
-		t.Fatalf("nats server: %v", err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("nats server not ready in 10s")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
+	return natstest.Run(t, natstest.JetStream(t, dir), natstest.Port(port))
 }
 
 // connectJS opens a connection to url that reconnects at once and for ever, closed
 // when the test ends, and returns its JetStream context.
 func connectJS(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
-		nats.ReconnectJitter(0, 0), nats.NoCallbacksAfterClientClose(),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatalf("connect %s: %v", url, err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(natstest.Connect(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package natstransport_test
 import (
 	"errors"
 	"fmt"
+	"github.com/gale-stream/gale/internal/natstest"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -22,24 +23,7 @@ import (
 // shut down when the test ends.
 func runServer(t testing.TB, opts ...func(*server.Options)) *server.Server {
 	t.Helper()
-	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
-	for _, f := range opts {
-		f(o)
-	}
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatalf("nats server: %v", err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("nats server not ready in 10s")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
+	return natstest.Run(t, opts...)
 }
 
 // maxPayload sets the server's max_payload.
@@ -54,17 +38,7 @@ func port(s *server.Server) int { return s.Addr().(*net.TCPAddr).Port }
 // the test ends.
 func connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	base := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(5 * time.Millisecond),
-		nats.ReconnectJitter(0, 0), nats.NoCallbacksAfterClientClose(),
-		// Errors a test causes (a server restarted under the connection) are expected;
-		// without a handler nats.go logs them.
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}
-	nc, err := nats.Connect(url, append(base, opts...)...)
-	if err != nil {
-		t.Fatalf("connect %s: %v", url, err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, url, append([]nats.Option{nats.ReconnectWait(5 * time.Millisecond)}, opts...)...)
 }
 
 var prefixes atomic.Int64
