@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +13,7 @@ import (
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/cmd/gale/internal/serve"
-	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/internal/pgtest"
 )
 
 // testSinkURL is the sink of a test: a fresh PostgreSQL schema when
@@ -27,28 +24,7 @@ func testSinkURL(t *testing.T, dir string) string {
 	if url == "" {
 		return dir + "/sink.db"
 	}
-	admin, err := sink.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "gale_serve_cluster_" + hex.EncodeToString(b[:])
-	if _, err := admin.SQL.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.SQL.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	return url + sep + "search_path=" + schema
+	return pgtest.Schema(t, url, "gale_serve_cluster")
 }
 
 // The orders pipeline through gale serve with its bolts on two gale worker

@@ -2,9 +2,7 @@ package orders
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/csv"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -23,6 +21,7 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/internal/plaintest"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
@@ -332,28 +331,7 @@ func openSQLite(t *testing.T) *sink.DB {
 func openPostgres(t *testing.T, url string) *sink.DB {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := sink.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "gale_orders_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.SQL.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.SQL.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	db, err := sink.Open(ctx, url+sep+"search_path="+schema)
+	db, err := sink.Open(ctx, pgtest.Schema(t, url, "gale_orders_test"))
 	if err != nil {
 		t.Fatal(err)
 	}
