@@ -125,6 +125,19 @@ func (l *evlog) count(match func(Event) bool) int {
 	return n
 }
 
+// waitCount waits up to d until n events match match.
+func (l *evlog) waitCount(d time.Duration, match func(Event) bool, n int) bool {
+	deadline := time.After(d)
+	for l.count(match) < n {
+		select {
+		case <-l.notify:
+		case <-deadline:
+			return false
+		}
+	}
+	return true
+}
+
 // wait waits up to d for an event matching match.
 func (l *evlog) wait(d time.Duration, match func(Event) bool) (Event, bool) {
 	deadline := time.After(d)
@@ -238,13 +251,14 @@ func TestAttackOpenFailsRetryLoopBounded(t *testing.T) {
 	}
 	subs0 := w.w.cfg.Conn.NumSubscriptions()
 	t0 := time.Now()
+	// Wait for 5 more attempts: with RetryStart 200 ms they cannot come in less than
+	// 4 intervals (a loop that does not wait would make them at once).
 	n0 := w.ev.count(kindIs(StartFailed))
-	// Let 2 s pass (the retry interval is 200 ms): at most ~10 more attempts.
-	time.Sleep(2 * time.Second)
-	n := w.ev.count(kindIs(StartFailed)) - n0
-	el := time.Since(t0)
-	if max := int(el/(200*time.Millisecond)) + 2; n > max || n < 3 {
-		t.Errorf("%d StartFailed in %v with RetryStart 200ms (want 3..%d)", n, el, max)
+	if !w.ev.waitCount(10*time.Second, kindIs(StartFailed), n0+5) {
+		t.Fatalf("not 5 more StartFailed in 10s (%d): the retries stopped", w.ev.count(kindIs(StartFailed))-n0)
+	}
+	if el := time.Since(t0); el < 4*200*time.Millisecond*9/10 {
+		t.Errorf("5 StartFailed in %v with RetryStart 200ms: the retries do not wait", el)
 	}
 	if subs := w.w.cfg.Conn.NumSubscriptions(); subs > subs0+2 {
 		t.Errorf("subscriptions grew from %d to %d over the failed starts", subs0, subs)
