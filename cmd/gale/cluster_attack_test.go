@@ -33,13 +33,6 @@ import (
 	"github.com/gale-stream/gale/examples/wordcount"
 )
 
-func bugSkip(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("GALE_ATTACK_BUGS") != "1" {
-		t.Skip(why)
-	}
-}
-
 // atkCluster is an embedded NATS node and the gale worker processes started on it.
 type atkCluster struct {
 	t       *testing.T
