@@ -4,8 +4,8 @@ package main
 // test binary run as gale, TestMain's GALE_TEST_CHILD) on an embedded NATS node on
 // loopback, word count submitted with `gale submit`, and workers killed (-9),
 // paused (SIGSTOP), rebalanced, deactivated and resubmitted mid-run; the counts must
-// stay exact. And misuse of the commands. A test that shows a bug is skipped with
-// "BUG:" once confirmed; GALE_ATTACK_BUGS=1 runs it.
+// stay exact. And misuse of the commands. They skip under -race (see newAtkCluster);
+// .ci/run runs them without it.
 
 import (
 	"bytes"
