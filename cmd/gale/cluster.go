@@ -8,7 +8,9 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -126,6 +128,7 @@ func workerCmd() *cobra.Command {
 		stopTimeout      time.Duration
 		logLevel, logFmt string
 		uiAddr, uiToken  string
+		cpuProfile       string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -151,6 +154,23 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 			// trades tens of MB for throughput. GOGC in the environment still wins.
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(400)
+			}
+			if cpuProfile == "" {
+				if dir := os.Getenv("GALE_WORKER_CPUPROFILE"); dir != "" {
+					cpuProfile = filepath.Join(dir, fmt.Sprintf("worker-%s-%d.pprof", name, os.Getpid()))
+				}
+			}
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					pf.Close()
+					return err
+				}
+				defer pf.Close()
+				defer pprof.StopCPUProfile()
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -188,6 +208,7 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFmt, "log-format", "text", "text or json")
 	f.StringVar(&uiAddr, "ui", "", "serve the web UI of the topology this worker runs (every process's stats, the cluster's workers) and Prometheus /metrics on this address (e.g. :8080)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process to this file until it exits (default: GALE_WORKER_CPUPROFILE=DIR in the environment writes DIR/worker-NAME-PID.pprof, so the workers gale wordcount --workers and gale bench cluster start can be profiled)")
 	f.StringVar(&uiToken, "ui-token", "", "require this token on the UI and /metrics (Authorization: Bearer, or ?token=); it also allows the UI's actions (kill, deactivate, activate, rebalance)")
 	return cmd
 }
