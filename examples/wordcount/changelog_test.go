@@ -356,10 +356,10 @@ func TestChangelogPipelineFailure(t *testing.T) {
 		t.Fatalf("changelog: %+v\n%s", got, d)
 	}
 	b.mu.Lock()
-	d := diffCounts(b.counts, want)
+	applied := b.applied
 	b.mu.Unlock()
-	if d != "" {
-		t.Fatalf("the task's counts:\n%s", d)
+	if applied != 7 {
+		t.Fatalf("the task holds %d occurrences applied, want 7", applied)
 	}
 }
 
@@ -488,9 +488,9 @@ func TestChangelogStaleIncarnation(t *testing.T) {
 	third, _, _ := pipelineTask(t, ctx, js, "stale", 2, 4, 0)
 	defer third.Cleanup()
 	third.mu.Lock()
-	d := diffCounts(third.counts, want)
+	applied := third.applied
 	third.mu.Unlock()
-	if d != "" {
-		t.Fatalf("restored counts:\n%s", d)
+	if applied != 10 {
+		t.Fatalf("restored %d distinct occurrences, want 10", applied)
 	}
 }

@@ -463,21 +463,21 @@ func TestClusterCountWriteFailure(t *testing.T) {
 		t.Fatalf("changelog: %+v\n%s", got, d)
 	}
 	b.mu.Lock()
-	d := diffCounts(b.counts, want)
+	applied := b.applied
 	b.mu.Unlock()
-	if d != "" {
-		t.Fatalf("the task's counts:\n%s", d)
+	if applied != 8 {
+		t.Fatalf("the task holds %d occurrences applied, want 8", applied)
 	}
 
-	// Prepared again (the task moved), it restores the same counts and sees every
+	// Prepared again (the task moved), it restores the same occurrences and sees every
 	// occurrence as applied.
 	b2, out2 := &changelogCount{conf: conf}, &countCollector{}
 	if err := b2.Prepare(ctx, tc, out2); err != nil {
 		t.Fatal(err)
 	}
 	defer b2.Cleanup()
-	if d := diffCounts(b2.counts, want); d != "" {
-		t.Fatalf("restored counts:\n%s", d)
+	if b2.applied != 8 {
+		t.Fatalf("restored %d distinct occurrences, want 8", b2.applied)
 	}
 	for _, tt := range tuples {
 		b2.Execute(tt)

@@ -37,7 +37,8 @@
 // refused; a spout starting elsewhere resumes reading at the committed low. Each
 // count task appends the occurrences it applies, in batches, to its own subject
 // "wordcount.changelog.<Bucket>.<Run>.<task index>" of stream "<Bucket>-changelog",
-// and rebuilds its counts and its Occurrences from that subject when it starts.
+// and rebuilds its Occurrences (what it has applied) from that subject when it
+// starts; it keeps no per-word counts, which are read from the changelogs.
 // The counts are exactly once: a count task acks an occurrence only once the batch
 // holding it (its first application, for a duplicate) is stored, so every line
 // below a committed low has all its occurrences in the changelogs, and every other
