@@ -135,8 +135,11 @@ const (
 	opStatsReply                  // Body: a host's Stats (JSON)
 	opEnded                       // Body: roots whose trees failed or timed out
 	opHeld                        // Body: a lineage holder report (JSON)
-	opHello                       // this host is up (answered once the receiver is up too)
+	opHello                       // this host is up (answered once the receiver is up too); Body: its lineage sample bound if it hosts a spout
 	opBye                         // this host is leaving: wait for nothing from it
+	opLineage                     // Body: lineage records of trees rooted on the receiver (JSON linBatch)
+	opTrees                       // send this host's lineage answer to a query (JSON treeQuery)
+	opTreesReply                  // Body: a host's answer (JSON treeAnswer)
 )
 
 // hostState is the host endpoint: ends and requests re-sent until acknowledged, and
@@ -182,7 +185,7 @@ func (r *Runtime) greet() {
 		close(r.ready)
 		return
 	}
-	r.requestAll(peers, opHello, nil)
+	r.requestAll(peers, opHello, r.greeting())
 }
 
 // endEdges ends every edge of an exited task to the hosts given: one end per host,
@@ -457,6 +460,7 @@ func (r *Runtime) hostControl(self int, m *transport.Message) {
 		}
 		h.mu.Unlock()
 	case opHello:
+		r.peerSampling(-m.From, m.Body)
 		ack()
 	case opBye:
 		r.peerLeft(-m.From)
@@ -473,7 +477,14 @@ func (r *Runtime) hostControl(self int, m *transport.Message) {
 			return
 		}
 		r.send(&transport.Message{Kind: transport.KindControl, From: self, To: m.From, Op: opStatsReply, ID: m.ID, Body: body})
-	case opStatsReply:
+	case opTrees:
+		body, err := r.answerTrees(m.Body)
+		if err != nil {
+			r.countStray(m)
+			return
+		}
+		r.send(&transport.Message{Kind: transport.KindControl, From: self, To: m.From, Op: opTreesReply, ID: m.ID, Body: body})
+	case opStatsReply, opTreesReply:
 		h.mu.Lock()
 		ch := h.replies[m.ID]
 		delete(h.replies, m.ID)
@@ -493,6 +504,8 @@ func (r *Runtime) hostControl(self int, m *transport.Message) {
 			return
 		}
 		r.lin.Hold(rep.Root, rep.Holder)
+	case opLineage:
+		r.applyForwarded(-m.From, m.Body)
 	default:
 		r.countStray(m)
 	}
@@ -510,9 +523,25 @@ type heldReport struct {
 // ctx ends; then it fails naming the hosts that did not answer.
 func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 	s := r.Stats()
+	replies, err := r.ask(ctx, r.peers(), opStats, nil, "their stats")
+	for _, h := range slices.Sorted(maps.Keys(replies)) {
+		var other Stats
+		if err2 := json.Unmarshal(replies[h], &other); err2 != nil {
+			return s, fmt.Errorf("engine: stats of host %d: %w", h, err2)
+		}
+		s.Merge(&other)
+	}
+	return s, err
+}
+
+// ask sends a request to each of hosts and returns their replies by host. A request
+// is re-sent every resend interval until answered (it or its reply may be lost),
+// until ctx ends or this engine stops; the error then names the hosts that did not
+// answer, and those that had said goodbye (not asked), for what ("their stats").
+func (r *Runtime) ask(ctx context.Context, hosts []int, op uint8, body []byte, what string) (map[int][]byte, error) {
 	var peers, gone []int
 	r.host.mu.Lock()
-	for _, h := range r.peers() {
+	for _, h := range hosts {
 		if r.host.gone[h] {
 			gone = append(gone, h)
 		} else {
@@ -522,18 +551,19 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 	r.host.mu.Unlock()
 	select {
 	case <-r.done:
-		if len(peers)+len(gone) > 0 {
+		if len(hosts) > 0 {
 			// Its host endpoint no longer runs: no reply could be read.
-			return s, fmt.Errorf("engine: this engine has stopped: hosts %v not asked for their stats", r.peers())
+			return nil, fmt.Errorf("engine: this engine has stopped: hosts %v not asked for %s", hosts, what)
 		}
 	default:
 	}
 	var errGone error
 	if gone != nil {
-		errGone = fmt.Errorf("engine: hosts %v have finished (said goodbye): their stats are not included", gone)
+		errGone = fmt.Errorf("engine: hosts %v have finished (said goodbye): %s are not included", gone, what)
 	}
+	out := map[int][]byte{}
 	if len(peers) == 0 {
-		return s, errGone
+		return out, errGone
 	}
 	replies := make(chan *transport.Message, len(peers))
 	asked := map[uint64]int{} // request id -> host
@@ -551,12 +581,12 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 		}
 		r.host.mu.Unlock()
 	}()
-	ask := func() {
+	send := func() {
 		for id, h := range asked {
-			r.send(&transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: opStats, ID: id})
+			r.send(&transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: op, ID: id, Body: body})
 		}
 	}
-	ask()
+	send()
 	t := r.clock.NewTicker(r.resendEvery())
 	defer t.Stop()
 	for len(asked) > 0 {
@@ -567,20 +597,16 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 				continue // a duplicate reply
 			}
 			delete(asked, m.ID)
-			var other Stats
-			if err := json.Unmarshal(m.Body, &other); err != nil {
-				return s, fmt.Errorf("engine: stats of host %d: %w", h, err)
-			}
-			s.Merge(&other)
+			out[h] = m.Body
 		case <-t.C():
-			ask()
+			send()
 		case <-ctx.Done():
-			return s, errors.Join(fmt.Errorf("engine: hosts %v did not send their stats: %w", slices.Sorted(maps.Values(asked)), ctx.Err()), errGone)
+			return out, errors.Join(fmt.Errorf("engine: hosts %v did not send %s: %w", slices.Sorted(maps.Values(asked)), what, ctx.Err()), errGone)
 		case <-r.done:
-			return s, errors.Join(fmt.Errorf("engine: this engine stopped before hosts %v sent their stats", slices.Sorted(maps.Values(asked))), errGone)
+			return out, errors.Join(fmt.Errorf("engine: this engine stopped before hosts %v sent %s", slices.Sorted(maps.Values(asked)), what), errGone)
 		}
 	}
-	return s, errGone
+	return out, errGone
 }
 
 // broadcastEnded tells the other hosts which trees failed or timed out, so that

@@ -23,9 +23,6 @@ var sourceOf = tupleinternal.SourceOf.(func(*tupleinternal.State) (string, strin
 func WithLineage(rec *lineage.Recorder) Option {
 	return func(r *Runtime) {
 		r.lin = rec
-		if rec != nil {
-			r.sampleBelow = rec.Threshold()
-		}
 	}
 }
 
@@ -33,7 +30,7 @@ func WithLineage(rec *lineage.Recorder) Option {
 func (r *Runtime) Lineage() *lineage.Recorder { return r.lin }
 
 // sampled reports whether root's whole tree is recorded: one comparison, no lock.
-func (r *Runtime) sampled(root uint64) bool { return root != 0 && root < r.sampleBelow }
+func (r *Runtime) sampled(root uint64) bool { return root != 0 && root < r.sampleBelow.Load() }
 
 // unixNano converts a runtime clock reading to Unix nanoseconds.
 func (r *Runtime) unixNano(t int64) int64 { return r.epochUnix + t }
@@ -210,16 +207,19 @@ func (b *boltExec) reportBlocked(roots []uint64) {
 	}
 }
 
-// runSweeper sweeps until the topology's hard stop (its owner waits for it).
+// runSweeper sweeps, and sends the lineage records of trees rooted on other hosts,
+// until the topology's hard stop (its owner waits for it).
 func (r *Runtime) runSweeper() {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-r.hard.Done():
+			r.flushForward() // the last acks of a drained run; peers may have left
 			return
 		case <-t.C:
 			r.sweep()
+			r.flushForward()
 		}
 	}
 }
@@ -354,14 +354,15 @@ func (b *boltExec) releaseLocked(st *tupleinternal.State) {
 // anySampled reports whether any tree of the tuple is sampled (no call for the common
 // one-root tuple: it runs for every anchor and every ack).
 func (r *Runtime) anySampled(st *tupleinternal.State) bool {
-	if st.Root0 != 0 && st.Root0 < r.sampleBelow {
+	below := r.sampleBelow.Load()
+	if st.Root0 != 0 && st.Root0 < below {
 		return true
 	}
 	if st.More == nil {
 		return false
 	}
 	for _, e := range *st.More {
-		if e.Root < r.sampleBelow {
+		if e.Root < below {
 			return true
 		}
 	}
@@ -391,7 +392,7 @@ func (b *boltExec) lineageEmitLocked(st *tupleinternal.State, stream string, par
 	debug := b.e.log.Enabled(context.Background(), slog.LevelDebug)
 	st.Edges(func(root, _ uint64) {
 		if rt.sampled(root) {
-			rt.lin.Emit(root, n)
+			rt.linEmit(root, n)
 			if debug {
 				b.e.log.Debug("tuple emitted", "root", rootAttr(root), "tuple", rootAttr(n.ID),
 					"to", n.ToComponent, "to_task", n.ToTask, "stream", stream)
@@ -413,14 +414,14 @@ func (b *boltExec) lineageFinishLocked(st *tupleinternal.State, failed bool, rea
 	debug := b.e.log.Enabled(context.Background(), slog.LevelDebug)
 	st.Edges(func(root, _ uint64) {
 		if node != 0 && rt.sampled(root) {
-			rt.lin.Done(at, root, node, task, failed, reason)
+			rt.linDone(linDone{At: at, Root: root, Node: node, Task: task, Failed: failed, Reason: reason})
 			if debug && !failed {
 				b.e.log.Debug("tuple acked", "root", rootAttr(root), "tuple", rootAttr(node))
 			}
 		}
 		if failed {
 			comp, stream, srcTask := sourceOf(st)
-			rt.lin.Fail(root, lineage.FailPoint{Node: node, Component: b.e.comp.ID, Task: task,
+			rt.linFail(root, lineage.FailPoint{Node: node, Component: b.e.comp.ID, Task: task,
 				SourceComp: comp, SourceTask: srcTask, Stream: stream, At: at, Reason: reason})
 			if debug {
 				attrs := []any{"root", rootAttr(root), "from", comp, "from_task", srcTask, "reason", reason}

@@ -65,7 +65,8 @@ type Runtime struct {
 	// Lineage (WithLineage): the recorder, its sampling bound, and the roots whose
 	// holders are asked for after a timeout.
 	lin         *lineage.Recorder
-	sampleBelow uint64
+	sampleBelow atomic.Uint64
+	fwd         *linForward // where records of trees rooted elsewhere go (lineage_cluster.go)
 	held        heldQuery
 	compOfTask  []*topology.Component
 
@@ -218,6 +219,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		r.hostsOf[c.ID] = hostSet(r.tasksOf[c.ID])
 	}
 	r.ackerHosts = hostSet(r.ackerTasks)
+	r.initLineageHosts()
 	r.endedTask = make([]bool, r.numTasks+1)
 	r.endedOf = map[string]int{}
 	r.ready = make(chan struct{})
@@ -707,5 +709,6 @@ func (r *Runtime) Stats() Stats {
 		s.Transport.Duplicates += ep.dupes
 		ep.cmu.Unlock()
 	}
+	s.LineageDropped = r.lineageDropped()
 	return s
 }

@@ -140,6 +140,9 @@ type Stats struct {
 	// expected (a protocol error); Unreachable counts messages to a host that is not
 	// there (not started yet, or gone: normal at the start and end of a run).
 	Transport TransportStats
+	// LineageDropped counts lineage records of trees rooted on another host that
+	// were not forwarded there: the batch waiting for the next sweep was full.
+	LineageDropped uint64
 }
 
 // TransportStats are the message counters of Stats.
@@ -184,6 +187,7 @@ func (s *Stats) Merge(o *Stats) {
 	if o.Transport.LastError != "" {
 		t.LastError = o.Transport.LastError
 	}
+	s.LineageDropped += o.LineageDropped
 }
 
 // MisuseTotal sums misuse reports over every component.

@@ -1,6 +1,7 @@
 package lineage
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -217,7 +218,9 @@ func (r *Recorder) Emit(root uint64, n Node) {
 	}
 }
 
-// Done records the ack or fail of a tuple of a sampled tree.
+// Done records the ack or fail of a tuple of a sampled tree. Across processes the
+// ack may be heard before the emit (each comes from the host that saw it): the node
+// is then added with what is known, and the emit fills in the rest.
 func (r *Recorder) Done(at int64, root, node uint64, task int, failed bool, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -225,12 +228,17 @@ func (r *Recorder) Done(at int64, root, node uint64, task int, failed bool, reas
 	if t == nil {
 		return
 	}
-	if i := t.find(node); i >= 0 {
-		n := &t.Nodes[i]
-		n.State, n.DoneByTask, n.DoneAt, n.Reason = NodeAcked, task, at, reason
-		if failed {
-			n.State = NodeFailed
+	i := t.find(node)
+	if i < 0 {
+		if !r.addNodeLocked(t, Node{ID: node}) {
+			return
 		}
+		i = len(t.Nodes) - 1
+	}
+	n := &t.Nodes[i]
+	n.State, n.DoneByTask, n.DoneAt, n.Reason = NodeAcked, task, at, clip(reason, MaxReasonBytes)
+	if failed {
+		n.State = NodeFailed
 	}
 }
 
@@ -429,20 +437,28 @@ func (t *tree) find(id uint64) int {
 	return -1
 }
 
-func (r *Recorder) addNodeLocked(t *tree, n Node) {
-	if t.find(n.ID) >= 0 {
-		return
+// addNodeLocked adds an emitted tuple, or fills in one whose ack was heard first
+// (its Component not known yet); it reports whether the node is in the tree.
+func (r *Recorder) addNodeLocked(t *tree, n Node) bool {
+	if i := t.find(n.ID); i >= 0 {
+		if o := &t.Nodes[i]; o.Component == "" {
+			n.State, n.DoneByTask, n.DoneAt, n.Reason = o.State, o.DoneByTask, o.DoneAt, o.Reason
+			n.Parents = slices.Clone(n.Parents)
+			*o = n
+		}
+		return true
 	}
 	if len(t.Nodes) >= r.cfg.MaxNodes {
 		t.Truncated++
 		r.stats.Truncated++
-		return
+		return false
 	}
 	if n.State == "" {
 		n.State = NodePending
 	}
 	n.Parents = slices.Clone(n.Parents)
 	t.Nodes = append(t.Nodes, n)
+	return true
 }
 
 // Lookup finds a tree by root id (16 hex digits) or by message id (the newest tree of
@@ -475,6 +491,8 @@ func (r *Recorder) Attempts(msgID string) []uint64 {
 func (r *Recorder) copyLocked(t *tree) Tree {
 	c := t.Tree
 	c.Nodes = slices.Clone(t.Nodes)
+	// In emit order: a node whose ack came first (from another host) was added then.
+	slices.SortStableFunc(c.Nodes, func(a, b Node) int { return cmp.Compare(a.EmittedAt, b.EmittedAt) })
 	c.Fails = slices.Clone(t.Fails)
 	c.Holders = slices.Clone(t.Holders)
 	return c
