@@ -245,6 +245,48 @@ func appendValue(dst []byte, v any, depth int, norm bool) ([]byte, error) {
 			dst = append(dst, s...)
 		}
 		return dst, nil
+	case []uint64:
+		// The number slices the decoder reads without reflection (numSlice), encoded
+		// without it too, exactly as appendDesc and appendPayload would: word count's
+		// pos []uint64 took about 5% of a worker's CPU through reflect.
+		if depth+1 >= MaxDepth {
+			return dst, tooDeep(reflect.TypeOf(v))
+		}
+		dst, n := appendNumSliceHead(append(dst, tagSlice, tagUint64), x == nil, len(x))
+		for _, e := range x[:n] {
+			dst = binary.AppendUvarint(dst, e)
+		}
+		return dst, nil
+	case []int64:
+		if depth+1 >= MaxDepth {
+			return dst, tooDeep(reflect.TypeOf(v))
+		}
+		dst, n := appendNumSliceHead(append(dst, tagSlice, tagInt64), x == nil, len(x))
+		for _, e := range x[:n] {
+			dst = binary.AppendVarint(dst, e)
+		}
+		return dst, nil
+	case []int:
+		if depth+1 >= MaxDepth {
+			return dst, tooDeep(reflect.TypeOf(v))
+		}
+		dst, n := appendNumSliceHead(append(dst, tagSlice, tagInt), x == nil, len(x))
+		for _, e := range x[:n] {
+			dst = binary.AppendVarint(dst, int64(e))
+		}
+		return dst, nil
+	case []float64:
+		if depth+1 >= MaxDepth {
+			return dst, tooDeep(reflect.TypeOf(v))
+		}
+		dst, n := appendNumSliceHead(append(dst, tagSlice, tagFloat64), x == nil, len(x))
+		for _, e := range x[:n] {
+			if norm && e == 0 {
+				e = 0
+			}
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(e))
+		}
+		return dst, nil
 	case []any:
 		dst = append(dst, tagSlice, tagAny)
 		return appendAnySlice(dst, x, depth+1, norm)
@@ -259,6 +301,15 @@ func appendValue(dst []byte, v any, depth int, norm bool) ([]byte, error) {
 		return dst, err
 	}
 	return appendPayload(dst, rv, depth, norm)
+}
+
+// appendNumSliceHead appends a slice payload's count (count+1, 0 for nil) and
+// returns how many elements follow.
+func appendNumSliceHead(dst []byte, isNil bool, n int) ([]byte, int) {
+	if isNil {
+		return append(dst, 0), 0
+	}
+	return binary.AppendUvarint(dst, uint64(n)+1), n
 }
 
 func b2u8(b bool) byte {
