@@ -27,8 +27,11 @@
 // charts skip that sample rather than draw a rate from it. A process alone answers
 // at once. /metrics stays this process's own tasks, so that Prometheus, scraping
 // every process, sums them; Options.ConstLabels (gale worker: worker=NAME) names
-// the process on every metric. Tuple trees are each process's lineage: a tree's
-// tuples emitted in another process are recorded there, not here.
+// the process on every metric. Tuple trees are kept whole by the process that runs
+// their spout (the others forward what their tasks emit, ack and fail to it):
+// /api/trees and /api/trees/{id} ask those processes (Runtime.ClusterTrees and
+// ClusterTree), within the same StatsTimeout, and say "incomplete" with the list
+// if one does not answer.
 //
 // Options.Cluster is the small interface through which gale worker shows the
 // cluster the topology runs on; the package knows nothing of NATS or the

@@ -235,9 +235,12 @@ func (u *UI) event(w http.ResponseWriter, r *http.Request) {
 		ev.MsgIDs = []string{}
 	}
 	p := EventPage{Event: ev, Trees: []TreeView{}}
-	if lin, why := u.lineage(); lin == nil {
+	// The log spout runs in this process (gale serve's), whose recorder keeps the
+	// trees whole, wherever their bolts ran.
+	if g, why := u.lineage(); g == nil {
 		p.Note = why + ": no trees are recorded"
 	} else {
+		lin := g.lin
 		for _, m := range ev.MsgIDs {
 			for _, root := range lin.Attempts(m) {
 				if t, ok := lin.Lookup(hexID(root)); ok {

@@ -495,9 +495,9 @@ func (u *UI) history(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// lineage returns the lineage recorder of the runtime read now, and why there is
-// none ("" if there is one).
-func (u *UI) lineage() (*lineage.Recorder, string) {
+// lineage returns the generation read now if it records lineage, and why not ("" if
+// it does).
+func (u *UI) lineage() (*generation, string) {
 	g := u.current()
 	switch {
 	case g == nil:
@@ -505,7 +505,7 @@ func (u *UI) lineage() (*lineage.Recorder, string) {
 	case g.lin == nil:
 		return nil, "lineage is off"
 	}
-	return g.lin, ""
+	return g, ""
 }
 
 // TreeView is one tuple tree for the message page (times in Unix milliseconds).
@@ -580,8 +580,8 @@ func summary(t lineage.Tree) TreeView {
 }
 
 func (u *UI) trees(w http.ResponseWriter, r *http.Request) {
-	lin, why := u.lineage()
-	if lin == nil {
+	g, why := u.lineage()
+	if g == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"trees": []TreeView{}, "note": why})
 		return
 	}
@@ -606,25 +606,39 @@ func (u *UI) trees(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
+	// Trees are kept by the processes that run spouts: ask them (this one alone
+	// answers at once).
+	ctx, cancel := context.WithTimeout(r.Context(), u.o.StatsTimeout)
+	defer cancel()
+	trees, err := g.rt.ClusterTrees(ctx, o, limit)
 	out := []TreeView{}
-	for _, t := range lin.Recent(o, limit) {
+	for _, t := range trees {
 		out = append(out, summary(t))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"trees": out})
+	v := map[string]any{"trees": out}
+	if err != nil {
+		v["note"] = "incomplete: " + err.Error()
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	lin, why := u.lineage()
-	if lin == nil {
+	g, why := u.lineage()
+	if g == nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": why + " in this process"})
 		return
 	}
-	t, ok := lin.Lookup(id)
+	ctx, cancel := context.WithTimeout(r.Context(), u.o.StatsTimeout)
+	defer cancel()
+	t, attempts, ok, err := g.rt.ClusterTree(ctx, id)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf(
-			"no tree for %q: not a root id or message id of a sampled (%g%%), failed or timed-out tree still kept",
-			id, 100*lin.Config().Sample)})
+		msg := fmt.Sprintf("no tree for %q: not a root id or message id of a sampled (%g%%), failed or timed-out tree still kept",
+			id, 100*g.lin.Config().Sample)
+		if err != nil {
+			msg += " (" + err.Error() + ")"
+		}
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": msg})
 		return
 	}
 	now := time.Now().UnixNano()
@@ -661,10 +675,8 @@ func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
 		v.Fails = append(v.Fails, FailView{Component: f.Component, Task: f.Task, From: f.SourceComp,
 			FromTask: f.SourceTask, Stream: f.Stream, At: msOf(f.At), Reason: f.Reason})
 	}
-	if t.MsgID != "" {
-		for _, root := range lin.Attempts(t.MsgID) {
-			v.Attempts = append(v.Attempts, hexID(root))
-		}
+	for _, root := range attempts {
+		v.Attempts = append(v.Attempts, hexID(root))
 	}
 	switch {
 	case !t.Sampled && t.Outcome == lineage.TimedOut:

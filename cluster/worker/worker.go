@@ -18,6 +18,7 @@ import (
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/transport/natstransport"
 )
 
@@ -45,6 +46,12 @@ type Config struct {
 	// RetryStart is how long a worker waits before trying again to start a
 	// generation whose start failed (not a refusal): default 1 s.
 	RetryStart time.Duration
+	// Lineage configures the recorder of each generation the worker runs (nil:
+	// lineage.DefaultConfig()). What is sampled is decided by the process running
+	// the topology's spout (its Sample); this worker's tasks forward what they see
+	// of those trees there, and its UI asks for them there. A deployment that
+	// brings its own recorder (engine.WithLineage in its Options) keeps it.
+	Lineage *lineage.Config
 	// Logger gets the worker's log (slog.Default() if nil).
 	Logger *slog.Logger
 	// OnEvent, if set, is told what the worker does. It must not block.
@@ -139,6 +146,13 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.RetryStart <= 0 {
 		cfg.RetryStart = time.Second
+	}
+	if cfg.Lineage == nil {
+		lc := lineage.DefaultConfig()
+		cfg.Lineage = &lc
+	}
+	if err := cfg.Lineage.Validate(); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -346,6 +360,10 @@ func (w *Worker) start(ctx context.Context, rec *cluster.Record) (*live, error) 
 	}
 	gen := rec.Generation()
 	tasks := len(cluster.TasksOf(dep.Topology, dep.Config))
+	lin, err := lineage.New(*w.cfg.Lineage) // validated by New
+	if err != nil {
+		return nil, err
+	}
 	tr, err := natstransport.New(w.cfg.Conn, codec.NewStreams(dep.Topology),
 		natstransport.WithPrefix(SubjectPrefix(w.cfg.Store.Config().Prefix, rec.Topology, gen)),
 		natstransport.WithEndpoints(natstransport.Endpoints(tasks, len(rec.Assignment.Workers))),
@@ -358,7 +376,7 @@ func (w *Worker) start(ctx context.Context, rec *cluster.Record) (*live, error) 
 	// While it starts (Open and Prepare may wait on it), the worker's stop cuts it too.
 	ectx, cancel := context.WithCancel(context.Background())
 	unlink := context.AfterFunc(ctx, cancel)
-	opts := append([]engine.Option{engine.WithTransport(tr), engine.WithAssignment(ea)}, dep.Options...)
+	opts := append([]engine.Option{engine.WithTransport(tr), engine.WithAssignment(ea), engine.WithLineage(lin)}, dep.Options...)
 	rt, err := engine.Start(ectx, dep.Topology, dep.Config, opts...)
 	if !unlink() && err == nil {
 		err = fmt.Errorf("worker: stopping while generation %d of %s started: %w", gen, rec.Topology, context.Cause(ctx))

@@ -26,6 +26,7 @@ import (
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/cluster/placement"
 	"github.com/gale-stream/gale/cluster/worker"
+	"github.com/gale-stream/gale/lineage"
 )
 
 // clusterFlags are how every cluster command reaches the cluster: the NATS URL,
@@ -129,6 +130,7 @@ func workerCmd() *cobra.Command {
 		logLevel, logFmt string
 		uiAddr, uiToken  string
 		cpuProfile       string
+		lineageSample    float64
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -149,6 +151,11 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 			logger, err := newLogger(cmd.ErrOrStderr(), logLevel, logFmt)
 			if err != nil {
 				return err
+			}
+			lc := lineage.DefaultConfig()
+			lc.Sample = lineageSample
+			if err := lc.Validate(); err != nil {
+				return fmt.Errorf("--lineage-sample %v: must be in [0, 1]", lineageSample)
 			}
 			// Tuples are short-lived garbage, as in gale wordcount: a larger GC target
 			// trades tens of MB for throughput. GOGC in the environment still wins.
@@ -185,7 +192,7 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 			}
 			defer nc.Close()
 			wcfg := worker.Config{Name: name, Slots: slots, Dedicated: dedicated, Conn: nc, Store: st,
-				Registry: registry(), NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger}
+				Registry: registry(), NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger, Lineage: &lc}
 			wu.hook(&wcfg)
 			w, err := worker.New(wcfg)
 			if err != nil {
@@ -207,6 +214,8 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 	f.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "bound on draining a topology's trees on a planned stop")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFmt, "log-format", "text", "text or json")
+	f.Float64Var(&lineageSample, "lineage-sample", lineage.DefaultConfig().Sample,
+		"fraction of tuple trees recorded whole when this worker runs a topology's spout (the spout's process decides for every worker); failed and timed-out trees are always recorded")
 	f.StringVar(&uiAddr, "ui", "", "serve the web UI of the topology this worker runs (every process's stats, the cluster's workers) and Prometheus /metrics on this address (e.g. :8080)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process to this file until it exits (default: GALE_WORKER_CPUPROFILE=DIR in the environment writes DIR/worker-NAME-PID.pprof, so the workers gale wordcount --workers and gale bench cluster start can be profiled)")
 	f.StringVar(&uiToken, "ui-token", "", "require this token on the UI and /metrics (Authorization: Bearer, or ?token=); it also allows the UI's actions (kill, deactivate, activate, rebalance)")

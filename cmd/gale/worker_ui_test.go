@@ -19,6 +19,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/worker"
+	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 	"github.com/gale-stream/gale/ui"
@@ -129,8 +130,9 @@ func wuiWorker(t *testing.T, url, name string, reg *cluster.Registry, wu *worker
 	t.Helper()
 	nc := wuiConnect(t, url)
 	st := wuiStore(t, nc)
+	every := lineage.Config{Sample: 1, MaxTrees: 5000, MaxNodes: 10} // every tree, for the lineage checks
 	cfg := worker.Config{Name: name, Conn: nc, Store: st, Registry: reg, StopTimeout: 10 * time.Second,
-		Logger: slog.New(slog.DiscardHandler), OnEvent: func(e worker.Event) { ev <- e }}
+		Logger: slog.New(slog.DiscardHandler), OnEvent: func(e worker.Event) { ev <- e }, Lineage: &every}
 	wu.hook(&cfg)
 	w, err := worker.New(cfg)
 	if err != nil {
@@ -322,6 +324,38 @@ func TestWorkerUIAcrossWorkers(t *testing.T) {
 	}
 	if sp := stats.Spouts[0]; sp.Acked != n {
 		t.Errorf("spout acked %d, want %d", sp.Acked, n)
+	}
+
+	// Lineage: the trees are kept by the spout's worker, and w1's UI shows them
+	// whichever that is. Every tree's tuple was acked by an apply task; those acked
+	// on the other worker than the spout's were forwarded to it.
+	var trees struct {
+		Trees []ui.TreeView `json:"trees"`
+		Note  string        `json:"note"`
+	}
+	if code := wuiGet(t, base+"api/trees?kind=sampled&limit=1000", &trees); code != http.StatusOK || len(trees.Trees) != 1000 || trees.Note != "" {
+		t.Fatalf("GET /api/trees: %d, %d trees (want 1000), note %q", code, len(trees.Trees), trees.Note)
+	}
+	spoutOn := workerOf[1]
+	crossed := 0
+	for _, tv := range trees.Trees[:200] {
+		var tree ui.TreeView
+		if code := wuiGet(t, base+"api/trees/"+tv.Root, &tree); code != http.StatusOK {
+			t.Fatalf("GET /api/trees/%s: %d", tv.Root, code)
+		}
+		if tree.Outcome != "completed" || len(tree.Nodes) != 1 || tree.MsgID != tv.MsgID {
+			t.Fatalf("tree %s: outcome %s, msg %q, %d nodes; want completed, %q, 1 node", tv.Root, tree.Outcome, tree.MsgID, len(tree.Nodes), tv.MsgID)
+		}
+		nd := tree.Nodes[0]
+		if nd.State != "acked" || nd.DoneByTask != nd.ToTask || nd.ToComponent != "apply" {
+			t.Errorf("tree %s: node %+v, want acked by the apply task it went to", tv.Root, nd)
+		}
+		if workerOf[nd.DoneByTask] != spoutOn {
+			crossed++
+		}
+	}
+	if crossed == 0 {
+		t.Errorf("no tree of 200 had its tuple acked on the other worker than the spout's (%s): tasks %v", spoutOn, workerOf)
 	}
 
 	// /metrics: this worker's tasks only, each metric naming it.

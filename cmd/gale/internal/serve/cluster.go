@@ -220,7 +220,10 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 		if err != nil {
 			return nil, err
 		}
-		return &cluster.Deployment{Topology: topo, Config: tc}, nil
+		// serve's recorder across generations: the event page finds the trees of
+		// attempts made before a worker was lost. It runs the spout, so its Sample
+		// decides what the workers forward.
+		return &cluster.Deployment{Topology: topo, Config: tc, Options: []engine.Option{engine.WithLineage(o.Lineage)}}, nil
 	}
 	if err := local.Register(o.Pipeline, build); err != nil {
 		return nil, err
