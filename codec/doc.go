@@ -74,7 +74,7 @@
 // A frame holds one transport.Message:
 //
 //	byte 0   Magic (0xC5)
-//	byte 1   Version (1)
+//	byte 1   Version (2)
 //	byte 2   Kind
 //	byte 3   sections present: 1 tuples, 2 acks, 4 outcomes, 8 control
 //	         (a nil Tuples, Acks or Outcomes is absent; an empty one is present)
@@ -85,17 +85,29 @@
 //	           zigzag varint destination task (DstTask),
 //	           uvarint number of (root, edge) pairs, each 8+8 bytes little endian
 //	           (Root0/Edge0 first, then the extra edges),
-//	           uvarint number of values, each a value as above
+//	           uvarint number of values, each a value as above, or the byte
+//	           0xf0: the very value at the same index of the previous tuple
+//	           (see below)
 //	acks     uvarint count, then per acker.Msg: Root, Val (8 bytes each),
 //	           zigzag varint Task, 1 byte Kind, uvarint length + Reason
 //	outcomes uvarint count, then per acker.Outcome: Root (8 bytes), zigzag varint
 //	           SpoutTask, 1 byte Result, zigzag varint Latency, uvarint length + Reason
 //	control  1 byte Op, uvarint ID, uvarint length+1 (0: nil) + Body
 //
+// A value that is the very value at the same index of the frame's previous tuple
+// (the same interface: dynamic type and data pointer, as when a bolt emits one value
+// with several tuples) is written as the one byte 0xf0, and decodes to that tuple's
+// decoded value: the receiver shares one value between those tuples, as the sender
+// did. Word count's split emits its line's pos ([]uint64 of two) with every word of
+// the line; repeated, a word tuple takes about 25 bytes rather than 38, and its
+// receiver decodes pos once per line rather than once per word. Equal values in
+// separate boxes are written in full.
+//
 // A word-count tuple (one 4-byte word, one root) takes about 28 bytes. A frame of
 // another version fails ReadMessage with a *VersionError (matching ErrVersion):
-// "codec: frame is version 2, this process speaks version 1". A new version is
-// needed for any change to the layout above or to a value's encoding.
+// "codec: frame is version 3, this process speaks version 2". A new version is
+// needed for any change to the layout above or to a value's encoding (version 2
+// added the 0xf0 repeat).
 //
 // Streams travel as numbers: NewStreams numbers the tick source 0, then each
 // component's streams in the topology's component order, a component's streams by

@@ -55,6 +55,7 @@ func FuzzReadMessage(f *testing.F) {
 				tupleinternal.Edge{Root: 3, Edge: 4}, tupleinternal.Edge{Root: 5, Edge: 6}),
 			mkTuple(tuple.TickSource, 0, 7, tuple.Values{nil}),
 		}},
+		{Kind: transport.KindTuples, From: 3, To: 7, Tuples: repeatTuples(s)},
 		{Kind: transport.KindAcks, Acks: []acker.Msg{{Root: 1, Val: 2, Task: 3, Kind: acker.Ack, Reason: "r"}}},
 		{Kind: transport.KindOutcomes, Outcomes: []acker.Outcome{{Root: 1, SpoutTask: 2, Result: acker.Completed, Latency: 3}}},
 		{Kind: transport.KindControl, Op: 1, ID: 2, Body: []byte("body")},

@@ -122,6 +122,7 @@ func appendMessage(dst []byte, m *transport.Message, st *Streams) ([]byte, error
 		dst = binary.AppendUvarint(dst, uint64(len(m.Tuples)))
 		var last *tuple.Source
 		var lastID uint32
+		var prev tuple.Values
 		for i, t := range m.Tuples {
 			src := t.Source()
 			if src != last {
@@ -148,9 +149,11 @@ func appendMessage(dst []byte, m *transport.Message, st *Streams) ([]byte, error
 				}
 			}
 			var err error
-			if dst, err = AppendValues(dst, t.Values(), src.Fields); err != nil {
+			vals := t.Values()
+			if dst, err = appendTupleValues(dst, vals, prev, src.Fields); err != nil {
 				return dst, fmt.Errorf("stream %q of %q: %w", src.Stream, src.Component, err)
 			}
+			prev = vals
 		}
 	}
 	if flags&hasAcks != 0 {
@@ -179,6 +182,35 @@ func appendMessage(dst []byte, m *transport.Message, st *Streams) ([]byte, error
 		dst = appendBytes(dst, m.Body)
 	}
 	return dst, nil
+}
+
+// appendTupleValues appends a tuple's values as AppendValues does, except that a
+// value that is the very value at the same index of prev (the frame's previous
+// tuple's values: the same interface, type and data pointer, as when a bolt emits
+// one value with several tuples, like word count's line pos with each word) is
+// written as repeatValue. The receiver then shares one decoded value between those
+// tuples, as the sender shared one.
+func appendTupleValues(dst []byte, values, prev tuple.Values, fields *tuple.Fields) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(len(values)))
+	for i, v := range values {
+		if i < len(prev) && sameValue(v, prev[i]) {
+			dst = append(dst, repeatValue)
+			continue
+		}
+		var err error
+		if dst, err = appendValue(dst, v, 0, false); err != nil {
+			return dst, fieldError(err, fields, i)
+		}
+	}
+	return dst, nil
+}
+
+// sameValue reports whether a and b are one value: the same dynamic type and the
+// same data word (for a boxed value, the same box), not nil. Equal values in two
+// boxes are not the same.
+func sameValue(a, b any) bool {
+	ea, eb := (*eface)(unsafe.Pointer(&a)), (*eface)(unsafe.Pointer(&b))
+	return ea.typ != nil && ea.typ == eb.typ && ea.data == eb.data
 }
 
 // CheckVersion checks a frame's magic byte and version.
@@ -438,7 +470,19 @@ func (d *decoder) tuples(st *Streams) ([]*tuple.Tuple, error) {
 			return nil, err
 		}
 		vals := d.values(nv)
+		var prev tuple.Values
+		if i > 0 {
+			prev = dec[i-1].vals
+		}
 		for j := range vals {
+			if d.off < len(d.src) && d.src[d.off] == repeatValue {
+				if j >= len(prev) {
+					return nil, corrupt("tuple %d, value %d repeats the previous tuple's, which has %d values", i, j, len(prev))
+				}
+				d.off++
+				vals[j] = prev[j]
+				continue
+			}
 			if vals[j], err = d.value(0); err != nil {
 				return nil, fmt.Errorf("tuple %d, value %d: %w", i, j, err)
 			}

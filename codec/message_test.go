@@ -167,9 +167,9 @@ func TestMessageErrors(t *testing.T) {
 	}
 	// A frame of another version.
 	enc, _ := AppendMessage(nil, &transport.Message{Kind: transport.KindCredit}, st)
-	enc[1] = 2
+	enc[1] = 3
 	_, err = ReadMessage(enc, st)
-	if !errors.Is(err, ErrVersion) || err.Error() != "codec: frame is version 2, this process speaks version 1" {
+	if !errors.Is(err, ErrVersion) || err.Error() != "codec: frame is version 3, this process speaks version 2" {
 		t.Fatalf("%v", err)
 	}
 	// A stream number the receiver does not know (another topology).

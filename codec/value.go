@@ -18,8 +18,9 @@ import (
 )
 
 // Version is the version of the encoding this process speaks. It is the second byte
-// of every frame.
-const Version = 1
+// of every frame. Version 2 added the repeat marker (repeatValue) to a frame's
+// tuples.
+const Version = 2
 
 // Magic is the first byte of every frame.
 const Magic = 0xC5
@@ -56,6 +57,11 @@ const (
 	tagAny     = 0x13 // descriptor of an interface element (any): each element is a whole value
 	tagUser    = 0x14 // descriptor: then uvarint name length, name; payload: uvarint length+1 (0: nil pointer), MarshalBinary bytes
 	tagMax     = tagUser
+	// repeatValue, in a frame's tuples only, stands for a whole value that is the
+	// very value (the same interface: type and data pointer) at the same index of
+	// the previous tuple of the frame: the decoder hands the previous tuple's
+	// decoded value again. It is not a tag of ReadValue's values.
+	repeatValue = 0xf0
 )
 
 // Errors.
