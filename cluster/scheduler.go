@@ -445,6 +445,11 @@ func (sc *Scheduler) pass(ctx context.Context, ld *leader) error {
 		}
 		ready, refusals := willing(workers, ld.members.live, ld.specs[name])
 		next, perr := decide(ld.specs[name], rec, placement.Occupy(ready, others...))
+		if pe := (*placement.PinError)(nil); errors.As(perr, &pe) && pe.Err == placement.ErrWorkerNotLive && sc.joining(ctx, ld, pe.Worker) {
+			// gale serve submits once its heartbeat is stored, and this term's view
+			// of the workers may not have it yet: the join's event makes another pass.
+			continue
+		}
 		if perr == nil && next != nil {
 			renew(rec, next, ld.members.live)
 		}
@@ -490,6 +495,18 @@ func (sc *Scheduler) pass(ctx context.Context, ld *leader) error {
 	}
 	sc.onEvent(Event{Kind: Passed, Epoch: ld.t.epoch, Workers: len(workers), Writes: writes, Duration: s.cfg.Clock.Since(start)})
 	return nil
+}
+
+// joining reports whether worker name has a heartbeat stored that this term's view
+// of the workers has not heard yet (its watch lags the submit's).
+func (sc *Scheduler) joining(ctx context.Context, ld *leader, name string) bool {
+	if _, live := ld.members.live[name]; live {
+		return false
+	}
+	ctx, cancel := sc.s.op(ctx)
+	defer cancel()
+	e, err := sc.s.workers.Get(ctx, name)
+	return err == nil && !isGone(e)
 }
 
 // renew records the incarnations of next's workers and, if one of them is another

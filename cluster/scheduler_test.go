@@ -557,3 +557,31 @@ func TestSchedulerAvoidsRefusingWorkers(t *testing.T) {
 		t.Errorf("refusal: %v", refused.Err)
 	}
 }
+
+// A submit pinned to a worker whose heartbeat is stored but not yet in the term's
+// view of the workers (the two watches are not ordered) waits for the join instead
+// of being refused: gale serve submits the moment its own heartbeat is stored, and
+// was refused "pinned to worker serve, which is not live" now and then.
+func TestSchedulerWaitsForAPinnedWorkerItHasNotHeardYet(t *testing.T) {
+	url := runServer(t).ClientURL()
+	s := openStore(t, url, Config{Prefix: newPrefix()})
+	sc, _ := newScheduler(t, s, "sched")
+	w := startWorker(t, url, s.Config().Prefix, "serve", 1)
+	ld := &leader{members: members{live: map[string]WorkerInfo{}}}
+	ctx := ctxT(t, 10*time.Second)
+	select {
+	case <-w.h.Joined():
+	case <-ctx.Done():
+		t.Fatal("the heartbeat never joined")
+	}
+	if !sc.joining(ctx, ld, "serve") {
+		t.Error("serve's heartbeat is stored, the view has not heard it: want joining")
+	}
+	if sc.joining(ctx, ld, "ghost") {
+		t.Error("ghost has no heartbeat: want not joining (a refusal)")
+	}
+	ld.members.live["serve"] = WorkerInfo{Name: "serve"}
+	if sc.joining(ctx, ld, "serve") {
+		t.Error("serve is live in the view: its pin's failure is another matter")
+	}
+}

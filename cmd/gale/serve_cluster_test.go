@@ -14,6 +14,8 @@ import (
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/internal/pgtest"
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/pipelines/orders"
 )
 
 // testSinkURL is the sink of a test: a fresh PostgreSQL schema when
@@ -61,6 +63,7 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 	var f serveFlags
 	f.register(&cobra.Command{}, "127.0.0.1:0")
 	f.timeout = 5 * time.Second // replays of the trees the killed worker held come sooner
+	f.lineageSample = 1         // every tree, for the lineage check
 	o, err := f.options()
 	if err != nil {
 		t.Fatal(err)
@@ -106,4 +109,27 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 	if r.Sent != 7419 || r.Final["PROCESSED"] != 7419 || len(r.Final) != 1 || r.bad() != 0 || res.OrderLines != 7419 {
 		t.Fatalf("report %+v, %d order lines", r, res.OrderLines)
 	}
+
+	// serve runs the spout, so its recorder keeps the trees whole: the tuples that
+	// parse, risk, stock and decision emitted and acked on the workers are in them.
+	whole := 0
+	for _, tv := range o.Lineage.Recent("", 500) {
+		tree, _ := o.Lineage.Lookup(tv.MsgID)
+		if tree.Outcome != lineage.Completed {
+			continue
+		}
+		from := map[string]bool{}
+		acked := true
+		for _, n := range tree.Nodes {
+			from[n.Component] = true
+			acked = acked && n.State == lineage.NodeAcked
+		}
+		if acked && from[orders.SpoutID] && from[orders.ParseID] && from[orders.RiskID] && from[orders.StockID] && from[orders.DecisionID] {
+			whole++
+		}
+	}
+	if whole == 0 {
+		t.Errorf("no completed tree of %d kept has the workers' tuples, all acked", len(o.Lineage.Recent("", 500)))
+	}
+	t.Logf("%d trees kept whole across processes", whole)
 }
