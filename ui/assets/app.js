@@ -184,9 +184,9 @@
     renderDag(topo, stats);
     renderStats(stats);
     renderCharts(hist);
-    renderTreeList($('recent-failed'), failed.trees);
-    renderTreeList($('recent-timed-out'), timedOut.trees);
-    renderTreeList($('recent-sampled'), sampled.trees);
+    renderTreeList($('recent-failed'), failed.trees, failed.note);
+    renderTreeList($('recent-timed-out'), timedOut.trees, timedOut.note);
+    renderTreeList($('recent-sampled'), sampled.trees, sampled.note);
     if (ingest) renderIngest(ingest);
     // A finished job's numbers do not change: stop refreshing; but a worker's UI
     // follows the topology's next generation.
@@ -723,12 +723,15 @@
   }
 
   // ---- tree lists ----
-  function renderTreeList(ul, trees) {
+  // note: why the list may lack trees (lineage off, or a process keeping trees did
+  // not answer).
+  function renderTreeList(ul, trees, note) {
     trees = trees || [];
-    const sig = JSON.stringify(trees);
+    const sig = JSON.stringify([trees, note]);
     if (sigs.get(ul) === sig) return;
     sigs.set(ul, sig);
-    ul.replaceChildren(...(trees.length ? trees.map((t) => {
+    const noted = note ? [el('li', { class: 'note muted' }, note)] : [];
+    ul.replaceChildren(...noted, ...(trees.length ? trees.map((t) => {
       const id = t.root || t.msg_id;
       return el('li', { 'data-root': t.root },
         el('a', { href: '#/tree/' + encodeURIComponent(id) }, el('code', {}, id)),
