@@ -230,9 +230,12 @@ func (r *Recorder) Done(at int64, root, node uint64, task int, failed bool, reas
 	}
 	i := t.find(node)
 	if i < 0 {
-		if !r.addNodeLocked(t, Node{ID: node}) {
+		if len(t.Nodes) >= r.cfg.MaxNodes {
+			// Its emit is (or will be) the one counted as truncated: an ack of a
+			// tuple not recorded counts nothing.
 			return
 		}
+		r.addNodeLocked(t, Node{ID: node})
 		i = len(t.Nodes) - 1
 	}
 	n := &t.Nodes[i]
@@ -438,27 +441,26 @@ func (t *tree) find(id uint64) int {
 }
 
 // addNodeLocked adds an emitted tuple, or fills in one whose ack was heard first
-// (its Component not known yet); it reports whether the node is in the tree.
-func (r *Recorder) addNodeLocked(t *tree, n Node) bool {
+// (its Component not known yet), or counts it truncated if the tree is full.
+func (r *Recorder) addNodeLocked(t *tree, n Node) {
 	if i := t.find(n.ID); i >= 0 {
 		if o := &t.Nodes[i]; o.Component == "" {
 			n.State, n.DoneByTask, n.DoneAt, n.Reason = o.State, o.DoneByTask, o.DoneAt, o.Reason
 			n.Parents = slices.Clone(n.Parents)
 			*o = n
 		}
-		return true
+		return
 	}
 	if len(t.Nodes) >= r.cfg.MaxNodes {
 		t.Truncated++
 		r.stats.Truncated++
-		return false
+		return
 	}
 	if n.State == "" {
 		n.State = NodePending
 	}
 	n.Parents = slices.Clone(n.Parents)
 	t.Nodes = append(t.Nodes, n)
-	return true
 }
 
 // Lookup finds a tree by root id (16 hex digits) or by message id (the newest tree of
