@@ -300,9 +300,10 @@ func (r *Runtime) spoutPeers() []int {
 // "" for the sampled ones), newest first, from this engine's recorder and those of
 // every other host that runs a spout (the hosts that keep trees), asked for by
 // message as ClusterStats. The error names the hosts that did not answer; what the
-// others answered is returned with it. Without WithLineage it returns nothing.
+// others answered is returned with it. Without WithLineage, or with a limit below 1,
+// it returns nothing.
 func (r *Runtime) ClusterTrees(ctx context.Context, o lineage.Outcome, limit int) ([]lineage.Tree, error) {
-	if r.lin == nil {
+	if r.lin == nil || limit < 1 {
 		return nil, nil
 	}
 	q := treeQuery{Outcome: o, Limit: limit}
