@@ -41,12 +41,18 @@ type linForward struct {
 	dropped uint64
 }
 
-// maxForward bounds the records waiting for the next sweep (about 2.5 MB).
+// maxForward bounds the records waiting for the next sweep (about 2.5 MB; reasons
+// are cut to lineage.MaxReasonBytes, so at most about 13 MB).
 const maxForward = 10000
 
-// forwardChunk bounds the records per message, well under a NATS server's default
-// max_payload (1 MB) at about 250 bytes a record.
-const forwardChunk = 1000
+// forwardChunk bounds the records per message, and forwardBytes its body: a NATS
+// server refuses a control message over its max_payload (1 MB by default) whole. A
+// record takes about 250 bytes, but up to about 6 kB with a long reason (JSON writes
+// '<' as 6 bytes), so a chunk over forwardBytes is sent in halves.
+const (
+	forwardChunk = 1000
+	forwardBytes = 256 << 10
+)
 
 // linBatch is the body of an opLineage message.
 type linBatch struct {
@@ -157,6 +163,7 @@ func (r *Runtime) linDone(d linDone) {
 		r.lin.Done(d.At, d.Root, d.Node, d.Task, d.Failed, d.Reason)
 	}
 	if len(f.to) > 0 {
+		d.Reason = lineage.ClipReason(d.Reason)
 		f.add(func(b *linBatch) { b.Dones = append(b.Dones, d) })
 	}
 }
@@ -168,17 +175,9 @@ func (r *Runtime) linFail(root uint64, p lineage.FailPoint) {
 		r.lin.Fail(root, p)
 	}
 	if len(f.to) > 0 {
-		p.Reason = clipReason(p.Reason)
+		p.Reason = lineage.ClipReason(p.Reason)
 		f.add(func(b *linBatch) { b.Fails = append(b.Fails, linFail{root, p}) })
 	}
-}
-
-// clipReason bounds a forwarded reason as the recorder would keep it.
-func clipReason(s string) string {
-	if len(s) <= lineage.MaxReasonBytes {
-		return s
-	}
-	return s[:lineage.MaxReasonBytes]
 }
 
 // flushForward sends the waiting records to every spout host (the sweeper).
@@ -191,21 +190,43 @@ func (r *Runtime) flushForward() {
 	b := f.batch
 	f.batch, f.n = linBatch{}, 0
 	f.mu.Unlock()
-	for len(b.Emits)+len(b.Dones)+len(b.Fails) > 0 {
+	for b.len() > 0 {
 		var c linBatch
-		c.Emits, b.Emits = cut(b.Emits, forwardChunk)
-		c.Dones, b.Dones = cut(b.Dones, forwardChunk-len(c.Emits))
-		c.Fails, b.Fails = cut(b.Fails, forwardChunk-len(c.Emits)-len(c.Dones))
-		body, err := json.Marshal(&c)
-		if err != nil {
-			r.log.Error("lineage: cannot encode forwarded records", "err", err)
+		c, b = b.split(forwardChunk)
+		if !r.sendForward(f.to, c) {
 			return
 		}
-		self := transport.Host(r.assign.host())
-		for _, h := range f.to {
-			r.send(&transport.Message{Kind: transport.KindControl, From: self, To: transport.Host(h), Op: opLineage, Body: body})
-		}
 	}
+}
+
+// sendForward sends c to the hosts to, in halves while its body is over
+// forwardBytes; it reports false if c does not encode.
+func (r *Runtime) sendForward(to []int, c linBatch) bool {
+	body, err := json.Marshal(&c)
+	if err != nil {
+		r.log.Error("lineage: cannot encode forwarded records", "err", err)
+		return false
+	}
+	if n := c.len(); len(body) > forwardBytes && n > 1 {
+		head, rest := c.split(n / 2)
+		return r.sendForward(to, head) && r.sendForward(to, rest)
+	}
+	self := transport.Host(r.assign.host())
+	for _, h := range to {
+		r.send(&transport.Message{Kind: transport.KindControl, From: self, To: transport.Host(h), Op: opLineage, Body: body})
+	}
+	return true
+}
+
+// len is the number of records in b.
+func (b *linBatch) len() int { return len(b.Emits) + len(b.Dones) + len(b.Fails) }
+
+// split cuts b after its first n records (emits, then acks, then fails).
+func (b linBatch) split(n int) (head, rest linBatch) {
+	head.Emits, rest.Emits = cut(b.Emits, n)
+	head.Dones, rest.Dones = cut(b.Dones, n-len(head.Emits))
+	head.Fails, rest.Fails = cut(b.Fails, n-len(head.Emits)-len(head.Dones))
+	return head, rest
 }
 
 // cut splits s after at most n elements.

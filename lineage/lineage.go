@@ -65,6 +65,10 @@ func clip(s string, n int) string {
 	return s[:i] + "…"
 }
 
+// ClipReason cuts a reason as the recorder keeps it (MaxReasonBytes, marked): for a
+// caller that sends reasons on to a recorder elsewhere.
+func ClipReason(s string) string { return clip(s, MaxReasonBytes) }
+
 // Validate names the first bad field.
 func (c Config) Validate() error {
 	switch {
