@@ -247,6 +247,11 @@ func (r *Recorder) Done(at int64, root, node uint64, task int, failed bool, reas
 	if failed {
 		n.State = NodeFailed
 	}
+	if t.Outcome == TimedOut && at <= t.EndedAt {
+		// Heard after the timeout (forwarded from another host), done before it: the
+		// guess that it was held, made at the end, was wrong.
+		t.Holders = slices.DeleteFunc(t.Holders, func(h Holder) bool { return h.FromLineage && h.Node == node })
+	}
 }
 
 // Fail records an explicit fail of a tuple of any tree, sampled or not.
