@@ -194,3 +194,272 @@ func TestForwardedBatchesStayUnderMaxPayload(t *testing.T) {
 			tree.Nodes[0].Reason[:10], tree.Nodes[0].Reason[len(tree.Nodes[0].Reason)-10:], want[:10], want[len(want)-10:])
 	}
 }
+
+// The spout is on host 1, every bolt on host 2. Both stop as soon as the spout has
+// heard every tree's outcome: host 2's last acks wait in its forward batch then, and
+// must still reach host 1's trees.
+func TestLastForwardedAcksSurviveTheStop(t *testing.T) {
+	c := &testtopo.Counted{Roots: 20, Fanout: 3, SinkTasks: 2, DropAck: -1}
+	topo, err := c.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tasks: src 1, fan 2, sink 3 and 4, acker 5.
+	of := map[int]int{1: 1, 2: 2, 3: 2, 4: 2, 5: 1}
+	tr := transport.NewLocal()
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	lc := lineage.DefaultConfig()
+	lc.Sample = 1
+	rec, err := lineage.New(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rts []*engine.Runtime
+	for h := 1; h <= 2; h++ {
+		rt, err := engine.Start(context.Background(), topo, cfg, engine.WithTransport(tr),
+			engine.WithAssignment(engine.Assignment{Host: h, Of: of}), engine.WithLineage(rec), engine.WithSerialization())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts = append(rts, rt)
+	}
+	for deadline := time.Now().Add(20 * time.Second); c.Done.Load() < int64(c.Roots); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d roots ended", c.Done.Load(), c.Roots)
+		}
+	}
+	errs := make(chan error, len(rts))
+	for _, rt := range rts {
+		go func() { errs <- rt.Stop(context.Background()) }()
+	}
+	for range rts {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for _, rt := range rts {
+		<-rt.Done()
+	}
+	for i := range c.Roots {
+		tree, ok := rec.Lookup(strconv.Itoa(i))
+		if !ok || tree.Outcome != lineage.Completed || len(tree.Nodes) != 4 {
+			t.Errorf("message %d: found %v, outcome %s, %d nodes; want completed, 4 nodes", i, ok, tree.Outcome, len(tree.Nodes))
+			continue
+		}
+		for _, n := range tree.Nodes {
+			if n.State != lineage.NodeAcked {
+				t.Errorf("message %d: node %x (%s to %s) %s, want acked", i, n.ID, n.Component, n.ToComponent, n.State)
+			}
+		}
+	}
+}
+
+// ClusterTrees and ClusterTree asked from many goroutines at once on the host
+// without a spout; then once the spout's host has left (said goodbye), and once
+// this one has stopped: each answers with what it has and says what is missing.
+func TestClusterTreesConcurrentAndAfterStops(t *testing.T) {
+	c := &testtopo.Counted{Roots: 20, Fanout: 2, FailEvery: 5, SinkTasks: 2}
+	topo, err := c.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tasks: src 1, fan 2, sink 3 and 4, acker 5.
+	of := map[int]int{1: 1, 2: 2, 3: 2, 4: 1, 5: 1}
+	tr := transport.NewLocal()
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	var rts []*engine.Runtime
+	var recs []*lineage.Recorder
+	// Host 1 is cut off by its start context (a stop would stop host 2 as well).
+	cut1, cut := context.WithCancel(context.Background())
+	defer cut()
+	for h := 1; h <= 2; h++ {
+		lc := lineage.DefaultConfig()
+		lc.Sample = 1
+		rec, err := lineage.New(lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := context.Background()
+		if h == 1 {
+			start = cut1
+		}
+		rt, err := engine.Start(start, topo, cfg, engine.WithTransport(tr),
+			engine.WithAssignment(engine.Assignment{Host: h, Of: of}), engine.WithLineage(rec), engine.WithSerialization())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts, recs = append(rts, rt), append(recs, rec)
+	}
+	defer func() {
+		for _, rt := range rts {
+			_ = rt.Stop(context.Background())
+			<-rt.Done()
+		}
+	}()
+	waitTree(t, recs[0], "19", func(tr lineage.Tree) bool { return tr.Outcome == lineage.Completed })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 32
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			if i%2 == 0 {
+				trees, err := rts[1].ClusterTrees(ctx, lineage.Failed, 3)
+				if err == nil && (len(trees) != 3 || trees[0].MsgID != "15") {
+					err = fmt.Errorf("failed trees %+v, want 3, message 15 first", trees)
+				}
+				errs <- err
+				return
+			}
+			id := strconv.Itoa(i % 20)
+			tree, _, ok, err := rts[1].ClusterTree(ctx, id)
+			if err == nil && (!ok || tree.MsgID != id) {
+				err = fmt.Errorf("tree of %s: found %v, message %q", id, ok, tree.MsgID)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+
+	// Host 1 leaves: host 2 answers without it, at once, and says so.
+	cut()
+	<-rts[0].Done()
+	gone := func() bool {
+		_, err := rts[1].ClusterTrees(ctx, lineage.Failed, 3)
+		return err != nil && strings.Contains(err.Error(), "said goodbye")
+	}
+	for !gone() {
+		if ctx.Err() != nil {
+			_, err := rts[1].ClusterTrees(context.Background(), lineage.Failed, 3)
+			t.Fatalf("host 2 never heard host 1 leave: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, _, ok, err := rts[1].ClusterTree(ctx, "3"); ok || err == nil || !strings.Contains(err.Error(), "said goodbye") {
+		t.Errorf("ClusterTree once host 1 left: found %v, %v; want not found, host 1 said goodbye", ok, err)
+	}
+	if err := rts[1].Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-rts[1].Done()
+	if trees, err := rts[1].ClusterTrees(ctx, "", 10); len(trees) != 0 || err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Errorf("ClusterTrees of a stopped engine: %d trees, %v; want none, stopped", len(trees), err)
+	}
+	// Host 1's own engine, stopped, still answers from its recorder.
+	if tree, _, ok, _ := rts[0].ClusterTree(ctx, "3"); !ok || tree.MsgID != "3" {
+		t.Errorf("ClusterTree(3) on the stopped spout host: found %v, %+v", ok, tree)
+	}
+}
+
+// twoSpouts: src has a task on each of hosts 1 and 2, emitting roots "k-i" (k its
+// task index); mid, on host 3, fails every fourth and sends the others to sink twice.
+type idSpout struct {
+	n, next int
+	prefix  string
+	ended   *atomic.Int64
+	out     topology.SpoutCollector
+}
+
+func (s *idSpout) Open(_ context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
+	s.out, s.prefix = out, strconv.Itoa(tc.TaskIndex)+"-"
+	return nil
+}
+
+func (s *idSpout) NextTuple() {
+	if s.next < s.n {
+		_ = s.out.Emit(tuple.Values{s.next}, s.prefix+strconv.Itoa(s.next))
+		s.next++
+	}
+}
+func (s *idSpout) Ack(any)      { s.ended.Add(1) }
+func (s *idSpout) Fail(any)     { s.ended.Add(1) }
+func (s *idSpout) Close() error { return nil }
+
+type midBolt struct{ out topology.OutputCollector }
+
+func (b *midBolt) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+
+func (b *midBolt) Execute(in *tuple.Tuple) {
+	i := in.Value(0).(int)
+	if i%4 == 0 {
+		_ = b.out.FailWith(in, fmt.Errorf("mid: %d", i))
+		return
+	}
+	_ = b.out.Emit(tuple.Values{i}, in)
+	_ = b.out.Emit(tuple.Values{i}, in)
+	_ = b.out.Ack(in)
+}
+func (b *midBolt) Cleanup() error { return nil }
+
+type ackBolt struct{ out topology.OutputCollector }
+
+func (b *ackBolt) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+func (b *ackBolt) Execute(in *tuple.Tuple) { _ = b.out.Ack(in) }
+func (b *ackBolt) Cleanup() error          { return nil }
+
+// With a spout task on each of two hosts, each keeps the trees its task rooted,
+// whole (bolts on a third host forward to both), and the third asks both.
+func TestLineageWithSpoutsOnTwoHosts(t *testing.T) {
+	const n = 40
+	var ended atomic.Int64
+	b := topology.NewBuilder()
+	b.SetSpout("src", func() topology.Spout { return &idSpout{n: n, ended: &ended} }, 2).Output("i")
+	b.SetBolt("mid", func() topology.Bolt { return &midBolt{} }, 1).Output("i").ShuffleGrouping("src")
+	b.SetBolt("sink", func() topology.Bolt { return &ackBolt{} }, 2).ShuffleGrouping("mid")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tasks: src 1 and 2, mid 3, sink 4 and 5, acker 6.
+	of := map[int]int{1: 1, 2: 2, 3: 3, 4: 1, 5: 2, 6: 3}
+	rts, recs := startOn(t, transport.NewLocal(), topo, of, []float64{1, 1, 0})
+	waitEnded(t, &ended, 2*n)
+	for h := range 2 {
+		for i := range n {
+			id := fmt.Sprintf("%d-%d", h, i)
+			other := fmt.Sprintf("%d-%d", 1-h, i)
+			if _, ok := recs[h].Lookup(other); ok {
+				t.Errorf("host %d keeps the tree of %s, rooted on the other host", h+1, other)
+			}
+			want := func(tr lineage.Tree) bool {
+				if i%4 == 0 {
+					return tr.Outcome == lineage.Failed && len(tr.Fails) == 1 && tr.Fails[0].Component == "mid" &&
+						len(tr.Nodes) == 1 && tr.Nodes[0].State == lineage.NodeFailed
+				}
+				if tr.Outcome != lineage.Completed || len(tr.Nodes) != 3 {
+					return false
+				}
+				for _, nd := range tr.Nodes {
+					if nd.State != lineage.NodeAcked || nd.Component == "" {
+						return false
+					}
+				}
+				return tr.Nodes[1].Component == "mid" && tr.Nodes[2].Component == "mid"
+			}
+			waitTree(t, recs[h], id, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	trees, err := rts[2].ClusterTrees(ctx, lineage.Failed, 1000)
+	if err != nil || len(trees) != 2*n/4 {
+		t.Errorf("failed trees from host 3: %d, %v; want %d", len(trees), err, 2*n/4)
+	}
+	for _, id := range []string{"0-5", "1-5"} {
+		if tree, _, ok, err := rts[2].ClusterTree(ctx, id); !ok || err != nil || len(tree.Nodes) != 3 {
+			t.Errorf("ClusterTree(%s) from host 3: found %v, %v, %d nodes", id, ok, err, len(tree.Nodes))
+		}
+	}
+}
