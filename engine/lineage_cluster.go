@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -334,11 +335,9 @@ func (r *Runtime) ClusterTrees(ctx context.Context, o lineage.Outcome, limit int
 		return out, err
 	}
 	replies, err := r.ask(ctx, r.spoutPeers(), opTrees, body, "their lineage")
-	for _, h := range slices.Sorted(maps.Keys(replies)) {
-		var a treeAnswer
-		if err2 := json.Unmarshal(replies[h], &a); err2 != nil {
-			return out, fmt.Errorf("engine: lineage of host %d: %w", h, err2)
-		}
+	answers, err2 := decodeAnswers(replies)
+	err = errors.Join(err, err2)
+	for _, a := range answers {
 		out = append(out, a.Trees...)
 	}
 	slices.SortStableFunc(out, func(a, b lineage.Tree) int { return cmp.Compare(newest(b), newest(a)) })
@@ -346,6 +345,22 @@ func (r *Runtime) ClusterTrees(ctx context.Context, o lineage.Outcome, limit int
 		out = out[:limit]
 	}
 	return out, err
+}
+
+// decodeAnswers decodes the hosts' answers, in host order; one that does not decode
+// is left out and named in the error.
+func decodeAnswers(replies map[int][]byte) ([]treeAnswer, error) {
+	var out []treeAnswer
+	var errs []error
+	for _, h := range slices.Sorted(maps.Keys(replies)) {
+		var a treeAnswer
+		if err := json.Unmarshal(replies[h], &a); err != nil {
+			errs = append(errs, fmt.Errorf("engine: lineage of host %d: %w", h, err))
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, errors.Join(errs...)
 }
 
 // newest is a tree's latest known time.
@@ -366,13 +381,10 @@ func (r *Runtime) ClusterTree(ctx context.Context, id string) (t lineage.Tree, a
 		if err2 != nil {
 			return t, nil, false, err2
 		}
-		var replies map[int][]byte
-		replies, err = r.ask(ctx, r.spoutPeers(), opTrees, body, "their lineage")
-		for _, h := range slices.Sorted(maps.Keys(replies)) {
-			var a treeAnswer
-			if err2 := json.Unmarshal(replies[h], &a); err2 != nil {
-				return t, nil, false, fmt.Errorf("engine: lineage of host %d: %w", h, err2)
-			}
+		replies, err1 := r.ask(ctx, r.spoutPeers(), opTrees, body, "their lineage")
+		answers, err2 := decodeAnswers(replies)
+		err = errors.Join(err1, err2)
+		for _, a := range answers {
 			// A message id replayed on another host: the newest attempt wins.
 			if len(a.Trees) > 0 && (len(best.Trees) == 0 || a.Trees[0].StartedAt > best.Trees[0].StartedAt) {
 				best = a

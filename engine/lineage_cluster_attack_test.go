@@ -463,3 +463,62 @@ func TestLineageWithSpoutsOnTwoHosts(t *testing.T) {
 		}
 	}
 }
+
+// garbleTransport garbles the lineage answers (a treeAnswer, JSON) host from sends.
+type garbleTransport struct {
+	*transport.Local
+	from int
+}
+
+func (g *garbleTransport) Send(m *transport.Message) error {
+	if m.Kind == transport.KindControl && m.From == transport.Host(g.from) &&
+		(strings.HasPrefix(string(m.Body), `{"trees"`) || string(m.Body) == "{}") {
+		c := *m
+		c.Body = []byte(`{"trees":[{"Root":"not a number"}]}`)
+		m = &c
+	}
+	return g.Local.Send(m)
+}
+
+// A spout host whose answer does not decode: ClusterTrees and ClusterTree still
+// return the other hosts' trees (newest first, within the limit), and name it. They
+// returned at the bad answer, without the answers of the hosts after it.
+func TestClusterTreesWithAnAnswerThatDoesNotDecode(t *testing.T) {
+	const n = 40
+	var ended atomic.Int64
+	b := topology.NewBuilder()
+	b.SetSpout("src", func() topology.Spout { return &idSpout{n: n, ended: &ended} }, 2).Output("i")
+	b.SetBolt("mid", func() topology.Bolt { return &midBolt{} }, 1).Output("i").ShuffleGrouping("src")
+	b.SetBolt("sink", func() topology.Bolt { return &ackBolt{} }, 2).ShuffleGrouping("mid")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tasks: src 1 and 2, mid 3, sink 4 and 5, acker 6. Host 3 keeps no tree; it
+	// asks host 1 (garbled) and host 2 (spout task 2, whose answer arrives).
+	of := map[int]int{1: 1, 2: 2, 3: 3, 4: 1, 5: 2, 6: 3}
+	rts, recs := startOn(t, &garbleTransport{Local: transport.NewLocal(), from: 1}, topo, of, []float64{1, 1, 0})
+	waitEnded(t, &ended, 2*n)
+	waitTree(t, recs[1], "1-36", func(tr lineage.Tree) bool { return tr.Outcome == lineage.Failed })
+	want := recs[1].Recent(lineage.Failed, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, asker := range []int{2, 3} {
+		trees, err := rts[asker-1].ClusterTrees(ctx, lineage.Failed, 3)
+		var got []string
+		for _, tr := range trees {
+			got = append(got, tr.MsgID)
+		}
+		if len(trees) != 3 || trees[0].MsgID != want[0].MsgID || trees[1].MsgID != want[1].MsgID || trees[2].MsgID != want[2].MsgID {
+			t.Errorf("failed trees from host %d: %v; want host 2's 3 newest %s, %s, %s", asker, got, want[0].MsgID, want[1].MsgID, want[2].MsgID)
+		}
+		if err == nil || !strings.Contains(err.Error(), "host 1") {
+			t.Errorf("failed trees from host %d: error %v, want one naming host 1", asker, err)
+		}
+	}
+	// By id: host 2's tree is found though host 1's answer does not decode.
+	tree, _, ok, err := rts[2].ClusterTree(ctx, "1-5")
+	if !ok || tree.MsgID != "1-5" || err == nil || !strings.Contains(err.Error(), "host 1") {
+		t.Errorf("ClusterTree(1-5) from host 3: found %v (%q), %v; want found, an error naming host 1", ok, tree.MsgID, err)
+	}
+}
