@@ -287,7 +287,9 @@ func (r *Runtime) runHost(tasksDone <-chan struct{}) {
 	every := r.resendEvery()
 	t := r.clock.NewTicker(every)
 	defer t.Stop()
-	defer r.sayBye()
+	// The last lineage records of trees rooted elsewhere go before the goodbye:
+	// after it the spout's host may be gone.
+	defer func() { r.flushForward(); r.sayBye() }()
 	finished := false
 	for {
 		select {
@@ -524,10 +526,12 @@ type heldReport struct {
 func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 	s := r.Stats()
 	replies, err := r.ask(ctx, r.peers(), opStats, nil, "their stats")
+	// A reply that does not decode is left out and named; the others still count.
 	for _, h := range slices.Sorted(maps.Keys(replies)) {
 		var other Stats
 		if err2 := json.Unmarshal(replies[h], &other); err2 != nil {
-			return s, fmt.Errorf("engine: stats of host %d: %w", h, err2)
+			err = errors.Join(err, fmt.Errorf("engine: stats of host %d: %w", h, err2))
+			continue
 		}
 		s.Merge(&other)
 	}

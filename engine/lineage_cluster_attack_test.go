@@ -522,3 +522,50 @@ func TestClusterTreesWithAnAnswerThatDoesNotDecode(t *testing.T) {
 		t.Errorf("ClusterTree(1-5) from host 3: found %v (%q), %v; want found, an error naming host 1", ok, tree.MsgID, err)
 	}
 }
+
+// garbleStats makes host from's stats replies undecodable.
+type garbleStats struct {
+	*transport.Local
+	from int
+}
+
+func (g *garbleStats) Send(m *transport.Message) error {
+	if m.Kind == transport.KindControl && m.From == transport.Host(g.from) && strings.HasPrefix(string(m.Body), `{"Components"`) {
+		c := *m
+		c.Body = []byte(`{"Components":7}`)
+		m = &c
+	}
+	return g.Local.Send(m)
+}
+
+// ClusterStats, like ClusterTrees, keeps the hosts whose replies decode when one does
+// not, and names it: it returned at the bad reply, without the hosts after it.
+func TestClusterStatsWithAReplyThatDoesNotDecode(t *testing.T) {
+	const n = 40
+	var ended atomic.Int64
+	b := topology.NewBuilder()
+	b.SetSpout("src", func() topology.Spout { return &idSpout{n: n, ended: &ended} }, 2).Output("i")
+	b.SetBolt("mid", func() topology.Bolt { return &midBolt{} }, 1).Output("i").ShuffleGrouping("src")
+	b.SetBolt("sink", func() topology.Bolt { return &ackBolt{} }, 2).ShuffleGrouping("mid")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tasks: src 1 and 2, mid 3, sink 4 and 5, acker 6; host 3 asks hosts 1 and 2.
+	of := map[int]int{1: 1, 2: 2, 3: 3, 4: 1, 5: 2, 6: 3}
+	rts, _ := startOn(t, &garbleStats{Local: transport.NewLocal(), from: 1}, topo, of, []float64{0, 0, 0})
+	waitEnded(t, &ended, 2*n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := rts[2].ClusterStats(ctx)
+	if err == nil || !strings.Contains(err.Error(), "host 1") {
+		t.Errorf("ClusterStats from host 3: error %v, want one naming host 1", err)
+	}
+	src := s.Components["src"]
+	if src == nil || len(src.ByTask) != 1 || src.ByTask[0].Task != 2 {
+		t.Fatalf("src's tasks in host 3's ClusterStats: %+v; want host 2's task 2 only", src)
+	}
+	if mid := s.Components["mid"]; mid == nil || len(mid.ByTask) != 1 {
+		t.Errorf("mid (host 3's own task) in ClusterStats: %+v", mid)
+	}
+}
