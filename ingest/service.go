@@ -22,10 +22,33 @@ var (
 	ErrNotFound     = errors.New("ingest: no such event")
 )
 
+// Log is the durable log a Service takes events into: gale's Pebble log
+// (*eventlog.Log), or a replicated one. Its contract is eventlog.Log's: Submit's
+// done runs once the records are durable (each Seq set), Lookup answers only for
+// durable records, Apply writes status documents, dead letters and the committed
+// offset durably, and a failure is sticky (Err).
+type Log interface {
+	Submit(recs []*event.Record, done func(error)) error
+	Append(ctx context.Context, recs ...*event.Record) error
+	Err() error
+	Damaged() error
+	Durable() uint64
+	Committed() uint64
+	Read(from uint64, max int) ([]event.Record, error)
+	ReadSeq(seq uint64) (event.Record, bool, error)
+	Lookup(id string) (eventlog.Entry, bool, error)
+	MayContain(id string) bool
+	Apply(w *eventlog.Write) error
+	Get(ns eventlog.Namespace, id string) ([]byte, bool, error)
+	Scan(ns eventlog.Namespace, fn func(id string, doc []byte) bool) error
+	Trim(cutoff int64) (int, error)
+	Lost() []eventlog.LostRange
+}
+
 // Config configures a Service.
 type Config struct {
 	// Log is the durable log (required). The Service does not close it.
-	Log *eventlog.Log
+	Log Log
 	// Tracker sets max attempts and backoff.
 	Tracker TrackerConfig
 	// DefaultLevel is the ack level when neither the request nor its source names
@@ -69,7 +92,7 @@ type SinkHealth interface {
 // server is a thin layer over it. Safe for concurrent use.
 type Service struct {
 	cfg Config
-	log *eventlog.Log
+	log Log
 	now func() int64
 
 	mu      sync.Mutex
