@@ -1024,6 +1024,17 @@ func (w *Write) Set(ns Namespace, id string, doc []byte) {
 // Delete removes the document under (ns, id).
 func (w *Write) Delete(ns Namespace, id string) { w.dels = append(w.dels, nsKey(byte(ns), id)) }
 
+// Each calls set for every document stored and del for every one removed, in the
+// order given: for a log other than this one (a replicated log) to apply w.
+func (w *Write) Each(set func(ns Namespace, id string, doc []byte), del func(ns Namespace, id string)) {
+	for _, kv := range w.sets {
+		set(Namespace(kv.k[0]), string(kv.k[1:]), kv.v)
+	}
+	for _, k := range w.dels {
+		del(Namespace(k[0]), string(k[1:]))
+	}
+}
+
 // Apply commits w with a sync. A failure is sticky, as for appends.
 func (l *Log) Apply(w *Write) error {
 	if err := l.Err(); err != nil {

@@ -1,0 +1,555 @@
+package jslog
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
+)
+
+// Errors of the log.
+var (
+	// ErrExists: a record for this event id (and generation) is stored already,
+	// by another serve process or by an earlier attempt whose answer was lost. The
+	// event is a duplicate: a resend finds it through Lookup.
+	ErrExists = errors.New("jslog: the event id is stored already")
+	// ErrNotStored: the stream did not confirm a record in time (no quorum, the
+	// server unreachable): it may or may not be stored, so it is not PERSISTED; a
+	// resend finds it if it was.
+	ErrNotStored = errors.New("jslog: the stream did not confirm the record")
+	ErrClosed    = errors.New("jslog: closed")
+)
+
+// Config configures a Log.
+type Config struct {
+	// JS is the JetStream context of the connection (the caller's; it stays open).
+	JS jetstream.JetStream
+	// Prefix names the stream (PREFIX-log, subjects PREFIX.log.>) and the documents'
+	// bucket (PREFIX-logdocs). Default "gale".
+	Prefix string
+	// Replicas of the stream and the bucket (default 1; 3 on a three-node cluster).
+	// Used when they are created; an existing stream keeps its own.
+	Replicas int
+	// Timeout bounds each call to the server, and how long Submit waits for the
+	// stream's acknowledgements (default 10 s).
+	Timeout time.Duration
+	// Durability is what PERSISTED means on this cluster, said in every answer
+	// (Log.Durability): "replicated:3+fsync", "replicated:3" or "unknown"; default
+	// "unknown".
+	Durability string
+	// Logger gets operational messages (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Log is gale's event log on a JetStream stream, with the same contract as the
+// Pebble log (eventlog.Log) as ingest.Service uses it. See the package comment.
+type Log struct {
+	cfg     Config
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	docs    jetstream.KeyValue
+	name    string // the stream's name
+	subj    string // PREFIX.log.
+	docsSub string // $KV.PREFIX-logdocs.
+
+	durable   atomic.Uint64
+	committed atomic.Uint64
+	closed    atomic.Bool
+	wg        sync.WaitGroup // Submit's waiters
+
+	rmu  sync.Mutex // the reader
+	rd   jetstream.Consumer
+	next uint64 // the seq the reader delivers next
+}
+
+// Open binds to (or creates) the stream and the documents' bucket and reads the
+// committed offset.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	if cfg.JS == nil {
+		return nil, errors.New("jslog: Config.JS is required")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "gale"
+	}
+	if strings.ContainsAny(cfg.Prefix, ". *>\t\r\n") {
+		return nil, fmt.Errorf("jslog: prefix %q: letters, digits, - and _ only", cfg.Prefix)
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Replicas < 1 || cfg.Replicas > 5 {
+		return nil, fmt.Errorf("jslog: %d replicas: JetStream takes 1 to 5", cfg.Replicas)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Durability == "" {
+		cfg.Durability = "unknown"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &Log{cfg: cfg, js: cfg.JS, name: cfg.Prefix + "-log", subj: cfg.Prefix + ".log."}
+	octx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	var err error
+	l.stream, err = l.js.CreateOrUpdateStream(octx, jetstream.StreamConfig{
+		Name: l.name, Subjects: []string{l.subj + ">"}, Storage: jetstream.FileStorage,
+		Replicas: cfg.Replicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
+		// One record per event id and generation is kept whatever the limits: the
+		// dedupe index is the stream itself (the last record of a subject).
+		MaxMsgsPerSubject: -1, Description: "gale serve's event log",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jslog: stream %s: %w", l.name, err)
+	}
+	bucket := cfg.Prefix + "-logdocs"
+	l.docs, err = l.js.CreateOrUpdateKeyValue(octx, jetstream.KeyValueConfig{
+		Bucket: bucket, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, History: 1,
+		Description: "gale serve's status documents, dead letters and committed offset",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jslog: bucket %s: %w", bucket, err)
+	}
+	l.docsSub = "$KV." + bucket + "."
+	info, err := l.stream.Info(octx)
+	if err != nil {
+		return nil, fmt.Errorf("jslog: stream %s: %w", l.name, err)
+	}
+	l.durable.Store(info.State.LastSeq)
+	e, err := l.docs.Get(octx, committedKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		l.committed.Store(max(1, info.State.FirstSeq))
+	case err != nil:
+		return nil, fmt.Errorf("jslog: committed offset: %w", err)
+	default:
+		c, perr := strconv.ParseUint(string(e.Value()), 10, 64)
+		if perr != nil {
+			return nil, fmt.Errorf("jslog: committed offset %q: %w", e.Value(), perr)
+		}
+		l.committed.Store(max(c, 1))
+	}
+	return l, nil
+}
+
+const committedKey = "committed"
+
+// Durability says what PERSISTED means on this log (Config.Durability).
+func (l *Log) Durability() string { return l.cfg.Durability }
+
+// Replicas is the stream's replica count.
+func (l *Log) Replicas() int { return l.stream.CachedInfo().Config.Replicas }
+
+// subject is the subject of an event id's records: the id in base64url, so any
+// id is one token.
+func (l *Log) subject(id string) string {
+	return l.subj + base64.RawURLEncoding.EncodeToString([]byte(id))
+}
+
+// docKey is the bucket key of a document.
+func docKey(ns eventlog.Namespace, id string) string {
+	return string(rune(ns)) + "." + base64.RawURLEncoding.EncodeToString([]byte(id))
+}
+
+func (l *Log) op(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.cfg.Timeout)
+}
+
+// Submit publishes recs to the stream and calls done once every one is stored
+// (each Seq set to its stream sequence) or any is not. A record of generation 0 is
+// published only if its id has no record yet, one of generation g only if the
+// id's last record is the one before it: so two serve processes (or a resend whose
+// first answer was lost) never store an id twice; the loser gets ErrExists.
+func (l *Log) Submit(recs []*event.Record, done func(error)) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	futs := make([]jetstream.PubAckFuture, len(recs))
+	for i, r := range recs {
+		expect := uint64(0)
+		if r.Generation > 0 {
+			e, ok, err := l.Lookup(r.Event.ID)
+			if err != nil {
+				return err
+			}
+			if ok {
+				expect = e.Seq
+			}
+		}
+		rec := *r
+		rec.Seq = 0 // the stream gives it
+		m := nats.NewMsg(l.subject(r.Event.ID))
+		m.Data = rec.Encode(nil)
+		f, err := l.js.PublishMsgAsync(m, jetstream.WithExpectStream(l.name), jetstream.WithExpectLastSequencePerSubject(expect))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrNotStored, err)
+		}
+		futs[i] = f
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		done(l.await(recs, futs))
+	}()
+	return nil
+}
+
+// await waits for every record's acknowledgement, bounded by the timeout.
+func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture) error {
+	t := time.NewTimer(l.cfg.Timeout)
+	defer t.Stop()
+	var first error
+	for i, f := range futs {
+		select {
+		case ack := <-f.Ok():
+			recs[i].Seq = ack.Sequence
+			for {
+				d := l.durable.Load()
+				if ack.Sequence <= d || l.durable.CompareAndSwap(d, ack.Sequence) {
+					break
+				}
+			}
+		case err := <-f.Err():
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				err = fmt.Errorf("%w: %q", ErrExists, recs[i].Event.ID)
+			} else {
+				err = fmt.Errorf("%w: %q: %w", ErrNotStored, recs[i].Event.ID, err)
+			}
+			first = cmpErr(first, err)
+		case <-t.C:
+			return cmpErr(first, fmt.Errorf("%w within %v: %q and %d after it", ErrNotStored, l.cfg.Timeout, recs[i].Event.ID, len(recs)-i-1))
+		}
+	}
+	return first
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// Append is Submit that waits.
+func (l *Log) Append(ctx context.Context, recs ...*event.Record) error {
+	ch := make(chan error, 1)
+	if err := l.Submit(recs, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Err is nil: an outage of the cluster fails the calls it interrupts, and the next
+// ones work again once it is over (nothing here is sticky, unlike a failed fsync).
+func (l *Log) Err() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Damaged is nil: the stream's replicas are the servers' business.
+func (l *Log) Damaged() error { return nil }
+
+// Lost is empty: nothing here is salvaged.
+func (l *Log) Lost() []eventlog.LostRange { return nil }
+
+// Durable is the highest stream sequence known stored: the stream's end when
+// opened, or a later acknowledgement or read.
+func (l *Log) Durable() uint64 { return l.durable.Load() }
+
+// Committed is the committed offset: every record below it is finished.
+func (l *Log) Committed() uint64 { return l.committed.Load() }
+
+// MayContain is true: the dedupe index is the stream, shared with every other
+// serve process, so only Lookup can say.
+func (l *Log) MayContain(string) bool { return true }
+
+// Lookup returns the dedupe entry of id: its last record (the newest generation).
+func (l *Log) Lookup(id string) (eventlog.Entry, bool, error) {
+	ctx, cancel := l.op(context.Background())
+	defer cancel()
+	m, err := l.stream.GetLastMsgForSubject(ctx, l.subject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return eventlog.Entry{}, false, nil
+	}
+	if err != nil {
+		return eventlog.Entry{}, false, fmt.Errorf("jslog: lookup of %q: %w", id, err)
+	}
+	r, err := event.Decode(m.Data)
+	if err != nil {
+		return eventlog.Entry{}, false, fmt.Errorf("jslog: record of %q at seq %d: %w", id, m.Sequence, err)
+	}
+	l.seen(m.Sequence)
+	return eventlog.Entry{Seq: m.Sequence, ReceivedAt: r.ReceivedAt, Generation: r.Generation, Hash: r.Hash}, true, nil
+}
+
+func (l *Log) seen(seq uint64) {
+	for {
+		d := l.durable.Load()
+		if seq <= d || l.durable.CompareAndSwap(d, seq) {
+			return
+		}
+	}
+}
+
+// ReadSeq returns the record at seq.
+func (l *Log) ReadSeq(seq uint64) (event.Record, bool, error) {
+	ctx, cancel := l.op(context.Background())
+	defer cancel()
+	m, err := l.stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return event.Record{}, false, nil
+	}
+	if err != nil {
+		return event.Record{}, false, fmt.Errorf("jslog: read of seq %d: %w", seq, err)
+	}
+	r, err := event.Decode(m.Data)
+	if err != nil {
+		return event.Record{}, false, fmt.Errorf("jslog: record at seq %d: %w", seq, err)
+	}
+	r.Seq = m.Sequence
+	return r, true, nil
+}
+
+// Read returns up to max records from seq from on, in order, without waiting for
+// more: what an ordered consumer positioned at from has ready.
+func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	ctx, cancel := l.op(context.Background())
+	defer cancel()
+	if l.rd == nil || l.next != from {
+		c, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max64(from, 1)})
+		if err != nil {
+			return nil, fmt.Errorf("jslog: reader at seq %d: %w", from, err)
+		}
+		l.rd, l.next = c, from
+	}
+	batch, err := l.rd.FetchNoWait(max)
+	if err != nil {
+		l.rd = nil
+		return nil, fmt.Errorf("jslog: read from seq %d: %w", from, err)
+	}
+	var out []event.Record
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			l.rd = nil
+			return out, fmt.Errorf("jslog: read from seq %d: %w", from, err)
+		}
+		r, err := event.Decode(m.Data())
+		if err != nil {
+			l.rd = nil
+			return out, fmt.Errorf("jslog: record at seq %d: %w", md.Sequence.Stream, err)
+		}
+		r.Seq = md.Sequence.Stream
+		out = append(out, r)
+		l.next = r.Seq + 1
+		l.seen(r.Seq)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		l.rd = nil
+		return out, fmt.Errorf("jslog: read from seq %d: %w", from, err)
+	}
+	return out, nil
+}
+
+func max64(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Apply stores w's documents, then moves the committed offset: a crash in between
+// leaves the offset behind the documents, so events are replayed (and the sink
+// dedupes them), never skipped.
+func (l *Log) Apply(w *eventlog.Write) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	var futs []jetstream.PubAckFuture
+	var perr error
+	w.Each(func(ns eventlog.Namespace, id string, doc []byte) {
+		if perr != nil {
+			return
+		}
+		m := nats.NewMsg(l.docsSub + docKey(ns, id))
+		m.Data = doc
+		f, err := l.js.PublishMsgAsync(m)
+		if err != nil {
+			perr = err
+			return
+		}
+		futs = append(futs, f)
+	}, func(ns eventlog.Namespace, id string) {
+		if perr != nil {
+			return
+		}
+		m := nats.NewMsg(l.docsSub + docKey(ns, id))
+		m.Header.Set("KV-Operation", "DEL")
+		f, err := l.js.PublishMsgAsync(m)
+		if err != nil {
+			perr = err
+			return
+		}
+		futs = append(futs, f)
+	})
+	if perr != nil {
+		return fmt.Errorf("%w: documents: %w", ErrNotStored, perr)
+	}
+	t := time.NewTimer(l.cfg.Timeout)
+	defer t.Stop()
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("%w: document %s: %w", ErrNotStored, f.Msg().Subject, err)
+		case <-t.C:
+			return fmt.Errorf("%w: documents within %v", ErrNotStored, l.cfg.Timeout)
+		}
+	}
+	if w.Committed > l.committed.Load() {
+		ctx, cancel := l.op(context.Background())
+		defer cancel()
+		if _, err := l.docs.Put(ctx, committedKey, []byte(strconv.FormatUint(w.Committed, 10))); err != nil {
+			return fmt.Errorf("%w: committed offset %d: %w", ErrNotStored, w.Committed, err)
+		}
+		for {
+			c := l.committed.Load()
+			if w.Committed <= c || l.committed.CompareAndSwap(c, w.Committed) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// Get returns the document under (ns, id).
+func (l *Log) Get(ns eventlog.Namespace, id string) ([]byte, bool, error) {
+	ctx, cancel := l.op(context.Background())
+	defer cancel()
+	e, err := l.docs.Get(ctx, docKey(ns, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("jslog: document %c %q: %w", ns, id, err)
+	}
+	return e.Value(), true, nil
+}
+
+// Scan calls fn for every document in ns until it returns false (in key order:
+// the ids' base64url).
+func (l *Log) Scan(ns eventlog.Namespace, fn func(id string, doc []byte) bool) error {
+	ctx, cancel := l.op(context.Background())
+	defer cancel()
+	lister, err := l.docs.ListKeysFiltered(ctx, string(rune(ns))+".>")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil
+		}
+		return fmt.Errorf("jslog: scan of documents %c: %w", ns, err)
+	}
+	defer func() { _ = lister.Stop() }()
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		_, enc, _ := strings.Cut(k, ".")
+		id, err := base64.RawURLEncoding.DecodeString(enc)
+		if err != nil {
+			continue // not one of ours
+		}
+		e, err := l.docs.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("jslog: scan of documents %c: %w", ns, err)
+		}
+		if !fn(string(id), e.Value()) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Trim forgets finished records received before cutoff, oldest first, below the
+// committed offset: each record, and its status document unless a newer generation
+// of the event is kept. A dead-lettered record stays (an operator's :retry needs
+// it). At most trimBatch records a call.
+func (l *Log) Trim(cutoff int64) (int, error) {
+	ctx, cancel := l.op(context.Background())
+	defer cancel()
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("jslog: trim: %w", err)
+	}
+	n := 0
+	for seq := info.State.FirstSeq; seq < l.committed.Load() && seq <= info.State.LastSeq && n < trimBatch; seq++ {
+		r, ok, err := l.ReadSeq(seq)
+		if err != nil {
+			return n, err
+		}
+		if !ok {
+			continue // deleted before
+		}
+		if r.ReceivedAt >= cutoff {
+			break
+		}
+		if _, dead, err := l.Get(eventlog.DeadLetter, r.Event.ID); err != nil || dead {
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
+		if err := l.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, fmt.Errorf("jslog: trim of seq %d: %w", seq, err)
+		}
+		if _, kept, err := l.Lookup(r.Event.ID); err == nil && !kept {
+			_ = l.docs.Delete(ctx, docKey(eventlog.Status, r.Event.ID))
+		}
+		n++
+	}
+	return n, nil
+}
+
+const trimBatch = 10000
+
+// Close stops taking records and waits for Submit's waiters.
+func (l *Log) Close() error {
+	if l.closed.Swap(true) {
+		return nil
+	}
+	l.wg.Wait()
+	return nil
+}

@@ -1,0 +1,261 @@
+package jslog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+func openJS(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func rec(id string, gen uint32, payload string) *event.Record {
+	e := event.Event{ID: id, Source: "orders", Type: "order_line", Payload: []byte(payload)}
+	return &event.Record{ReceivedAt: time.Now().UnixNano(), Generation: gen, Hash: e.Hash(), Event: e}
+}
+
+func open(t *testing.T, js jetstream.JetStream) *Log {
+	t.Helper()
+	l, err := Open(context.Background(), Config{JS: js, Prefix: "t", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// The log's contract as ingest.Service uses it: seqs from 1 in order, the dedupe
+// entry of a stored id, a second record of an id refused (ErrExists) while a next
+// generation is taken, reads by range and by seq, documents and the committed
+// offset kept across a reopen.
+func TestLogContract(t *testing.T) {
+	js := openJS(t, natstest.Run(t, natstest.JetStream(t, "")).ClientURL())
+	l := open(t, js)
+	var _ ingest.Log = l
+	ctx := context.Background()
+	a, b, c := rec("a", 0, `{"n":1}`), rec("b/é ü", 0, `{"n":2}`), rec("c", 0, `{"n":3}`)
+	if err := l.Append(ctx, a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	if a.Seq != 1 || b.Seq != 2 || c.Seq != 3 || l.Durable() != 3 {
+		t.Fatalf("seqs %d %d %d, durable %d; want 1 2 3, 3", a.Seq, b.Seq, c.Seq, l.Durable())
+	}
+	e, ok, err := l.Lookup("b/é ü")
+	if err != nil || !ok || e.Seq != 2 || e.Hash != b.Hash || e.Generation != 0 || e.ReceivedAt != b.ReceivedAt {
+		t.Fatalf("Lookup(b): %+v %v %v", e, ok, err)
+	}
+	if _, ok, err := l.Lookup("nope"); ok || err != nil {
+		t.Fatalf("Lookup(nope): %v %v", ok, err)
+	}
+	// The same id again (another serve, or a resend whose answer was lost).
+	err = l.Append(ctx, rec("a", 0, `{"n":1}`))
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("a second record of a: %v, want ErrExists", err)
+	}
+	// Its next generation (a :retry) is taken.
+	a1 := rec("a", 1, `{"n":1}`)
+	if err := l.Append(ctx, a1); err != nil || a1.Seq != 4 {
+		t.Fatalf("generation 1 of a: seq %d, %v", a1.Seq, err)
+	}
+	if e, _, _ := l.Lookup("a"); e.Seq != 4 || e.Generation != 1 {
+		t.Fatalf("Lookup(a) after generation 1: %+v", e)
+	}
+	recs, err := l.Read(1, 10)
+	if err != nil || len(recs) != 4 {
+		t.Fatalf("Read(1, 10): %d records, %v", len(recs), err)
+	}
+	for i, r := range recs {
+		if r.Seq != uint64(i+1) {
+			t.Errorf("record %d has seq %d", i, r.Seq)
+		}
+	}
+	if recs[1].Event.ID != "b/é ü" || string(recs[1].Event.Payload) != `{"n":2}` || recs[3].Generation != 1 {
+		t.Errorf("records read: %+v", recs)
+	}
+	if recs, err := l.Read(3, 1); err != nil || len(recs) != 1 || recs[0].Event.ID != "c" {
+		t.Fatalf("Read(3, 1): %+v %v", recs, err)
+	}
+	if recs, err := l.Read(5, 10); err != nil || len(recs) != 0 {
+		t.Fatalf("Read past the end: %+v %v", recs, err)
+	}
+	if r, ok, err := l.ReadSeq(2); err != nil || !ok || r.Event.ID != "b/é ü" || r.Seq != 2 {
+		t.Fatalf("ReadSeq(2): %+v %v %v", r, ok, err)
+	}
+
+	var w eventlog.Write
+	w.Set(eventlog.Status, "a", []byte(`{"status":"PROCESSED"}`))
+	w.Set(eventlog.DeadLetter, "b/é ü", []byte(`{"error":"boom"}`))
+	w.Set(eventlog.DeadLetter, "c", []byte(`{"error":"bang"}`))
+	w.Committed = 3
+	if err := l.Apply(&w); err != nil {
+		t.Fatal(err)
+	}
+	var d eventlog.Write
+	d.Delete(eventlog.DeadLetter, "c")
+	if err := l.Apply(&d); err != nil {
+		t.Fatal(err)
+	}
+	l2 := open(t, js)
+	if l2.Committed() != 3 || l2.Durable() != 4 {
+		t.Fatalf("reopened: committed %d durable %d, want 3 and 4", l2.Committed(), l2.Durable())
+	}
+	if doc, ok, err := l2.Get(eventlog.Status, "a"); err != nil || !ok || string(doc) != `{"status":"PROCESSED"}` {
+		t.Fatalf("Get(status a): %s %v %v", doc, ok, err)
+	}
+	var dead []string
+	if err := l2.Scan(eventlog.DeadLetter, func(id string, doc []byte) bool { dead = append(dead, id+"="+string(doc)); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0] != `b/é ü={"error":"boom"}` {
+		t.Fatalf("dead letters after the delete: %v", dead)
+	}
+}
+
+// Two writers of the same ids at once (two serve processes): each id is stored
+// once; every other attempt is ErrExists.
+func TestConcurrentWritersStoreAnIDOnce(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	l1, l2 := open(t, openJS(t, url)), open(t, openJS(t, url))
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make([][]error, 2)
+	for w, l := range []*Log{l1, l2} {
+		errs[w] = make([]error, n)
+		wg.Go(func() {
+			for i := range n {
+				errs[w][i] = l.Append(context.Background(), rec(fmt.Sprintf("e%d", i), 0, `{}`))
+			}
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		ok := 0
+		for w := range 2 {
+			switch err := errs[w][i]; {
+			case err == nil:
+				ok++
+			case !errors.Is(err, ErrExists):
+				t.Fatalf("e%d on writer %d: %v", i, w+1, err)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("e%d stored by %d writers, want 1", i, ok)
+		}
+	}
+	info, err := l1.stream.Info(context.Background())
+	if err != nil || info.State.Msgs != n || info.State.LastSeq != n {
+		t.Fatalf("stream: %+v %v, want %d records", info.State, err, n)
+	}
+}
+
+// ackSink acks every input and counts each event id it saw.
+type ackSink struct {
+	out  topology.OutputCollector
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (b *ackSink) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+func (b *ackSink) Cleanup() error { return nil }
+func (b *ackSink) Execute(in *tuple.Tuple) {
+	b.mu.Lock()
+	b.seen[in.StringByField("event_id")]++
+	b.mu.Unlock()
+	_ = b.out.Ack(in)
+}
+
+// ingest.Service on the JetStream log: events answered PROCESSED, a resend a
+// duplicate with nothing appended, statuses read back, and a second Service on the
+// same stream (a restarted serve) resumes at the committed offset.
+func TestServiceOnTheJetStreamLog(t *testing.T) {
+	js := openJS(t, natstest.Run(t, natstest.JetStream(t, "")).ClientURL())
+	l := open(t, js)
+	svc, err := ingest.New(ingest.Config{Log: l, FlushEvery: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &ackSink{seen: map[string]int{}}
+	b := topology.NewBuilder()
+	b.SetSpout("log", svc.Spout(), 1).Output(ingest.SpoutFields...)
+	b.SetBolt("sink", func() topology.Bolt { return sink }, 1).ShuffleGrouping("log")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := engine.Start(context.Background(), topo, topology.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var evs []event.Event
+	for i := range 50 {
+		evs = append(evs, event.Event{ID: fmt.Sprintf("o%d", i), Source: "orders", Type: "order_line", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	for i, r := range svc.Submit(ctx, evs, ingest.LevelProcessed, 20*time.Second) {
+		if r.Err != nil || r.Status.Status != ingest.Processed || r.Status.Seq != uint64(i+1) || r.Duplicate {
+			t.Fatalf("event %d: %+v", i, r)
+		}
+	}
+	again := svc.Submit(ctx, evs[:5], ingest.LevelProcessed, 20*time.Second)
+	for i, r := range again {
+		if r.Err != nil || r.Status.Status != ingest.Processed || !r.Duplicate || r.Status.Seq != uint64(i+1) {
+			t.Fatalf("resend %d: %+v", i, r)
+		}
+	}
+	if l.Durable() != 50 {
+		t.Fatalf("durable %d after the resends, want 50 (nothing appended)", l.Durable())
+	}
+	if st, err := svc.Status("o7"); err != nil || st.Status != ingest.Processed || st.Seq != 8 {
+		t.Fatalf("Status(o7): %+v %v", st, err)
+	}
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range sink.seen {
+		if n != 1 {
+			t.Errorf("%s executed %d times", id, n)
+		}
+	}
+	if len(sink.seen) != 50 {
+		t.Errorf("sink saw %d events, want 50", len(sink.seen))
+	}
+	// A restarted serve: the committed offset is past every event, and the statuses
+	// are there for a new Service.
+	l2 := open(t, js)
+	if l2.Committed() != 51 {
+		t.Fatalf("committed offset after the run: %d, want 51", l2.Committed())
+	}
+	svc2, err := ingest.New(ingest.Config{Log: l2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc2.Close()
+	if st, err := svc2.Status("o42"); err != nil || st.Status != ingest.Processed {
+		t.Fatalf("Status(o42) from a new service: %+v %v", st, err)
+	}
+}
