@@ -98,8 +98,12 @@ type Answer struct {
 	Attempts    int    `json:"attempts,omitempty"`
 	PayloadHash string `json:"payload_hash,omitempty"`
 	Error       string `json:"error,omitempty"`
-	code        int
-	retryAfter  time.Duration
+	// Durability says what PERSISTED means on this server (Config.Durability):
+	// "fsync" (the local log, fsynced), "replicated:N+fsync", "replicated:N" (stored
+	// by a quorum of N replicas, not fsynced by each) or "unknown".
+	Durability string `json:"durability,omitempty"`
+	code       int
+	retryAfter time.Duration
 }
 
 func answerOf(r Result) Answer {
@@ -204,16 +208,16 @@ func (h *handler) postEvent(w http.ResponseWriter, r *http.Request) {
 	ev, err := event.Parse(body)
 	if err != nil {
 		h.s.answered(&ev, lvl, FailedFinal)
-		writeAnswer(w, invalid(0, ev.ID, err))
+		h.writeAnswer(w, invalid(0, ev.ID, err))
 		return
 	}
 	if errs := h.admit(r, []event.Event{ev}); errs != nil && errs[0] != nil {
-		writeAnswer(w, refused(0, ev.ID, errs[0]))
+		h.writeAnswer(w, refused(0, ev.ID, errs[0]))
 		return
 	}
 	a := answerOf(h.s.Submit(r.Context(), []event.Event{ev}, lvl, wait)[0])
 	h.s.answered(&ev, lvl, a.Status)
-	writeAnswer(w, a)
+	h.writeAnswer(w, a)
 }
 
 // BatchAnswer is the JSON answer of POST /v1/events:batch.
@@ -289,6 +293,9 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	// In line order, as sent.
 	sortAnswers(answers)
+	for i := range answers {
+		answers[i].Durability = h.s.cfg.Durability
+	}
 	out := BatchAnswer{Results: answers, Counts: map[string]int{}}
 	allRetryable, sameCode := true, true
 	var retryAfter time.Duration
@@ -383,6 +390,10 @@ func (a *Answer) appendJSON(b []byte) []byte {
 	if a.Error != "" {
 		field("error")
 		b = appendJSONString(b, a.Error)
+	}
+	if a.Durability != "" {
+		field("durability")
+		b = appendJSONString(b, a.Durability)
 	}
 	return append(b, '}')
 }
@@ -488,6 +499,12 @@ func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// writeAnswer writes the answer of one event, saying what PERSISTED means here.
+func (h *handler) writeAnswer(w http.ResponseWriter, a Answer) {
+	a.Durability = h.s.cfg.Durability
+	writeAnswer(w, a)
 }
 
 func writeAnswer(w http.ResponseWriter, a Answer) {

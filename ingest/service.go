@@ -72,6 +72,12 @@ type Config struct {
 	// a tree that timed out during or across an outage is replayed without charging
 	// the event an attempt, and Ready reports the sink unavailable.
 	Sink SinkHealth
+	// Durability says what PERSISTED means with this log, in every answer
+	// (Answer.Durability): "fsync" for the local Pebble log; for a replicated log
+	// "replicated:N+fsync" (N copies, each server fsyncing every write),
+	// "replicated:N" (N copies, not each fsynced) or "unknown". Default: the log's
+	// own Durability() string if it has one, else "fsync".
+	Durability string
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests set it.
@@ -149,6 +155,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Durability == "" {
+		cfg.Durability = "fsync"
+		if d, ok := cfg.Log.(interface{ Durability() string }); ok && d.Durability() != "" {
+			cfg.Durability = d.Durability()
+		}
 	}
 	s := &Service{
 		cfg:      cfg,

@@ -876,3 +876,36 @@ func TestTrimKeepsDeadLetters(t *testing.T) {
 		t.Fatalf(":retry of a dead letter past the window: %d %s", code, b)
 	}
 }
+
+// Every event's answer says what PERSISTED meant (Config.Durability): "fsync" by
+// default on the Pebble log, the configured word otherwise; single and batch,
+// invalid lines and duplicates too, and the Go client reads it.
+func TestAnswersSayTheDurability(t *testing.T) {
+	r := startRig(t, vfs.NewMem(), newSink(nil), Config{})
+	code, _, b := r.post("/v1/events", ev("d1", `{}`))
+	if a := decode[Answer](t, b); code != 200 || a.Durability != "fsync" || !strings.Contains(string(b), `"durability":"fsync"`) {
+		t.Fatalf("single: %d %s", code, b)
+	}
+	r.stop()
+
+	r = startRig(t, vfs.NewMem(), newSink(nil), Config{Durability: "replicated:3+fsync"})
+	code, _, b = r.post("/v1/events:batch", ev("d1", `{}`)+"\n{nope\n"+ev("d2", `{}`)+"\n")
+	ba := decode[BatchAnswer](t, b)
+	if code != 200 || len(ba.Results) != 3 {
+		t.Fatalf("batch: %d %s", code, b)
+	}
+	for _, a := range ba.Results {
+		if a.Durability != "replicated:3+fsync" {
+			t.Errorf("batch line %d (%s): durability %q", a.Line, a.Status, a.Durability)
+		}
+	}
+	code, _, b = r.post("/v1/events", ev("d1", `{}`))
+	if a := decode[Answer](t, b); code != 200 || !a.Duplicate || a.Durability != "replicated:3+fsync" {
+		t.Fatalf("duplicate: %d %s", code, b)
+	}
+	c := &Client{URL: r.srv.URL}
+	as, _, err := c.Send(context.Background(), []event.Event{{ID: "d3", Source: "s", Type: "t", Payload: []byte(`{}`)}}, LevelPersisted, 0)
+	if err != nil || len(as) != 1 || as[0].Durability != "replicated:3+fsync" {
+		t.Fatalf("client: %+v %v", as, err)
+	}
+}
