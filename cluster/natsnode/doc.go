@@ -26,7 +26,9 @@
 // (server.Options.SyncAlways, the config file's `sync_interval: always`) instead of
 // the server's default of every 2 minutes: what JetStream acknowledged survives a
 // power failure, at the cost of an fsync per write (Jepsen lost acknowledged writes
-// of NATS 2.12.1 on power failure with the default).
+// of NATS 2.12.1 on power failure with the default). Start records the setting in
+// DataDir/gale-sync.json (ReadSync), which gale serve --log jetstream --nats-data
+// reads to say what PERSISTED means ("replicated:N+fsync").
 //
 // # Clustering with routes
 //

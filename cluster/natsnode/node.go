@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,6 +143,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("natsnode: node did not start: %w", err)
 	}
+	if err := writeSync(n.dataDir, SyncInfo{ServerName: n.name, SyncAlways: opts.SyncAlways}); err != nil {
+		n.Shutdown()
+		n.WaitForShutdown()
+		return nil, err
+	}
 	for _, a := range []struct {
 		what, host string
 	}{{"clients", opts.Host}, {"routes", opts.Cluster.Host}} {
@@ -246,6 +252,50 @@ func options(cfg Config) (*server.Options, *Node, error) {
 		}
 	}
 	return o, n, nil
+}
+
+// SyncFileName is the file in a node's data directory that says how the node
+// syncs JetStream's writes; Start writes it (ReadSync reads it), so that gale
+// serve --log jetstream --nats-data DIR can say what PERSISTED means without the
+// system account's server information.
+const SyncFileName = "gale-sync.json"
+
+// SyncInfo is what SyncFileName holds.
+type SyncInfo struct {
+	// ServerName is the node's name.
+	ServerName string `json:"server_name"`
+	// SyncAlways: every JetStream write is fsynced before it is acknowledged
+	// (sync_interval: always).
+	SyncAlways bool `json:"sync_always"`
+}
+
+func writeSync(dir string, si SyncInfo) error {
+	b, err := json.Marshal(si)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, SyncFileName+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("natsnode: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, SyncFileName)); err != nil {
+		return fmt.Errorf("natsnode: %w", err)
+	}
+	return nil
+}
+
+// ReadSync reads how the node of dataDir syncs JetStream's writes, as its last
+// Start wrote it (an error wrapping fs.ErrNotExist if no node ever started there).
+func ReadSync(dataDir string) (SyncInfo, error) {
+	var si SyncInfo
+	b, err := os.ReadFile(filepath.Join(dataDir, SyncFileName))
+	if err != nil {
+		return si, fmt.Errorf("natsnode: %w", err)
+	}
+	if err := json.Unmarshal(b, &si); err != nil {
+		return si, fmt.Errorf("natsnode: %s: %w", filepath.Join(dataDir, SyncFileName), err)
+	}
+	return si, nil
 }
 
 // routeURL parses a route (host:port, nats-route://host:port or nats://host:port)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,13 @@ func TestSingleNode(t *testing.T) {
 	jsc := n.Server().JetStreamConfig()
 	if jsc == nil || !jsc.SyncAlways {
 		t.Fatalf("JetStream config %+v: want SyncAlways (sync_interval: always)", jsc)
+	}
+	// The setting is recorded for gale serve --log jetstream --nats-data.
+	if si, err := natsnode.ReadSync(dir); err != nil || !si.SyncAlways || si.ServerName != n.Name() {
+		t.Errorf("ReadSync: %+v %v, want sync_always for %s", si, err, n.Name())
+	}
+	if _, err := natsnode.ReadSync(t.TempDir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadSync of a directory no node used: %v, want fs.ErrNotExist", err)
 	}
 	if jsc.StoreDir != filepath.Join(dir, "jetstream") {
 		t.Errorf("JetStream store %q, want %q", jsc.StoreDir, filepath.Join(dir, "jetstream"))
