@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sync"
 	"unsafe"
 
 	"github.com/gale-stream/gale/acker"
@@ -405,19 +404,15 @@ func (d *decoder) tuples(st *Streams) ([]*tuple.Tuple, error) {
 	if err := d.spend(n * (8 + tupleSize)); err != nil {
 		return nil, err
 	}
-	dp := decodedPool.Get().(*[]decoded)
-	if cap(*dp) < n {
-		*dp = make([]decoded, n)
+	type decoded struct {
+		src     *tuple.Source
+		srcTask int
+		vals    tuple.Values
+		state   tupleinternal.State
 	}
-	dec := (*dp)[:n]
+	dec := make([]decoded, n)
 	d.ar = &arena{}
-	defer func() {
-		d.ar = nil
-		clear(dec) // the pool must not keep the message's tuples' values alive
-		if cap(*dp) <= maxPooledDecoded {
-			decodedPool.Put(dp)
-		}
-	}()
+	defer func() { d.ar = nil }()
 	for i := range dec {
 		sid, err := d.uvarint()
 		if err != nil {
@@ -501,23 +496,6 @@ func (d *decoder) tuples(st *Streams) ([]*tuple.Tuple, error) {
 	}
 	return out, nil
 }
-
-// decoded is a tuple read from a frame, before its batch is made.
-type decoded struct {
-	src     *tuple.Source
-	srcTask int
-	vals    tuple.Values
-	state   tupleinternal.State
-}
-
-// decodedPool holds the scratch arrays of decoder.tuples (*[]decoded, cleared): a
-// frame of 256 word tuples needed a fresh 26 KB array, 12% of the bytes word count
-// allocated over NATS.
-var decodedPool = sync.Pool{New: func() any { return new([]decoded) }}
-
-// maxPooledDecoded bounds the arrays kept in decodedPool: a frame of more tuples
-// than this (far more than a batch) gets an array of its own.
-const maxPooledDecoded = 4096
 
 // Clone returns a copy of m made by encoding and decoding it: what a serialising
 // transport delivers (Storm's topology.testing.always.try.serialize).
