@@ -12,10 +12,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/sink"
@@ -39,6 +44,9 @@ type serveFlags struct {
 	cluster    clusterFlags
 	workers    int
 	workerName string
+	// gale serve --log jetstream: the event log on a JetStream stream.
+	logKind  string
+	sysCreds string
 }
 
 func (f *serveFlags) register(c *cobra.Command, addr string) {
@@ -142,6 +150,15 @@ tree complete, sink committed), FAILED_RETRYABLE or FAILED_FINAL. The log (Pebbl
 DATA/log and the SQLite sink DATA/sink.db (--data); SIGTERM answers every request taken
 in, drains the topology and syncs before exiting.
 
+--log jetstream --nats URL keeps the log on a JetStream stream (PREFIX-log, --replicas
+copies) instead: PERSISTED once a quorum of the replicas stored the event, and the
+pipeline runs in this process unless --workers is given. Every answer says what
+PERSISTED meant ("durability"): "fsync" (Pebble); "replicated:N+fsync" when every
+server fsyncs each write (sync_interval: always: gale nats does, as its --nats-data
+records; with --sys-creds the servers are asked), "replicated:N" when one does not
+(NATS's default fsyncs every 2 minutes), "unknown" when it cannot be told. The
+Pebble-only metrics (group commits, fsync latency, damaged files) are not exported.
+
 Endpoints:
   POST /v1/events              one JSON event    ?ack=accepted|persisted|processed&wait=10s
   POST /v1/events:batch        NDJSON, one event per line (same parameters)
@@ -168,20 +185,58 @@ Endpoints:
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
+			flags := cmd.Flags()
+			switch f.logKind {
+			case "pebble":
+				if flags.Changed("sys-creds") {
+					return errors.New("--sys-creds is for --log jetstream (it asks the NATS servers how they sync)")
+				}
+			case "jetstream":
+				if f.cluster.url == "" {
+					return errors.New("--log jetstream keeps the log on a NATS JetStream stream: give --nats URL (a NATS cluster, or gale nats)")
+				}
+				if !flags.Changed("workers") {
+					f.workers = 0 // the pipeline in this process, unless workers are asked for
+				}
+			default:
+				return fmt.Errorf("--log %q: want pebble (a local log in DATA/log) or jetstream (a stream on the --nats cluster)", f.logKind)
+			}
 			if f.cluster.url == "" {
 				for _, name := range []string{"workers", "worker-name", "nats-data", "creds", "nkey", "prefix", "replicas", "nats-timeout"} {
-					if cmd.Flags().Changed(name) {
+					if flags.Changed(name) {
 						return fmt.Errorf("--%s is for a pipeline on a cluster: give --nats URL too (without it gale serve runs the pipeline in this process)", name)
 					}
 				}
 			}
+			if flags.Changed("replicas") && (f.cluster.replicas < 1 || f.cluster.replicas > 5) {
+				return fmt.Errorf("--replicas %d: JetStream keeps 1 to 5 copies (3 on a three-node cluster)", f.cluster.replicas)
+			}
+			if f.workers < 0 || (f.workers == 0 && f.logKind != "jetstream") {
+				return fmt.Errorf("--workers %d: at least 1 (--workers 0, the pipeline in this process, is for --log jetstream; without --nats the Pebble log runs it here)", f.workers)
+			}
+			var closeNATS []func()
+			defer func() {
+				for _, c := range closeNATS {
+					c()
+				}
+			}()
 			if f.cluster.url != "" {
-				nc, st, err := f.cluster.connect(ctx, "gale serve")
-				if err != nil {
+				var nc *nats.Conn
+				if f.workers > 0 {
+					var st *cluster.Store
+					if nc, st, err = f.cluster.connect(ctx, "gale serve"); err != nil {
+						return err
+					}
+					o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: f.workerName, Workers: f.workers, Timeout: f.cluster.timeout}
+				} else if nc, err = f.cluster.dial("gale serve"); err != nil {
 					return err
 				}
-				defer nc.Close()
-				o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: f.workerName, Workers: f.workers, Timeout: f.cluster.timeout}
+				closeNATS = append(closeNATS, nc.Close)
+				if f.logKind == "jetstream" {
+					if o.JetStream, err = f.jetStream(nc, &closeNATS); err != nil {
+						return err
+					}
+				}
 			}
 			s, err := serve.Start(context.Background(), o)
 			if errors.Is(err, eventlog.ErrDamaged) {
@@ -191,10 +246,16 @@ Endpoints:
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
-				o.Pipeline, filepath.Join(o.DataDir, "log"), s.DB, s.URL())
-			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: each group commit's copy in %s is made durable by %s\n",
-				filepath.Join(o.DataDir, "log", "GALE-HWM"), s.Log.Stats().MarkSync)
+			if s.JSLog != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log on JetStream stream %s (%d replicas) at %s; sink %s; listening on %s\n",
+					o.Pipeline, s.JSLog.Name(), s.JSLog.Replicas(), f.cluster.url, s.DB, s.URL())
+				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: PERSISTED means %s: %s\n", s.Options.Ingest.Durability, s.DurabilityWhy)
+			} else {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
+					o.Pipeline, filepath.Join(o.DataDir, "log"), s.DB, s.URL())
+				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: each group commit's copy in %s is made durable by %s\n",
+					filepath.Join(o.DataDir, "log", "GALE-HWM"), s.Log.Stats().MarkSync)
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: web UI on %s/ui/, Prometheus metrics on %s/metrics\n", s.URL(), s.URL())
 			for ctx.Err() == nil {
 				select {
@@ -219,5 +280,64 @@ Endpoints:
 	c.Flags().IntVar(&f.workers, "workers", 1, "with --nats, how many gale workers run the pipeline's bolts")
 	c.Flags().StringVar(&f.workerName, "worker-name", "", "with --nats, this process's worker name (default serve-HOST)")
 	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
+	c.Flags().StringVar(&f.logKind, "log", "pebble", "the event log: pebble (DATA/log, fsynced: PERSISTED means fsync) or jetstream (a stream PREFIX-log on --nats, --replicas copies; the Pebble-only metrics, group commits, fsync latency and damaged files, are not exported)")
+	c.Flags().StringVar(&f.sysCreds, "sys-creds", "", "with --log jetstream, credentials of the system account (a .creds file or an nkey seed file): every server is asked whether it fsyncs each write, for the answers' durability")
 	return c
+}
+
+// dial connects to the cluster's NATS without binding the cluster's state
+// (gale serve --log jetstream running the pipeline in this process).
+func (c *clusterFlags) dial(name string) (*nats.Conn, error) {
+	opts, err := c.natsOptions(name)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(c.url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("NATS at %s: %w", c.url, err)
+	}
+	return nc, nil
+}
+
+// jetStream is the log of gale serve --log jetstream on nc, and how it tells what
+// PERSISTED means: the servers' own answer with --sys-creds, else the record of
+// the embedded node whose credentials nc uses (--nats-data), else unknown.
+func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*serve.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	j := &serve.JetStream{Log: jslog.Config{JS: js, Prefix: f.cluster.prefix, Replicas: max(f.cluster.replicas, 1)}}
+	switch {
+	case f.sysCreds != "":
+		opt, err := credsOption(f.sysCreds)
+		if err != nil {
+			return nil, fmt.Errorf("--sys-creds: %w", err)
+		}
+		sys, err := nats.Connect(f.cluster.url, nats.Name("gale serve (system account)"), opt)
+		if err != nil {
+			return nil, fmt.Errorf("--sys-creds: NATS at %s: %w", f.cluster.url, err)
+		}
+		*closers = append(*closers, sys.Close)
+		j.SysConn = sys
+	case f.cluster.creds == "" && f.cluster.nkey == "":
+		if _, err := os.Stat(natsnode.CredentialsFile(f.cluster.natsData)); err == nil {
+			if si, err := natsnode.ReadSync(f.cluster.natsData); err == nil {
+				j.Embedded = &si
+			}
+		}
+	}
+	return j, nil
+}
+
+// credsOption reads a .creds file (JWT and nkey) or an nkey seed file.
+func credsOption(file string) (nats.Option, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if strings.Contains(string(b), "BEGIN NATS USER JWT") {
+		return nats.UserCredentials(file), nil
+	}
+	return nats.NkeyOptionFromSeed(file)
 }

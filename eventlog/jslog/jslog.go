@@ -150,6 +150,12 @@ const committedKey = "committed"
 // Durability says what PERSISTED means on this log (Config.Durability).
 func (l *Log) Durability() string { return l.cfg.Durability }
 
+// Stream is the log's stream (its info: replicas, cluster, leader).
+func (l *Log) Stream() jetstream.Stream { return l.stream }
+
+// Name is the stream's name (PREFIX-log).
+func (l *Log) Name() string { return l.name }
+
 // Replicas is the stream's replica count.
 func (l *Log) Replicas() int { return l.stream.CachedInfo().Config.Replicas }
 

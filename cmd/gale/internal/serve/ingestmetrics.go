@@ -43,7 +43,7 @@ func (m *commitMetrics) observe(c eventlog.Commit) {
 // time: exact counts, nothing done per event for them but an atomic add.
 type ingestCollector struct {
 	svc *ingest.Service
-	log *eventlog.Log
+	log *eventlog.Log // nil: not Pebble
 	d   struct {
 		events, attemptFailures, answers, duplicates, deadLetters, held, waiters *prometheus.Desc
 		commits, records, bytes, syncFailures, failed, ids                       *prometheus.Desc
@@ -107,6 +107,14 @@ func (c *ingestCollector) Collect(ch chan<- prometheus.Metric) {
 	ss := c.svc.Stats()
 	gauge(c.d.held, float64(ss.Held))
 	gauge(c.d.waiters, float64(ss.Waiters))
+	if c.log == nil {
+		// Not Pebble (JetStream): the seqs as the service knows them; nothing is
+		// sticky there (an outage fails the calls it meets), so no failed gauge.
+		gauge(c.d.durable, float64(ss.Durable))
+		gauge(c.d.committed, float64(ss.Committed))
+		gauge(c.d.lag, float64(max(int64(ss.Durable)+1-int64(max(ss.Committed, 1)), 0)))
+		return
+	}
 	ls := c.log.Stats()
 	counter(c.d.commits, float64(ls.Commits))
 	counter(c.d.records, float64(ls.Records))

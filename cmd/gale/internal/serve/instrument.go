@@ -41,9 +41,16 @@ func (m *IngestMetrics) OnCommit(c eventlog.Commit) { m.commits.observe(c) }
 // Wrap counts the requests h answers.
 func (m *IngestMetrics) Wrap(h http.Handler) http.Handler { return m.http.wrap(h) }
 
-// Register adds the counters of svc and of its log l, and the log's health.
+// Register adds the counters of svc and of its log l, and the log's health. l is
+// nil when the service's log is not Pebble (gale serve --log jetstream): then only
+// what the service knows is exported (durable and committed seqs, lag, failed),
+// not the group commits, dedupe ids or damaged files, which are Pebble's.
 func (m *IngestMetrics) Register(svc *ingest.Service, l *eventlog.Log) error {
-	for _, c := range []prometheus.Collector{newLogCollector(l), newIngestCollector(svc, l)} {
+	cs := []prometheus.Collector{newIngestCollector(svc, l)}
+	if l != nil {
+		cs = append(cs, newLogCollector(l))
+	}
+	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {
 			return fmt.Errorf("serve: registering the log's and ingest metrics: %w", err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/ingest/access"
 	"github.com/gale-stream/gale/lineage"
@@ -61,17 +62,31 @@ type Options struct {
 	SeparateMarkSync bool
 	// Cluster, if set, runs the pipeline's bolts on gale workers (gale serve --nats).
 	Cluster *Cluster
+	// JetStream, if set, keeps the event log on a JetStream stream (gale serve --log
+	// jetstream, package eventlog/jslog) instead of Pebble in DataDir/log; DataDir
+	// then holds only the default SQLite sink. The answers' durability is what
+	// JetStream.Durability finds (unless Ingest.Durability is set). The log's
+	// Pebble-only metrics (group commits, fsync latency, damaged files) are not
+	// exported then.
+	JetStream *JetStream
 
 	tap func(*topology.Topology) // tests: sees the topology before it starts
 }
 
 // Server is a running gale serve.
 type Server struct {
-	Log          *eventlog.Log
-	Service      *ingest.Service
-	Runtime      *engine.Runtime
-	DB           *sink.DB
-	SinkCounters *sink.Counters
+	// Log is the Pebble log; nil with Options.JetStream (see JSLog).
+	Log *eventlog.Log
+	// JSLog is the JetStream log of Options.JetStream; nil without.
+	JSLog *jslog.Log
+	// IngestLog is the log the service runs on: Log or JSLog.
+	IngestLog ingest.Log
+	// DurabilityWhy says how the answers' durability word was found (JetStream).
+	DurabilityWhy string
+	Service       *ingest.Service
+	Runtime       *engine.Runtime
+	DB            *sink.DB
+	SinkCounters  *sink.Counters
 	// SinkHealth says whether the sink's database takes writes; the ingest service
 	// (its spout and /readyz) and /metrics read it.
 	SinkHealth     *sink.Health
@@ -89,6 +104,7 @@ type Server struct {
 	stopHist context.CancelFunc
 	histDone chan struct{}
 	cluster  *clusterRun // gale serve --nats
+	closeLog func() error
 }
 
 // runtime is the running topology: with a cluster, the generation this process
@@ -149,15 +165,41 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: im.OnCommit,
-		SeparateMarkSync: o.SeparateMarkSync})
-	if errors.Is(err, eventlog.ErrLocked) {
-		return nil, fmt.Errorf("serve: the log in %s is locked: is another gale using --data %s? (%w)", filepath.Join(o.DataDir, "log"), o.DataDir, err)
+	if o.JetStream != nil {
+		jc := o.JetStream.Log
+		if jc.Logger == nil {
+			jc.Logger = o.Logger
+		}
+		if jc.Durability == "" {
+			jc.Durability = o.Ingest.Durability
+		}
+		if s.JSLog, err = jslog.Open(ctx, jc); err != nil {
+			return nil, fmt.Errorf("serve: the event log on JetStream: %w", err)
+		}
+		if o.Ingest.Durability == "" && o.JetStream.Log.Durability == "" {
+			word, why := o.JetStream.Durability(ctx, s.JSLog.Stream())
+			o.Ingest.Durability = word
+			s.Options.Ingest.Durability = word
+			o.Logger.Info("PERSISTED means "+word, "why", why, "stream", s.JSLog.Name())
+			s.DurabilityWhy = why
+		} else {
+			o.Ingest.Durability = s.JSLog.Durability()
+		}
+		s.IngestLog = s.JSLog
+		s.closeLog = s.JSLog.Close
+	} else {
+		s.Log, err = eventlog.Open(eventlog.Options{Dir: filepath.Join(o.DataDir, "log"), Logger: o.Logger, OnCommit: im.OnCommit,
+			SeparateMarkSync: o.SeparateMarkSync})
+		if errors.Is(err, eventlog.ErrLocked) {
+			return nil, fmt.Errorf("serve: the log in %s is locked: is another gale using --data %s? (%w)", filepath.Join(o.DataDir, "log"), o.DataDir, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.IngestLog = s.Log
+		s.closeLog = s.Log.Close
 	}
-	if err != nil {
-		return nil, err
-	}
-	closers = append(closers, func() { _ = s.Log.Close() })
+	closers = append(closers, func() { _ = s.closeLog() })
 	s.DB, err = sink.Open(ctx, o.SinkURL)
 	if err != nil {
 		return nil, err
@@ -173,7 +215,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}
 	ic := o.Ingest
-	ic.Log = s.Log
+	ic.Log = s.IngestLog
 	if ic.Logger == nil {
 		ic.Logger = o.Logger
 	}
@@ -236,7 +278,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if name == "" {
 		name = "events"
 	}
-	if err := im.Register(s.Service, s.Log); err != nil {
+	if err := im.Register(s.Service, s.Log); err != nil { // Pebble's own metrics only with Pebble
 		return nil, err
 	}
 	if err := registerMetrics(reg, s); err != nil {
@@ -247,7 +289,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	// The guard checks the UI's token (the ui scope) with every other.
 	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Registry: reg,
-		Ingest: ingestView{svc: s.Service, log: s.Log}}); err != nil {
+		Ingest: ingestView{svc: s.Service, log: s.IngestLog, pebble: s.Log}}); err != nil {
 		return nil, err
 	}
 
@@ -311,7 +353,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-s.Runtime.Done()
 	}
 	serr := s.Service.Close()
-	lerr := s.Log.Close()
+	lerr := s.closeLog()
 	derr := s.DB.Close()
 	return errors.Join(herr, rerr, serr, lerr, derr)
 }

@@ -15,18 +15,22 @@ import (
 // ingestView shows the ingest path in the UI (ui.Ingest): the service's and the
 // log's counters, the dead letters as the log holds them, and events by id.
 type ingestView struct {
-	svc *ingest.Service
-	log *eventlog.Log
+	svc    *ingest.Service
+	log    ingest.Log
+	pebble *eventlog.Log // nil on a JetStream log: no group commit figures
 }
 
 // IngestStats reads the counters; the dead letters are those synced (FlushEvery),
 // read from the log without the flush Service.DeadLetters does, so that a page
 // refreshing every 2 s costs no fsync.
 func (v ingestView) IngestStats(limit int) (ui.IngestStats, error) {
-	st, ls := v.svc.Stats(), v.log.Stats()
-	s := ui.IngestStats{At: time.Now(), Steps: map[string]uint64{}, Held: st.Held, Durable: st.Durable, Committed: st.Committed,
-		Records: ls.Records, Commits: ls.Commits, CommitTime: ls.CommitTime,
-		CommitP50: ls.CommitQuantile(0.5), CommitP99: ls.CommitQuantile(0.99)}
+	st := v.svc.Stats()
+	s := ui.IngestStats{At: time.Now(), Steps: map[string]uint64{}, Held: st.Held, Durable: st.Durable, Committed: st.Committed}
+	if v.pebble != nil {
+		ls := v.pebble.Stats()
+		s.Records, s.Commits, s.CommitTime = ls.Records, ls.Commits, ls.CommitTime
+		s.CommitP50, s.CommitP99 = ls.CommitQuantile(0.5), ls.CommitQuantile(0.99)
+	}
 	for step, n := range st.Steps {
 		s.Steps[string(step)] = n
 	}
