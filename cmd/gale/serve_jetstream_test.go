@@ -1,0 +1,519 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gale-stream/gale/cluster/natsnode"
+	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/eventlog/jslog"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/sink"
+)
+
+// gale serve --log refuses what cannot work, before it opens anything.
+func TestServeJetStreamFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--log", "jetstream"}, "give --nats URL"},
+		{[]string{"--log", "foo"}, `--log "foo": want pebble`},
+		{[]string{"--log", "jetstream", "--nats", "nats://127.0.0.1:1", "--replicas", "0"}, "--replicas 0: JetStream keeps 1 to 5"},
+		{[]string{"--log", "jetstream", "--nats", "nats://127.0.0.1:1", "--replicas", "6"}, "--replicas 6"},
+		{[]string{"--sys-creds", "x.creds"}, "--sys-creds is for --log jetstream"},
+		{[]string{"--nats", "nats://127.0.0.1:1", "--workers", "0"}, "--workers 0"},
+		{[]string{"--replicas", "3"}, "give --nats URL too"},
+	} {
+		root := newRoot()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(append([]string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}, c.args...))
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gale serve %q: %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+}
+
+// startServeChild starts gale serve (this test binary as gale) and waits until it
+// is ready; the test's end SIGKILLs it by pid if it still runs.
+func startServeChild(t *testing.T, args ...string) *child {
+	t.Helper()
+	c := startChild(t, args...)
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+// stopServe SIGTERMs a gale serve child and waits for it; it must exit 0.
+func stopServe(t *testing.T, c *child) {
+	t.Helper()
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	if err := c.cmd.Wait(); err != nil {
+		t.Errorf("gale serve after SIGTERM: %v\n%s", err, c.stderr.String())
+	}
+}
+
+// durabilityOf posts one event, alone and in a batch, and returns the two
+// answers' durability words.
+func durabilityOf(t *testing.T, url, id string) (single, batch string) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/events?ack=persisted", "application/json",
+		strings.NewReader(`{"event_id":"`+id+`","source":"t","type":"t","payload":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	a := decodeAnswer(t, b)
+	if a.Status != ingest.Persisted && a.Status != ingest.Processed {
+		t.Fatalf("POST %s: %s", id, b)
+	}
+	as, _, err := (&ingest.Client{URL: url}).Send(context.Background(),
+		[]event.Event{{ID: id + "-b", Source: "t", Type: "t", Payload: []byte(`{}`)}}, ingest.LevelPersisted, 0)
+	if err != nil || len(as) != 1 {
+		t.Fatalf("batch %s: %+v %v", id, as, err)
+	}
+	return a.Durability, as[0].Durability
+}
+
+func decodeAnswer(t *testing.T, b []byte) ingest.Answer {
+	t.Helper()
+	var a ingest.Answer
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatalf("answer %s: %v", b, err)
+	}
+	return a
+}
+
+// gale serve --log jetstream on one embedded node (gale nats's package): the
+// orders pipeline ingests the 7,419 retail lines, every one ends PROCESSED and is
+// in the sink once, the stream holds each once, and the answers say
+// "replicated:1+fsync" (the node's gale-sync.json, read through --nats-data).
+func TestServeJetStreamOneNode(t *testing.T) {
+	dir := t.TempDir()
+	node, err := natsnode.Start(context.Background(), natsnode.Config{DataDir: dir + "/nats", Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
+	c := startServeChild(t, "serve", "--log", "jetstream", "--nats", node.ClientURL(), "--nats-data", node.DataDir(),
+		"--pipeline", "orders", "--data", dir+"/data", "--addr", freeAddr(t), "--log-level", "warn")
+	in, err := openInputs(retailFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := runIngest(ctx, &ingest.Client{URL: c.url}, in, defaultIngestOptions(), newIngestProgress(nil, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sent != 7419 || rep.Final["PROCESSED"] != 7419 || len(rep.Final) != 1 || rep.bad() != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if s, b := durabilityOf(t, c.url, "probe"); s != "replicated:1+fsync" || b != "replicated:1+fsync" {
+		t.Errorf("durability %q (single), %q (batch); want replicated:1+fsync", s, b)
+	}
+	stopServe(t, c)
+
+	nc, err := node.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := streamIDs(t, js, 1)
+	if len(ids) != 7421 { // and the two probes
+		t.Errorf("the stream holds %d ids, want 7,421", len(ids))
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Errorf("%s stored %d times", id, n)
+		}
+	}
+	db, err := sink.Open(ctx, dir+"/data/sink.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var lines, distinct int
+	if err := db.SQL.QueryRowContext(ctx, "SELECT count(*), count(DISTINCT event_id) FROM order_lines").Scan(&lines, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if lines != 7419 || distinct != 7419 {
+		t.Errorf("order_lines: %d rows, %d ids; want 7,419 each", lines, distinct)
+	}
+}
+
+// A NATS server with a system account, its store syncing always or not, and the
+// seed files of a user of an account with JetStream and of a system user.
+func sysServer(t *testing.T, syncAlways bool) (url, appSeed, sysSeed string) {
+	t.Helper()
+	dir := t.TempDir()
+	seed := func(name string) (string, string) {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		f := filepath.Join(dir, name+".nk")
+		if err := os.WriteFile(f, s, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f, pub
+	}
+	appSeed, appPub := seed("app")
+	sysSeed, sysPub := seed("sys")
+	sync := ""
+	if syncAlways {
+		sync = "sync_interval: always"
+	}
+	conf := fmt.Sprintf(`listen: "127.0.0.1:-1"
+server_name: s1
+jetstream { store_dir: %q
+  %s }
+accounts {
+  APP { jetstream: enabled, users: [ { nkey: %s } ] }
+  SYS { users: [ { nkey: %s } ] }
+}
+system_account: SYS
+`, filepath.Join(dir, "js"), sync, appPub, sysPub)
+	cf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fo, err := server.ProcessConfigFile(cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := natstest.Run(t, func(o *server.Options) { *o = *fo; o.NoLog, o.NoSigs = true, true })
+	return s.ClientURL(), appSeed, sysSeed
+}
+
+// The durability word of each way gale serve can tell it: the servers asked with
+// --sys-creds (syncing always, or not), and neither asked nor an embedded node's
+// record (unknown).
+func TestServeJetStreamDurabilityWords(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		syncAlways bool
+		sys        bool
+		want       string
+	}{
+		{"sync always, asked", true, true, "replicated:1+fsync"},
+		{"default sync, asked", false, true, "replicated:1"},
+		{"sync always, not asked", true, false, "unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url, app, sys := sysServer(t, c.syncAlways)
+			args := []string{"serve", "--log", "jetstream", "--nats", url, "--nkey", app,
+				"--data", t.TempDir(), "--addr", freeAddr(t), "--log-level", "warn"}
+			if c.sys {
+				args = append(args, "--sys-creds", sys)
+			}
+			ch := startServeChild(t, args...)
+			if s, b := durabilityOf(t, ch.url, "e1"); s != c.want || b != c.want {
+				t.Errorf("durability %q (single), %q (batch); want %q\n%s", s, b, c.want, ch.stderr.String())
+			}
+			if !strings.Contains(ch.stderr.String(), "PERSISTED means "+c.want) {
+				t.Errorf("the start does not say what PERSISTED means:\n%s", ch.stderr.String())
+			}
+			stopServe(t, ch)
+		})
+	}
+}
+
+// natsChild is a gale nats process of a three-node cluster.
+type natsChild struct {
+	name, dir, client, route string
+	cmd                      *exec.Cmd
+	stderr                   syncBuffer
+	exited                   chan struct{}
+}
+
+func (n *natsChild) start(t *testing.T, routes []string, credsFrom string) {
+	t.Helper()
+	args := []string{"nats", "--data", n.dir, "--name", n.name, "--listen", n.client, "--cluster-listen", n.route,
+		"--routes", strings.Join(routes, ","), "--log-level", "warn"}
+	if credsFrom != "" {
+		args = append(args, "--creds-from", credsFrom)
+	}
+	n.cmd = childSpawner(args)
+	n.stderr = syncBuffer{}
+	n.cmd.Stderr = &n.stderr
+	out, err := n.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.exited = make(chan struct{})
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case first <- sc.Text():
+			default:
+			}
+		}
+		_ = n.cmd.Wait()
+		close(n.exited)
+	}()
+	select {
+	case <-first: // it listens
+	case <-n.exited:
+		t.Fatalf("gale nats %s exited: %s", n.name, n.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("gale nats %s: no URL line in 30s: %s", n.name, n.stderr.String())
+	}
+}
+
+func (n *natsChild) kill() {
+	if n.cmd != nil && n.cmd.Process != nil {
+		_ = n.cmd.Process.Signal(syscall.SIGKILL)
+		<-n.exited
+	}
+}
+
+// gale serve --log jetstream --replicas 3 on three gale nats processes: the
+// stream's leader is kill -9'd mid-ingest, and after the ingest all three at
+// once, then restarted. Every event answered PERSISTED is in the stream once and
+// ends PROCESSED, once in the sink.
+func TestServeJetStreamThreeNodesKilled(t *testing.T) {
+	dir := t.TempDir()
+	nodes := make([]*natsChild, 3)
+	var routes, urls []string
+	for i := range nodes {
+		nodes[i] = &natsChild{name: fmt.Sprintf("n%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			client: freeAddr(t), route: freeAddr(t)}
+		routes = append(routes, nodes[i].route)
+		urls = append(urls, "nats://"+nodes[i].client)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.kill()
+		}
+	})
+	creds := natsnode.CredentialsFile(nodes[0].dir)
+	for i, n := range nodes {
+		from := creds
+		if i == 0 {
+			from = ""
+		}
+		n.start(t, routes, from)
+	}
+	nc, err := natsnode.Connect(strings.Join(urls, ","), nodes[0].dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	// JetStream's meta leader first (a quorum of the three).
+	for i := 0; ; i++ {
+		actx, acancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := js.AccountInfo(actx)
+		acancel()
+		if err == nil {
+			break
+		}
+		if i == 300 {
+			t.Fatalf("JetStream on the three nodes: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c := startServeChild(t, "serve", "--log", "jetstream", "--nats", strings.Join(urls, ","), "--nats-data", nodes[0].dir,
+		"--replicas", "3", "--data", dir+"/data", "--addr", freeAddr(t), "--timeout", "5s", "--log-level", "warn")
+
+	// 4 senders of 600 events each in batches of 50 at ack=persisted, resending
+	// (same ids) what is not answered PERSISTED, until it is.
+	const senders, perSender, batch = 4, 600, 50
+	client := &ingest.Client{URL: c.url}
+	var mu sync.Mutex
+	persisted := map[string]bool{}
+	durabilities := map[string]int{}
+	half := make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range senders {
+		wg.Go(func() {
+			for b := 0; b < perSender/batch; b++ {
+				var evs []event.Event
+				for i := range batch {
+					id := fmt.Sprintf("s%d-%d", w, b*batch+i)
+					evs = append(evs, event.Event{ID: id, Source: "t", Type: "t", Payload: []byte(fmt.Sprintf(`{"n":%d}`, b*batch+i))})
+				}
+				for len(evs) > 0 && ctx.Err() == nil {
+					as, _, err := client.Send(ctx, evs, ingest.LevelPersisted, 0)
+					if err != nil && as == nil {
+						continue // no answer: send them again
+					}
+					var again []event.Event
+					mu.Lock()
+					for i, a := range as {
+						switch a.Status {
+						case ingest.Persisted, ingest.Processed:
+							persisted[a.EventID] = true
+							durabilities[a.Durability]++
+						default:
+							again = append(again, evs[i])
+						}
+					}
+					if len(persisted) >= senders*perSender/3 {
+						select {
+						case <-half:
+						default:
+							close(half)
+						}
+					}
+					mu.Unlock()
+					evs = again
+				}
+			}
+		})
+	}
+	<-half
+	info, err := js.Stream(ctx, "gale-log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := info.Info(ctx)
+	if err != nil || si.Cluster == nil {
+		t.Fatalf("stream info: %+v %v", si, err)
+	}
+	var leader *natsChild
+	for _, n := range nodes {
+		if n.name == si.Cluster.Leader {
+			leader = n
+		}
+	}
+	if leader == nil || si.Config.Replicas != 3 {
+		t.Fatalf("stream leader %q, replicas %d", si.Cluster.Leader, si.Config.Replicas)
+	}
+	leader.kill()
+	t.Logf("kill -9 of the stream's leader %s after %d events answered PERSISTED", leader.name, len(persisted))
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the ingest did not finish: %d of %d PERSISTED", len(persisted), senders*perSender)
+	}
+	if len(persisted) != senders*perSender || len(durabilities) != 1 || durabilities["replicated:3+fsync"] == 0 {
+		t.Fatalf("%d PERSISTED of %d; durability words %v", len(persisted), senders*perSender, durabilities)
+	}
+
+	// Every node at once, then all back.
+	for _, n := range nodes {
+		_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	for _, n := range nodes {
+		<-n.exited
+	}
+	for i, n := range nodes {
+		from := creds
+		if i == 0 {
+			from = ""
+		}
+		n.start(t, routes, from)
+	}
+	ids := streamIDs(t, js, 3)
+	for id := range persisted {
+		if ids[id] != 1 {
+			t.Errorf("%s answered PERSISTED: %d records in the stream", id, ids[id])
+		}
+	}
+
+	// Every one ends PROCESSED (the status waits for the sink's commit), once in
+	// the sink.
+	for id := range persisted {
+		for {
+			st, found, err := client.Status(ctx, id)
+			if err == nil && found && st.Status == ingest.Processed {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s: %+v found %v, %v", id, st, found, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	stopServe(t, c)
+	db, err := sink.Open(context.Background(), dir+"/data/sink.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows, distinct int
+	if err := db.SQL.QueryRow("SELECT count(*), count(DISTINCT event_id) FROM events").Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(persisted) || distinct != len(persisted) {
+		t.Errorf("sink: %d rows, %d ids; want %d each", rows, distinct, len(persisted))
+	}
+}
+
+// streamIDs reads gale serve's stream (prefix gale) through jslog, up to its last
+// seq, and counts the records of each event id; it waits (bounded) for a
+// restarted cluster to serve the stream.
+func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]int {
+	t.Helper()
+	var l *jslog.Log
+	var err error
+	for range 300 {
+		if l, err = jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second}); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the stream: %v", err)
+	}
+	defer l.Close()
+	ids := map[string]int{}
+	last := l.Durable() // the stream's last seq when opened
+	for from, empty := uint64(1), 0; from <= last; {
+		recs, err := l.Read(from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			if empty++; empty > 500 {
+				t.Fatalf("the stream's records from seq %d (of %d) never came", from, last)
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		for _, r := range recs {
+			ids[r.Event.ID]++
+			from = r.Seq + 1
+		}
+	}
+	return ids
+}
