@@ -420,7 +420,9 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 		t.Fatalf("stream leader %q, replicas %d", si.Cluster.Leader, si.Config.Replicas)
 	}
 	leader.kill()
+	mu.Lock()
 	t.Logf("kill -9 of the stream's leader %s after %d events answered PERSISTED", leader.name, len(persisted))
+	mu.Unlock()
 	wg.Wait()
 	if ctx.Err() != nil {
 		t.Fatalf("the ingest did not finish: %d of %d PERSISTED", len(persisted), senders*perSender)
