@@ -66,15 +66,22 @@ func bookLines(t *testing.T) []string {
 // publish stores lines on subject, pipelined, and waits for every PubAck.
 func publish(t *testing.T, js jetstream.JetStream, subject string, lines []string) {
 	t.Helper()
-	for _, l := range lines {
-		if _, err := js.PublishAsync(subject, []byte(l)); err != nil {
-			t.Fatal(err)
+	// In chunks well under the client's async limit (4000 pending), each waited
+	// for: on a loaded machine the client refuses more than that once it stalls
+	// ("too many outstanding async published messages").
+	for len(lines) > 0 {
+		n := min(len(lines), 1000)
+		for _, l := range lines[:n] {
+			if _, err := js.PublishAsync(subject, []byte(l)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		t.Fatal("publishes not acknowledged in 30s")
+		lines = lines[n:]
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(30 * time.Second):
+			t.Fatal("publishes not acknowledged in 30s")
+		}
 	}
 }
 
