@@ -236,6 +236,11 @@ Endpoints:
 					if o.JetStream, err = f.jetStream(nc, &closeNATS); err != nil {
 						return err
 					}
+					if flags.Changed("nats-timeout") {
+						// The log's bound too: how long a request waits for the stream's
+						// acknowledgement before it answers FAILED_RETRYABLE.
+						o.JetStream.Log.Timeout = f.cluster.timeout
+					}
 				}
 			}
 			s, err := serve.Start(context.Background(), o)
@@ -277,6 +282,7 @@ Endpoints:
 	f.register(c, "127.0.0.1:8080")
 	f.registerNetwork(c)
 	f.cluster.registerAs(c.Flags(), "nats-timeout", "")
+	c.Flags().Lookup("nats-timeout").Usage = "how long the command waits for the cluster; with --log jetstream, if given, also the bound of each call to the stream and of a request's wait for its acknowledgement (FAILED_RETRYABLE past it; not given: 10s)"
 	c.Flags().IntVar(&f.workers, "workers", 1, "with --nats, how many gale workers run the pipeline's bolts")
 	c.Flags().StringVar(&f.workerName, "worker-name", "", "with --nats, this process's worker name (default serve-HOST)")
 	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
