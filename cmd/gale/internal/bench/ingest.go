@@ -30,6 +30,7 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/ingest/access"
 )
@@ -48,7 +49,8 @@ type IngestOptions struct {
 	BatchClients, BatchSize int
 	// Duration of each row (default 5s).
 	Duration time.Duration
-	// Rows selects rows by number (1-4); empty runs all.
+	// Rows selects rows by number (1 to MaxRow); empty runs all. Rows 5 to 8 run
+	// on three embedded NATS nodes (sync_interval: always) started once, in Dir.
 	Rows []int
 	// Metrics adds gale serve's ingest metrics to the HTTP rows (requests by route
 	// and code, group commit histograms, the service's and log's counters) and
@@ -71,6 +73,12 @@ type Row struct {
 	Log      eventlog.Stats    // the log's group commits (HTTP rows)
 	// Counted is what gale_http_requests_total counted (HTTP rows with Metrics).
 	Counted uint64
+	// Num is the row's number (1 to MaxRow).
+	Num int
+	// VsRaw is, for a JetStream log row, its events/s over those of raw JetStream
+	// at the same replicas (row RawNum), when both ran.
+	VsRaw  float64
+	RawNum int
 }
 
 // EventsPerSec is the throughput of acknowledged events.
@@ -113,23 +121,67 @@ func Ingest(ctx context.Context, o IngestOptions) ([]Row, error) {
 		}
 		return false
 	}
+	var js *jsCluster
+	defer func() {
+		if js != nil {
+			js.close()
+		}
+	}()
+	cluster := func() (*jsCluster, error) {
+		var err error
+		if js == nil {
+			js, err = startJSCluster(ctx, o.Dir)
+		}
+		return js, err
+	}
+	jsRow := func(f func(context.Context, IngestOptions, *jsCluster, int) (Row, error), replicas int) func() (Row, error) {
+		return func() (Row, error) {
+			c, err := cluster()
+			if err != nil {
+				return Row{}, fmt.Errorf("bench: the NATS cluster: %w", err)
+			}
+			return f(ctx, o, c, replicas)
+		}
+	}
+	byNum := map[int]int{} // row number -> index in rows
 	for i, run := range []func() (Row, error){
 		func() (Row, error) { return diskRow(ctx, o, 1, recBytes) },
 		func() (Row, error) { return diskRow(ctx, o, o.Clients, recBytes) },
 		func() (Row, error) { return httpRow(ctx, o, false) },
 		func() (Row, error) { return httpRow(ctx, o, true) },
+		jsRow(rawJSRow, 1),
+		jsRow(jsLogRow, 1),
+		jsRow(rawJSRow, 3),
+		jsRow(jsLogRow, 3),
 	} {
 		if !want(i + 1) {
 			continue
 		}
 		r, err := run()
+		r.Num = i + 1
 		if err != nil {
+			if r.Name != "" {
+				rows = append(rows, r)
+			}
 			return rows, err
 		}
+		byNum[i+1] = len(rows)
 		rows = append(rows, r)
+	}
+	// The JetStream log's rows against raw JetStream at the same replicas.
+	for logRow, rawRow := range map[int]int{6: 5, 8: 7} {
+		li, ok1 := byNum[logRow]
+		ri, ok2 := byNum[rawRow]
+		if ok1 && ok2 && rows[ri].Events > 0 {
+			rows[li].VsRaw = rows[li].EventsPerSec() / rows[ri].EventsPerSec()
+			rows[li].RawNum = rawRow
+		}
 	}
 	return rows, nil
 }
+
+// MaxRow is the number of the last row.
+const MaxRow = 8
 
 // eventJSON appends one event as the API takes it, with the id suffix.
 func eventJSON(dst []byte, e event.Event, id string) []byte {
@@ -295,6 +347,12 @@ func (c *rawClient) do(req []byte) (int, []byte, error) {
 // PERSISTED answers) and posts single events from o.Clients clients, or NDJSON
 // batches from o.BatchClients clients.
 func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
+	return serveRow(ctx, o, batch, nil)
+}
+
+// serveRow is httpRow on the Pebble log (jl nil) or on a JetStream log (jl; then
+// without metrics, which count the Pebble log's group commits).
+func serveRow(ctx context.Context, o IngestOptions, batch bool, jl *jslog.Log) (Row, error) {
 	name := "single"
 	if batch {
 		name = "batch"
@@ -304,7 +362,12 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 	var (
 		im  *serve.IngestMetrics
 		err error
+		l   *eventlog.Log
+		il  ingest.Log = jl
 	)
+	if jl != nil {
+		o.Metrics = false
+	}
 	reg := prometheus.NewRegistry()
 	lo := eventlog.Options{Dir: dir}
 	if o.Metrics {
@@ -313,12 +376,14 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 		}
 		lo.OnCommit = im.OnCommit
 	}
-	l, err := eventlog.Open(lo)
-	if err != nil {
-		return Row{}, err
+	if jl == nil {
+		if l, err = eventlog.Open(lo); err != nil {
+			return Row{}, err
+		}
+		defer l.Close()
+		il = l
 	}
-	defer l.Close()
-	svc, err := ingest.New(ingest.Config{Log: l, Logger: slog.New(slog.DiscardHandler)})
+	svc, err := ingest.New(ingest.Config{Log: il, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return Row{}, err
 	}
@@ -386,6 +451,9 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 		url += "/v1/events:batch?ack=persisted"
 	} else {
 		url += "/v1/events?ack=persisted"
+	}
+	if jl != nil {
+		row.Name = fmt.Sprintf("HTTP on the JetStream log R%d (%s): one event per request, ack=persisted, %d clients", jl.Replicas(), jl.Durability(), clients)
 	}
 	if o.Auth {
 		row.Name += ", bearer token (write:*)"
@@ -457,7 +525,9 @@ func httpRow(ctx context.Context, o IngestOptions, batch bool) (Row, error) {
 	row.Elapsed = time.Since(start)
 	row.Requests, row.Events, row.Errors = reqs.Load(), evs.Load(), errs.Load()
 	row.Latency = merge(hists)
-	row.Log = l.Stats()
+	if l != nil {
+		row.Log = l.Stats()
+	}
 	if o.Metrics {
 		// Every handler has returned, so has counted its request.
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

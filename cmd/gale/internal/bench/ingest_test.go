@@ -42,3 +42,33 @@ func TestHTTPRowsBehindAuthAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The JetStream rows run on three embedded nodes: every publish and every answer
+// is a success, and each log row is given as a fraction of its raw row.
+func TestJetStreamRows(t *testing.T) {
+	f, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, err := orders.ReadCSV(f, "2010-12-01.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := IngestOptions{Dir: t.TempDir(), Events: evs[:200], Rows: []int{5, 6, 7, 8}, Clients: 4, Duration: 200 * time.Millisecond}
+	rows, err := Ingest(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	for _, r := range rows {
+		if r.Events == 0 || r.Errors != 0 {
+			t.Errorf("row %d %s: %d events, %d errors", r.Num, r.Name, r.Events, r.Errors)
+		}
+		if log := r.Num == 6 || r.Num == 8; log != (r.VsRaw > 0) || log && r.RawNum != r.Num-1 {
+			t.Errorf("row %d: vs raw %v (row %d)", r.Num, r.VsRaw, r.RawNum)
+		}
+	}
+}
