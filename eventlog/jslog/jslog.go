@@ -69,6 +69,12 @@ type Log struct {
 	closed    atomic.Bool
 	wg        sync.WaitGroup // Submit's waiters
 
+	// absent is the negative cache behind MayContain: ids a Lookup found without a
+	// record, recently. See MayContain.
+	nmu    sync.Mutex
+	absent map[string]absence
+	ntok   atomic.Uint64
+
 	rmu  sync.Mutex // the reader
 	rd   jetstream.Consumer
 	next uint64 // the seq the reader delivers next
@@ -101,7 +107,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Log{cfg: cfg, js: cfg.JS, name: cfg.Prefix + "-log", subj: cfg.Prefix + ".log."}
+	l := &Log{cfg: cfg, js: cfg.JS, name: cfg.Prefix + "-log", subj: cfg.Prefix + ".log.", absent: map[string]absence{}}
 	octx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	var err error
@@ -195,6 +201,7 @@ func (l *Log) Submit(recs []*event.Record, done func(error)) error {
 				expect = e.Seq
 			}
 		}
+		l.forgetAbsent(r.Event.ID)
 		rec := *r
 		rec.Seq = 0 // the stream gives it
 		m := nats.NewMsg(l.subject(r.Event.ID))
@@ -218,6 +225,13 @@ func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture) error {
 	t := time.NewTimer(l.cfg.Timeout)
 	defer t.Stop()
 	var first error
+	defer func() {
+		// Stored, refused or not confirmed (and maybe stored later): either way an
+		// absence seen before now is stale.
+		for _, r := range recs {
+			l.forgetAbsent(r.Event.ID)
+		}
+	}()
 	for i, f := range futs {
 		select {
 		case ack := <-f.Ok():
@@ -286,15 +300,82 @@ func (l *Log) Durable() uint64 { return l.durable.Load() }
 // Committed is the committed offset: every record below it is finished.
 func (l *Log) Committed() uint64 { return l.committed.Load() }
 
-// MayContain is true: the dedupe index is the stream, shared with every other
-// serve process, so only Lookup can say.
-func (l *Log) MayContain(string) bool { return true }
+// MayContain is false only for an id that a Lookup of this process found without
+// a record less than absentTTL ago, and that this process has not submitted since
+// (or while that Lookup ran): the ingest service then takes the id as new without
+// asking the stream a second time under its lock. Everything else is true: the
+// dedupe index is the stream, shared with every other serve process, so only
+// Lookup can say.
+//
+// A stale false costs no correctness: the stream is the dedupe. Submit publishes
+// a new id's record expecting the subject to be empty, so if another process (or
+// a lost earlier answer) stored it meanwhile the server refuses it and Submit
+// fails with ErrExists (a retryable answer; the resend is a duplicate), exactly
+// as when the record lands between the service's Lookup and its publish.
+func (l *Log) MayContain(id string) bool {
+	l.nmu.Lock()
+	a, ok := l.absent[id]
+	l.nmu.Unlock()
+	return !ok || a.at.IsZero() || time.Since(a.at) >= absentTTL
+}
+
+// absence is an entry of the negative cache: the Lookup that wrote tok, and when
+// it found id absent (zero while that Lookup runs).
+type absence struct {
+	tok uint64
+	at  time.Time
+}
+
+const (
+	// absentTTL bounds how long a Lookup's "absent" answers MayContain: the ingest
+	// service asks again under its lock right after its first Lookup.
+	absentTTL = 2 * time.Second
+	// maxAbsent bounds the negative cache; past it, it is emptied (forgetting
+	// only makes MayContain true, which is always right).
+	maxAbsent = 1 << 16
+)
+
+// lookupStarts marks a Lookup of id in progress and returns its token.
+func (l *Log) lookupStarts(id string) uint64 {
+	tok := l.ntok.Add(1)
+	l.nmu.Lock()
+	if len(l.absent) >= maxAbsent {
+		clear(l.absent)
+	}
+	l.absent[id] = absence{tok: tok}
+	l.nmu.Unlock()
+	return tok
+}
+
+// lookupEnds records the answer of the Lookup of token tok: an absence is kept
+// only if nothing forgot id while the Lookup ran (a Submit of id, its
+// acknowledgement, a newer Lookup).
+func (l *Log) lookupEnds(id string, tok uint64, absent bool) {
+	l.nmu.Lock()
+	if a, ok := l.absent[id]; ok && a.tok == tok {
+		if absent {
+			l.absent[id] = absence{tok: tok, at: time.Now()}
+		} else {
+			delete(l.absent, id)
+		}
+	}
+	l.nmu.Unlock()
+}
+
+// forgetAbsent drops what is known of id's absence: this process is storing it.
+func (l *Log) forgetAbsent(id string) {
+	l.nmu.Lock()
+	delete(l.absent, id)
+	l.nmu.Unlock()
+}
 
 // Lookup returns the dedupe entry of id: its last record (the newest generation).
 func (l *Log) Lookup(id string) (eventlog.Entry, bool, error) {
 	ctx, cancel := l.op(context.Background())
 	defer cancel()
+	tok := l.lookupStarts(id)
 	m, err := l.stream.GetLastMsgForSubject(ctx, l.subject(id))
+	l.lookupEnds(id, tok, errors.Is(err, jetstream.ErrMsgNotFound))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return eventlog.Entry{}, false, nil
 	}

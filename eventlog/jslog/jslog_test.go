@@ -259,3 +259,127 @@ func TestServiceOnTheJetStreamLog(t *testing.T) {
 		t.Fatalf("Status(o42) from a new service: %+v %v", st, err)
 	}
 }
+
+// MayContain's negative cache: false right after a Lookup found no record, true
+// again once this process submits the id, or while a Lookup it raced with was
+// running, or past absentTTL. A stale false (another process stored the id) is
+// caught by the stream: the publish is refused with ErrExists, nothing is stored
+// twice.
+func TestMayContainNegativeCache(t *testing.T) {
+	js := openJS(t, natstest.Run(t, natstest.JetStream(t, "")).ClientURL())
+	l, other := open(t, js), open(t, js)
+	ctx := context.Background()
+	if !l.MayContain("x") {
+		t.Fatal("MayContain(x) false before any Lookup")
+	}
+	if _, ok, err := l.Lookup("x"); ok || err != nil {
+		t.Fatalf("Lookup(x): %v %v", ok, err)
+	}
+	if l.MayContain("x") {
+		t.Fatal("MayContain(x) true right after a Lookup found no record")
+	}
+	if err := l.Append(ctx, rec("x", 0, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.MayContain("x") {
+		t.Fatal("MayContain(x) false after this process stored x")
+	}
+	if _, ok, _ := l.Lookup("x"); !ok || !l.MayContain("x") {
+		t.Fatalf("Lookup(x) after its append: %v, MayContain %v", ok, l.MayContain("x"))
+	}
+
+	// Another serve process stores y after this one found it absent: the stale
+	// absence costs a refused publish, never a second record.
+	if _, ok, err := l.Lookup("y"); ok || err != nil {
+		t.Fatalf("Lookup(y): %v %v", ok, err)
+	}
+	if err := other.Append(ctx, rec("y", 0, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if l.MayContain("y") {
+		t.Fatal("expected the stale absence of y (the other process is not seen)")
+	}
+	if err := l.Append(ctx, rec("y", 0, `{}`)); !errors.Is(err, ErrExists) {
+		t.Fatalf("a second record of y: %v, want ErrExists", err)
+	}
+	if !l.MayContain("y") {
+		t.Fatal("MayContain(y) false after a refused publish of y")
+	}
+	info, err := l.Stream().Info(ctx)
+	if err != nil || info.State.Msgs != 2 {
+		t.Fatalf("stream holds %v records (%v), want 2", info.State.Msgs, err)
+	}
+
+	// A Lookup that ran while this process submitted (or was acknowledged for) the
+	// id answers nothing for MayContain: its "absent" may predate the record.
+	tok := l.lookupStarts("z")
+	l.forgetAbsent("z") // Submit of z, or its acknowledgement
+	l.lookupEnds("z", tok, true)
+	if !l.MayContain("z") {
+		t.Fatal("an absence seen across a Submit of z was kept")
+	}
+	// A newer Lookup of the same id supersedes an older one.
+	old := l.lookupStarts("w")
+	tok = l.lookupStarts("w")
+	l.lookupEnds("w", old, true)
+	if !l.MayContain("w") {
+		t.Fatal("an older Lookup's absence was kept over a newer one in progress")
+	}
+	l.lookupEnds("w", tok, true)
+	if l.MayContain("w") {
+		t.Fatal("the newer Lookup's absence was not kept")
+	}
+	// Past absentTTL the absence is not trusted.
+	l.nmu.Lock()
+	l.absent["w"] = absence{tok: tok, at: time.Now().Add(-absentTTL)}
+	l.nmu.Unlock()
+	if !l.MayContain("w") {
+		t.Fatal("an absence older than absentTTL was trusted")
+	}
+}
+
+// Resends racing their first copy in one process, with the negative cache: each
+// id is stored once, and every answer is PERSISTED, the copies duplicates, never a
+// refused publish (the cache forgets an id as soon as this process submits it).
+func TestServiceConcurrentResendsOnTheJetStreamLog(t *testing.T) {
+	js := openJS(t, natstest.Run(t, natstest.JetStream(t, "")).ClientURL())
+	l := open(t, js)
+	svc, err := ingest.New(ingest.Config{Log: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	const ids, copies = 40, 6
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	fresh := map[string]int{}
+	for c := range copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				id := fmt.Sprintf("r%d", (i+c)%ids)
+				ev := event.Event{ID: id, Source: "orders", Type: "order_line", Payload: []byte(`{"n":1}`)}
+				r := svc.Submit(context.Background(), []event.Event{ev}, ingest.LevelPersisted, 0)[0]
+				if r.Err != nil || r.Status.Status != ingest.Persisted {
+					t.Errorf("%s: %+v", id, r)
+					continue
+				}
+				if !r.Duplicate {
+					mu.Lock()
+					fresh[id]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range ids {
+		if id := fmt.Sprintf("r%d", i); fresh[id] != 1 {
+			t.Errorf("%s answered new %d times", id, fresh[id])
+		}
+	}
+	if l.Durable() != ids {
+		t.Errorf("%d records stored, want %d", l.Durable(), ids)
+	}
+}
