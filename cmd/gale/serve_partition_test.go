@@ -333,6 +333,7 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 
 	// 3. Healed: the same events resent until PERSISTED (bounded), then PROCESSED.
 	cutC(false)
+	healed := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	all := append(append([]event.Event{}, before...), during...)
@@ -389,8 +390,8 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 	}
 	// A record C stored as the leader while cut off is not lost with the answer: a
 	// later leader may commit it (C's log was the longest), then the resend finds it.
-	t.Logf("after the heal (%d sends): of the %d events sent while cut off, %d answered as duplicates: %v",
-		tries, len(during), len(dupDuring), dupDuring)
+	t.Logf("after the heal (%d sends, %v): of the %d events sent while cut off, %d answered as duplicates: %v",
+		tries, time.Since(healed).Round(time.Millisecond), len(during), len(dupDuring), dupDuring)
 	for _, ev := range all {
 		for {
 			st, found, err := client.Status(ctx, ev.ID)
