@@ -185,6 +185,9 @@ func New(cfg Config) (*Service, error) {
 		// No record will finish these: the committed offset must not wait for them.
 		s.offsets.Skip(r.From, r.To)
 	}
+	if w, ok := cfg.Log.(statusWatcher); ok {
+		w.OnStatusChange(s.statusChanged)
+	}
 	go s.flusher()
 	return s, nil
 }
@@ -413,6 +416,28 @@ func (s *Service) wakeLocked(id string) {
 	delete(s.waiters, id)
 }
 
+// statusWatcher is a log several serve processes share (jslog): it tells of the
+// status documents any of them stores, so that an answer waiting here for an event
+// that another process processes (ack=processed) is woken.
+type statusWatcher interface {
+	OnStatusChange(fn func(id string))
+}
+
+// statusChanged wakes whoever waits here for id: another process stored its
+// status document (the log's watch goroutine).
+func (s *Service) statusChanged(id string) {
+	s.mu.Lock()
+	if len(s.waiters[id]) > 0 {
+		s.wakeLocked(id)
+	}
+	s.mu.Unlock()
+}
+
+// sharedRecheck is how often an answer waiting for an event that another process
+// processes looks at its status document again, in case the watch missed it (an
+// outage between two watches).
+const sharedRecheck = time.Second
+
 // errAppendLost answers a duplicate that waited on a first copy whose append failed.
 var errAppendLost = errors.New("not persisted: the append that carried this event_id failed; send it again")
 
@@ -462,7 +487,13 @@ func (s *Service) waitFor(ctx context.Context, id string, until func(Status) boo
 		if timer == nil {
 			timer = time.NewTimer(time.Until(deadline))
 		}
+		var recheck <-chan time.Time
+		if _, shared := s.log.(statusWatcher); shared && !held {
+			recheck = time.After(sharedRecheck)
+		}
 		select {
+		case <-recheck:
+			s.unwait(id, ch)
 		case <-ch:
 		case <-ctx.Done():
 			s.unwait(id, ch)

@@ -114,6 +114,18 @@ type logSpout struct {
 	buf      []event.Record
 	inflight map[uint64]inflight
 	retries  retryHeap
+	// On a log several serve processes share: the lease term this spout reads
+	// in, and whether it lost the lease it held (it emits nothing until its trees
+	// of that term are over and it holds the lease again).
+	epoch uint64
+	lost  bool
+}
+
+// spoutLease is a log several serve processes share (jslog): only the holder of
+// its lease reads it, and a new term (a takeover) starts from the committed
+// offset the last holder left.
+type spoutLease interface {
+	Holding() (epoch uint64, ok bool)
 }
 
 // inflight is an emitted record and the sink's outage count at its emit.
@@ -135,6 +147,9 @@ func (sp *logSpout) Open(_ context.Context, tc topology.TaskContext, out topolog
 func (sp *logSpout) NextTuple() {
 	if sp.svc.sinkErr() != nil {
 		return // the sink's outage: whatever is emitted would only wait, or time out
+	}
+	if !sp.leased() {
+		return // another serve process reads the log
 	}
 	now := sp.svc.now()
 	if len(sp.retries) > 0 && sp.retries[0].due <= now {
@@ -200,6 +215,52 @@ func (sp *logSpout) NextTuple() {
 	}
 }
 
+// leased reports whether this spout may read: always on a log of its own; on a
+// shared one while this process holds the lease, starting a new term when it has
+// just taken it.
+func (sp *logSpout) leased() bool {
+	sl, ok := sp.svc.log.(spoutLease)
+	if !ok {
+		return true
+	}
+	epoch, held := sl.Holding()
+	switch {
+	case !held:
+		if sp.epoch != 0 && !sp.lost {
+			sp.loseLease()
+		}
+		return false
+	case epoch == sp.epoch && !sp.lost:
+		return true
+	case len(sp.inflight) > 0:
+		// Trees of the last term still run here: the new term starts once they
+		// are over (acked, failed or timed out), so no record is in flight twice.
+		if !sp.lost {
+			sp.loseLease()
+		}
+		return false
+	}
+	sp.pos = sp.svc.takeOver()
+	sp.buf, sp.retries = nil, nil
+	sp.epoch, sp.lost = epoch, false
+	return true
+}
+
+// loseLease stops this spout's term: another process may hold the lease now and
+// replays from the committed offset what was not finished here. Events waiting
+// for a retry are left to it (their attempts are in the status documents the
+// next flush writes); trees in flight run to their end, and their outcome is
+// recorded, but a failed one is not retried here.
+func (sp *logSpout) loseLease() {
+	sp.lost = true
+	sp.svc.cfg.Logger.Warn("log spout: this process no longer holds the log spout's lease; emitting nothing",
+		"term", sp.epoch, "in_flight", len(sp.inflight), "waiting_retry", len(sp.retries))
+	for _, r := range sp.retries {
+		sp.svc.release(r.rec)
+	}
+	sp.retries, sp.buf = nil, nil
+}
+
 // recoveredChunk is how many recovered records get their attempts synced together
 // and are emitted in one NextTuple call.
 const recoveredChunk = 32
@@ -242,14 +303,24 @@ func (sp *logSpout) FailReason(msgID any, reason string) {
 				cause = err.Error()
 			}
 			if sp.svc.interrupted(in.rec, reason+"; "+cause+" (attempt not charged)") {
-				heap.Push(&sp.retries, retryItem{due: sp.svc.now(), rec: in.rec})
+				sp.retry(retryItem{due: sp.svc.now(), rec: in.rec})
 				return
 			}
 		}
 	}
 	if retryAt, final := sp.svc.failed(in.rec, reason); !final {
-		heap.Push(&sp.retries, retryItem{due: retryAt, rec: in.rec})
+		sp.retry(retryItem{due: retryAt, rec: in.rec})
 	}
+}
+
+// retry queues a failed record for its next attempt, unless this spout lost its
+// lease: then the holder's replay from the committed offset retries it.
+func (sp *logSpout) retry(r retryItem) {
+	if sp.lost {
+		sp.svc.release(r.rec)
+		return
+	}
+	heap.Push(&sp.retries, r)
 }
 
 // sinkOutages is the sink's count of outages begun, 0 if it is not known.
@@ -403,6 +474,42 @@ func (s *Service) begin(rec *event.Record) bool {
 	}
 	s.wakeLocked(id)
 	return true
+}
+
+// takeOver starts a term of the log spout's lease: the committed offset and the
+// log's end are the ones the log found when it took the lease (the last holder
+// moved them), and the records up to that end were pending when the last holder
+// stopped reading, so each is charged an attempt before it runs again
+// (startRecovered), as after a restart. It returns the offset to read from.
+func (s *Service) takeOver() uint64 {
+	committed, durable := s.log.Committed(), s.log.Durable()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offsets = NewOffsets(committed)
+	for _, r := range s.log.Lost() {
+		s.offsets.Skip(r.From, r.To)
+	}
+	s.recoveryEnd = durable
+	s.prestarted = map[uint64]bool{}
+	s.cfg.Logger.Info("log spout: reading the log from the committed offset", "committed", committed, "durable", durable)
+	return s.offsets.Committed()
+}
+
+// release lets go of an event this process no longer runs (its spout lost the
+// lease): it leaves memory once its status document is written, and the
+// lease's holder loads it from there.
+func (s *Service) release(rec *event.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := rec.Event.ID
+	if st, ok := s.tr.Get(id); ok && st.Generation == rec.Generation {
+		if _, pending := s.docs[id]; !pending {
+			s.docs[id] = st
+		}
+		s.tr.Forget(id)
+		delete(s.finished, id)
+		s.wakeLocked(id) // they read it from the log from now on
+	}
 }
 
 func (s *Service) started(rec *event.Record) (int, error) {

@@ -51,6 +51,17 @@ type Config struct {
 	Durability string
 	// Logger gets operational messages (nil: discarded).
 	Logger *slog.Logger
+
+	// Holder names this process in the log spout's lease (default hostname-pid).
+	Holder string
+	// LeaseTTL is how long the log spout's lease outlives its holder's last
+	// renewal, so how long the log waits unread after its reader dies (default
+	// 10 s). Every process sharing the log must give the same: it is the lease
+	// bucket's TTL.
+	LeaseTTL time.Duration
+	// NoLease: this process never runs the log spout (a benchmark, a tool), so it
+	// neither takes nor waits for the lease; it cannot move the committed offset.
+	NoLease bool
 }
 
 // Log is gale's event log on a JetStream stream, with the same contract as the
@@ -74,6 +85,11 @@ type Log struct {
 	nmu    sync.Mutex
 	absent map[string]absence
 	ntok   atomic.Uint64
+
+	lease *lease // the log spout's lease (lease.go); nil with NoLease
+
+	wmu                  sync.Mutex // OnStatusChange's watch (watch.go)
+	watchStop, watchDone chan struct{}
 
 	rmu  sync.Mutex // the reader
 	rd   jetstream.Consumer
@@ -106,6 +122,15 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = defaultHolder()
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = defaultLeaseTTL
+	}
+	if cfg.LeaseTTL < time.Second {
+		return nil, fmt.Errorf("jslog: lease TTL %v: at least 1s (JetStream expires keys no finer)", cfg.LeaseTTL)
 	}
 	l := &Log{cfg: cfg, js: cfg.JS, name: cfg.Prefix + "-log", subj: cfg.Prefix + ".log.", absent: map[string]absence{}}
 	octx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -147,6 +172,11 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			return nil, fmt.Errorf("jslog: committed offset %q: %w", e.Value(), perr)
 		}
 		l.committed.Store(max(c, 1))
+	}
+	if !cfg.NoLease {
+		if err := l.openLease(octx); err != nil {
+			return nil, err
+		}
 	}
 	return l, nil
 }
@@ -526,7 +556,13 @@ func (l *Log) Apply(w *eventlog.Write) error {
 	if w.Committed > l.committed.Load() {
 		ctx, cancel := l.op(context.Background())
 		defer cancel()
-		if _, err := l.docs.Put(ctx, committedKey, []byte(strconv.FormatUint(w.Committed, 10))); err != nil {
+		if err := l.writeCommitted(ctx, w.Committed); err != nil {
+			if errors.Is(err, ErrFenced) {
+				// The documents are stored; the offset is the new holder's to move
+				// (it replays from its own, which the sink absorbs).
+				l.cfg.Logger.Warn("jslog: committed offset not moved: "+err.Error(), "offset", w.Committed)
+				return nil
+			}
 			return fmt.Errorf("%w: committed offset %d: %w", ErrNotStored, w.Committed, err)
 		}
 		for {
@@ -595,6 +631,9 @@ func (l *Log) Scan(ns eventlog.Namespace, fn func(id string, doc []byte) bool) e
 // of the event is kept. A dead-lettered record stays (an operator's :retry needs
 // it). At most trimBatch records a call.
 func (l *Log) Trim(cutoff int64) (int, error) {
+	if _, held := l.Holding(); !held {
+		return 0, nil // the holder of the log spout's lease trims (it knows the offset)
+	}
 	ctx, cancel := l.op(context.Background())
 	defer cancel()
 	info, err := l.stream.Info(ctx)
@@ -638,5 +677,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.wg.Wait()
+	l.closeWatch()
+	l.closeLease()
 	return nil
 }
