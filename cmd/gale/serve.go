@@ -47,6 +47,7 @@ type serveFlags struct {
 	// gale serve --log jetstream: the event log on a JetStream stream.
 	logKind  string
 	sysCreds string
+	leaseTTL time.Duration
 }
 
 func (f *serveFlags) register(c *cobra.Command, addr string) {
@@ -152,7 +153,11 @@ in, drains the topology and syncs before exiting.
 
 --log jetstream --nats URL keeps the log on a JetStream stream (PREFIX-log, --replicas
 copies) instead: PERSISTED once a quorum of the replicas stored the event, and the
-pipeline runs in this process unless --workers is given. Every answer says what
+pipeline runs in this process unless --workers is given. Several serve processes may
+share the stream (the same --nats and --prefix, a shared --sink such as PostgreSQL):
+each takes events in and answers for any event, and one at a time, the holder of a
+lease in JetStream KV, runs the log spout; another takes over --spout-lease-ttl after it
+dies, from the committed offset. Every answer says what
 PERSISTED meant ("durability"): "fsync" (Pebble); "replicated:N+fsync" when every
 server fsyncs each write (sync_interval: always: gale nats does, as its --nats-data
 records; with --sys-creds the servers are asked), "replicated:N" when one does not
@@ -190,6 +195,9 @@ Endpoints:
 			case "pebble":
 				if flags.Changed("sys-creds") {
 					return errors.New("--sys-creds is for --log jetstream (it asks the NATS servers how they sync)")
+				}
+				if flags.Changed("spout-lease-ttl") {
+					return errors.New("--spout-lease-ttl is for --log jetstream (the lease of the log spout that serve processes sharing the stream hold in turn)")
 				}
 			case "jetstream":
 				if f.cluster.url == "" {
@@ -255,6 +263,16 @@ Endpoints:
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log on JetStream stream %s (%d replicas) at %s; sink %s; listening on %s\n",
 					o.Pipeline, s.JSLog.Name(), s.JSLog.Replicas(), f.cluster.url, s.DB, s.URL())
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: PERSISTED means %s: %s\n", s.Options.Ingest.Durability, s.DurabilityWhy)
+				if _, held := s.JSLog.Holding(); held {
+					fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: this process (%s) holds the log spout's lease: it reads the log\n", o.JetStream.Log.Holder)
+				} else {
+					who := "another serve process"
+					if li, err := s.JSLog.Lease(ctx); err == nil && li != nil {
+						who = li.Holder
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: %s holds the log spout's lease; this process (%s) takes events in and answers, and takes the spout over if the lease is free for %v\n",
+						who, o.JetStream.Log.Holder, s.JSLog.LeaseTTL())
+				}
 			} else {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
 					o.Pipeline, filepath.Join(o.DataDir, "log"), s.DB, s.URL())
@@ -287,6 +305,7 @@ Endpoints:
 	c.Flags().StringVar(&f.workerName, "worker-name", "", "with --nats, this process's worker name (default serve-HOST)")
 	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
 	c.Flags().StringVar(&f.logKind, "log", "pebble", "the event log: pebble (DATA/log, fsynced: PERSISTED means fsync) or jetstream (a stream PREFIX-log on --nats, --replicas copies; the Pebble-only metrics, group commits, fsync latency and damaged files, are not exported)")
+	c.Flags().DurationVar(&f.leaseTTL, "spout-lease-ttl", 10*time.Second, "with --log jetstream, how long the log spout's lease outlives its holder: serve processes sharing the stream take events in and answer for any of them, one at a time reads the log, and another takes over that long after the reader dies (every one must give the same)")
 	c.Flags().StringVar(&f.sysCreds, "sys-creds", "", "with --log jetstream, credentials of the system account (a .creds file or an nkey seed file): every server is asked whether it fsyncs each write, for the answers' durability")
 	return c
 }
@@ -313,7 +332,13 @@ func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*serve.JetStre
 	if err != nil {
 		return nil, err
 	}
-	j := &serve.JetStream{Log: jslog.Config{JS: js, Prefix: f.cluster.prefix, Replicas: max(f.cluster.replicas, 1)}}
+	holder := f.workerName
+	if holder == "" {
+		host, _ := os.Hostname()
+		holder = fmt.Sprintf("%s-%d (%s)", host, os.Getpid(), f.o.Addr)
+	}
+	j := &serve.JetStream{Log: jslog.Config{JS: js, Prefix: f.cluster.prefix, Replicas: max(f.cluster.replicas, 1),
+		Holder: holder, LeaseTTL: f.leaseTTL}}
 	switch {
 	case f.sysCreds != "":
 		opt, err := credsOption(f.sysCreds)

@@ -489,7 +489,7 @@ func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]in
 	var l *jslog.Log
 	var err error
 	for range 300 {
-		if l, err = jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second}); err == nil {
+		if l, err = jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second, NoLease: true}); err == nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -334,3 +334,11 @@ func isWrongLastSeq(err error) bool {
 	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
+
+// LeaseTTL is the lease's TTL (Config.LeaseTTL); 0 with NoLease.
+func (l *Log) LeaseTTL() time.Duration {
+	if l.lease == nil {
+		return 0
+	}
+	return l.lease.ttl
+}
