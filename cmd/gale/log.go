@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -8,9 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/eventlog/jslog"
 )
 
 func logCmd() *cobra.Command {
@@ -51,8 +57,9 @@ not, and exits 0 if the log is whole, 1 if it is damaged, 2 if it cannot be read
 }
 
 func logSalvageCmd() *cobra.Command {
-	var data string
+	var data, logKind string
 	var force bool
+	var nf clusterFlags
 	c := &cobra.Command{
 		Use:   "salvage",
 		Short: "start a damaged log again from what is intact, recording the lost seqs (GET /v1/lost)",
@@ -60,11 +67,27 @@ func logSalvageCmd() *cobra.Command {
 keys, then the intact WAL batches after the damage, in order), records each acknowledged
 seq range that is gone, with the event ids any dedupe entry or status document still
 names, and keeps the high-water mark so no seq is given out twice. The damaged log is
-kept as DATA/log.damaged-<time>. Stop gale serve first. After it, gale serve starts,
+kept as DATA/log.damaged-<time>.
+
+With --log jetstream --nats URL it salvages gale serve --log jetstream's stream: it
+records the seqs answered PERSISTED that JetStream lost (a gap past the committed
+offset, or a stream ending below the high-water mark), and fills a lost tail with
+filler records so that no seq is given out twice. Stop every serve process sharing
+the stream first. Stop gale serve first. After it, gale serve starts,
 logs the lost ranges and lists them at GET /v1/lost: clients should send those events
 again. A log that gale log check finds intact is refused (exit 2) unless --force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch logKind {
+			case "jetstream":
+				return salvageJetStream(cmd, &nf, force)
+			case "pebble":
+				if nf.url != "" {
+					return errors.New("--nats is for --log jetstream")
+				}
+			default:
+				return fmt.Errorf("--log %q: want pebble (DATA/log) or jetstream (the stream PREFIX-log on --nats)", logKind)
+			}
 			dir := filepath.Join(data, "log")
 			if !force {
 				// A salvage of a healthy log only renames it aside; say so
@@ -102,8 +125,50 @@ again. A log that gale log check finds intact is refused (exit 2) unless --force
 		},
 	}
 	c.Flags().StringVar(&data, "data", "gale-data", "data directory of gale serve (the log is in DATA/log)")
-	c.Flags().BoolVar(&force, "force", false, "salvage even a log that gale log check finds intact")
+	c.Flags().BoolVar(&force, "force", false, "salvage even a log that gale log check finds intact (with --log jetstream: even while a serve process holds the log spout's lease)")
+	c.Flags().StringVar(&logKind, "log", "pebble", "the log: pebble (DATA/log) or jetstream (the stream PREFIX-log on --nats, as gale serve --log jetstream)")
+	c.Flags().StringVar(&nf.url, "nats", "", "with --log jetstream, NATS URL(s), comma-separated")
+	c.Flags().StringVar(&nf.natsData, "nats-data", natsnode.DefaultDataDir, "with --log jetstream, the embedded node's data directory (its credentials)")
+	c.Flags().StringVar(&nf.creds, "creds", "", "with --log jetstream, NATS credentials file")
+	c.Flags().StringVar(&nf.nkey, "nkey", "", "with --log jetstream, NATS nkey seed file")
+	c.Flags().StringVar(&nf.prefix, "prefix", cluster.DefaultPrefix, "with --log jetstream, the prefix gale serve was given")
+	c.Flags().DurationVar(&nf.timeout, "nats-timeout", 30*time.Second, "with --log jetstream, the bound of each call to the cluster")
 	return c
+}
+
+// salvageJetStream records the acknowledged records missing from gale serve's
+// stream as lost (jslog.Salvage) and prints what it found.
+func salvageJetStream(cmd *cobra.Command, nf *clusterFlags, force bool) error {
+	if nf.url == "" {
+		return errors.New("--log jetstream: give --nats URL (the cluster gale serve --log jetstream uses)")
+	}
+	nc, err := nf.dial("gale log salvage")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 10*nf.timeout)
+	defer cancel()
+	rep, err := jslog.Salvage(ctx, jslog.Config{JS: js, Prefix: nf.prefix, Timeout: nf.timeout}, force)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "stream %s-log: committed offset %d, last seq %d, high-water mark %d\n", nf.prefix, rep.Committed, rep.LastSeq, rep.Mark)
+	if rep.Filled > 0 {
+		fmt.Fprintf(w, "filled: %d filler records after seq %d, so that no seq up to the mark is given out twice\n", rep.Filled, rep.LastSeq)
+	}
+	if len(rep.Lost) == 0 {
+		fmt.Fprintln(w, "lost: nothing new (no gap past the committed offset, the stream reaches the mark)")
+	}
+	for _, r := range rep.Lost {
+		fmt.Fprintf(w, "lost: seqs %d..%d (%d events; ids unknown: the records are gone): %s\n", r.From, r.To, r.To-r.From+1, r.Reason)
+	}
+	return nil
 }
 
 func idList(ids []string) string {

@@ -39,6 +39,7 @@ func TestServeJetStreamFlags(t *testing.T) {
 		{[]string{"--log", "jetstream", "--nats", "nats://127.0.0.1:1", "--replicas", "0"}, "--replicas 0: JetStream keeps 1 to 5"},
 		{[]string{"--log", "jetstream", "--nats", "nats://127.0.0.1:1", "--replicas", "6"}, "--replicas 6"},
 		{[]string{"--sys-creds", "x.creds"}, "--sys-creds is for --log jetstream"},
+		{[]string{"--spout-lease-ttl", "3s"}, "--spout-lease-ttl is for --log jetstream"},
 		{[]string{"--nats", "nats://127.0.0.1:1", "--workers", "0"}, "--workers 0"},
 		{[]string{"--replicas", "3"}, "give --nats URL too"},
 	} {

@@ -88,6 +88,16 @@ type Log struct {
 
 	lease *lease // the log spout's lease (lease.go); nil with NoLease
 
+	// The high-water mark and the gap check (hwm.go).
+	hwm       atomic.Uint64 // the mark as stored
+	hmu       sync.Mutex    // writeMark
+	hwmRev    uint64        // its key's revision (hmu)
+	lost      []eventlog.LostRange
+	salvaging bool
+	dmu       sync.Mutex
+	damage    error  // the first gap met (dmu)
+	gapAt     uint64 // its first seq
+
 	wmu                  sync.Mutex // OnStatusChange's watch (watch.go)
 	watchStop, watchDone chan struct{}
 
@@ -96,9 +106,12 @@ type Log struct {
 	next uint64 // the seq the reader delivers next
 }
 
-// Open binds to (or creates) the stream and the documents' bucket and reads the
-// committed offset.
-func Open(ctx context.Context, cfg Config) (*Log, error) {
+// Open binds to (or creates) the stream and the documents' bucket, reads the
+// committed offset, the high-water mark and the recorded losses, and refuses a
+// stream that ends below the mark (ErrLost).
+func Open(ctx context.Context, cfg Config) (*Log, error) { return openLog(ctx, cfg, false) }
+
+func openLog(ctx context.Context, cfg Config, salvaging bool) (*Log, error) {
 	if cfg.JS == nil {
 		return nil, errors.New("jslog: Config.JS is required")
 	}
@@ -132,7 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if cfg.LeaseTTL < time.Second {
 		return nil, fmt.Errorf("jslog: lease TTL %v: at least 1s (JetStream expires keys no finer)", cfg.LeaseTTL)
 	}
-	l := &Log{cfg: cfg, js: cfg.JS, name: cfg.Prefix + "-log", subj: cfg.Prefix + ".log.", absent: map[string]absence{}}
+	l := &Log{cfg: cfg, js: cfg.JS, name: cfg.Prefix + "-log", subj: cfg.Prefix + ".log.", absent: map[string]absence{}, salvaging: salvaging}
 	octx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	var err error
@@ -160,6 +173,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("jslog: stream %s: %w", l.name, err)
 	}
 	l.durable.Store(info.State.LastSeq)
+	if err := l.loadMarks(octx, info.State.LastSeq); err != nil {
+		return nil, err
+	}
 	e, err := l.docs.Get(octx, committedKey)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -317,12 +333,6 @@ func (l *Log) Err() error {
 	return nil
 }
 
-// Damaged is nil: the stream's replicas are the servers' business.
-func (l *Log) Damaged() error { return nil }
-
-// Lost is empty: nothing here is salvaged.
-func (l *Log) Lost() []eventlog.LostRange { return nil }
-
 // Durable is the highest stream sequence known stored: the stream's end when
 // opened, or a later acknowledgement or read.
 func (l *Log) Durable() uint64 { return l.durable.Load() }
@@ -459,6 +469,11 @@ func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
+	if err, at := l.damaged(); err != nil && from >= at {
+		// Stopped at a gap: no new reader (each would be one more consumer on
+		// the server), until a salvage records it and the log is opened again.
+		return nil, err
+	}
 	ctx, cancel := l.op(context.Background())
 	defer cancel()
 	if l.rd == nil || l.next != from {
@@ -475,11 +490,26 @@ func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
 		return nil, fmt.Errorf("jslog: read from seq %d: %w", from, err)
 	}
 	var out []event.Record
+	filler := l.subj + fillerToken
 	for m := range batch.Messages() {
 		md, err := m.Metadata()
 		if err != nil {
 			l.rd = nil
 			return out, fmt.Errorf("jslog: read from seq %d: %w", from, err)
+		}
+		if seq := md.Sequence.Stream; seq > l.next && l.next >= l.committed.Load() && !l.lostCovers(l.next, seq-1) {
+			// Records missing past the committed offset (Trim deletes only below
+			// it) that no salvage recorded: stop before them, and say so.
+			gerr := l.gap(l.next, seq-1)
+			l.rd = nil
+			if len(out) > 0 {
+				return out, nil // the records before the gap; the next call says why it stops
+			}
+			return nil, gerr
+		}
+		if m.Subject() == filler { // Salvage's, for a lost tail: nothing to process
+			l.next = md.Sequence.Stream + 1
+			continue
 		}
 		r, err := event.Decode(m.Data())
 		if err != nil {
@@ -552,6 +582,11 @@ func (l *Log) Apply(w *eventlog.Write) error {
 		case <-t.C:
 			return fmt.Errorf("%w: documents within %v", ErrNotStored, l.cfg.Timeout)
 		}
+	}
+	mctx, mcancel := l.op(context.Background())
+	defer mcancel()
+	if err := l.writeMark(mctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotStored, err)
 	}
 	if w.Committed > l.committed.Load() {
 		ctx, cancel := l.op(context.Background())

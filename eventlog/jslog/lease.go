@@ -176,6 +176,11 @@ func (l *Log) leaser() {
 			return
 		case <-t.C:
 			l.tryLease()
+			ctx, cancel := l.op(context.Background())
+			if err := l.writeMark(ctx); err != nil {
+				l.cfg.Logger.Warn("jslog: raising the high-water mark failed", "err", err)
+			}
+			cancel()
 		}
 	}
 }
@@ -242,6 +247,9 @@ func (l *Log) fence(ctx context.Context) (comRev, committed, durable uint64, err
 	info, err := l.stream.Info(ctx)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("jslog: stream %s: %w", l.name, err)
+	}
+	if h := l.hwm.Load(); info.State.LastSeq < h {
+		return 0, 0, 0, fmt.Errorf("%w: stream %s ends at seq %d, below the high-water mark %d: not reading it (`gale log salvage --log jetstream`)", ErrLost, l.name, info.State.LastSeq, h)
 	}
 	for attempt := 0; ; attempt++ {
 		e, gerr := l.docs.Get(ctx, committedKey)

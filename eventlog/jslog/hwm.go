@@ -1,0 +1,290 @@
+package jslog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/eventlog"
+)
+
+// The high-water mark and the gap check: JetStream itself has lost acknowledged
+// records, from the middle of a stream (nats-server#7549, sync_interval: always)
+// and from its tail after a crash (#7567). Neither may pass unseen, and a lost
+// tail must not make the stream give its seqs out twice (the committed offset and
+// the status documents name seqs):
+//
+//   - The mark: the highest seq this log saw stored, kept in key "hwm" of the
+//     documents' bucket (a different stream, its own replicas) with each Apply
+//     and each lease tick, only ever raised.
+//   - Open refuses a stream that ends below the mark (ErrLost, naming the seqs).
+//   - Read stops at a missing seq at or past the committed offset (Trim deletes
+//     only below it) that no recorded loss covers: ErrLost, and Damaged says so
+//     from then on (/readyz fails, the log spout emits nothing past it).
+//   - Salvage records the missing ranges in key "lost" (Lost lists them: the
+//     ingest service skips them and GET /v1/lost shows them) and fills a lost
+//     tail with filler records up to the mark, so that no seq is given out twice.
+
+// ErrLost: records the stream acknowledged are missing from it.
+var ErrLost = errors.New("jslog: records answered PERSISTED are missing from the stream")
+
+const (
+	hwmKey  = "hwm"
+	lostKey = "lost"
+	// fillerToken is the subject token of Salvage's filler records (never an
+	// event id's: base64url has no ~).
+	fillerToken = "~lost"
+)
+
+// loadMarks reads the mark and the recorded losses, and refuses a stream that
+// ends below the mark (unless salvaging).
+func (l *Log) loadMarks(ctx context.Context, last uint64) error {
+	e, err := l.docs.Get(ctx, hwmKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return fmt.Errorf("jslog: high-water mark: %w", err)
+	default:
+		h, perr := strconv.ParseUint(string(e.Value()), 10, 64)
+		if perr != nil {
+			return fmt.Errorf("jslog: high-water mark %q: %w", e.Value(), perr)
+		}
+		l.hwm.Store(h)
+		l.hwmRev = e.Revision()
+	}
+	e, err = l.docs.Get(ctx, lostKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return fmt.Errorf("jslog: lost ranges: %w", err)
+	default:
+		if err := json.Unmarshal(e.Value(), &l.lost); err != nil {
+			return fmt.Errorf("jslog: lost ranges %q: %w", e.Value(), err)
+		}
+	}
+	if h := l.hwm.Load(); last < h && !l.salvaging {
+		return fmt.Errorf("%w: seqs %d..%d were answered PERSISTED (high-water mark %d in bucket %s) but stream %s ends at seq %d: JetStream lost its tail (nats-server#7567); `gale log salvage --log jetstream` records them lost and fills the gap so that no seq is given out twice",
+			ErrLost, last+1, h, h, l.docs.Bucket(), l.name, last)
+	}
+	return nil
+}
+
+// writeMark raises the stored mark to the highest seq seen stored, if higher.
+func (l *Log) writeMark(ctx context.Context) error {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	for attempt := 0; ; attempt++ {
+		d := l.durable.Load()
+		if d <= l.hwm.Load() {
+			return nil
+		}
+		val := []byte(strconv.FormatUint(d, 10))
+		var rev uint64
+		var err error
+		if l.hwmRev == 0 {
+			rev, err = l.docs.Create(ctx, hwmKey, val)
+		} else {
+			rev, err = l.docs.Update(ctx, hwmKey, val, l.hwmRev)
+		}
+		if err == nil {
+			l.hwm.Store(d)
+			l.hwmRev = rev
+			return nil
+		}
+		if (!isWrongLastSeq(err) && !errors.Is(err, jetstream.ErrKeyExists)) || attempt == 3 {
+			return fmt.Errorf("jslog: high-water mark %d: %w", d, err)
+		}
+		// Another process raised it: read it, and raise it further if need be.
+		e, gerr := l.docs.Get(ctx, hwmKey)
+		if gerr != nil {
+			return fmt.Errorf("jslog: high-water mark: %w", gerr)
+		}
+		h, perr := strconv.ParseUint(string(e.Value()), 10, 64)
+		if perr != nil {
+			return fmt.Errorf("jslog: high-water mark %q: %w", e.Value(), perr)
+		}
+		l.hwmRev = e.Revision()
+		if h > l.hwm.Load() {
+			l.hwm.Store(h)
+		}
+	}
+}
+
+// Mark is the high-water mark as this process last read or wrote it.
+func (l *Log) Mark() uint64 { return l.hwm.Load() }
+
+// lostCovers reports whether recorded losses cover seqs from..to.
+func (l *Log) lostCovers(from, to uint64) bool {
+	for s := from; s <= to; {
+		i := slices.IndexFunc(l.lost, func(r eventlog.LostRange) bool { return r.From <= s && s <= r.To })
+		if i < 0 {
+			return false
+		}
+		s = l.lost[i].To + 1
+	}
+	return true
+}
+
+// gap records that seqs from..to are missing: Damaged says so from now on.
+func (l *Log) gap(from, to uint64) error {
+	err := fmt.Errorf("%w: seqs %d..%d (at or past the committed offset %d, so not trimmed) are not in stream %s: JetStream lost them (nats-server#7549); the log spout emits nothing past them. Stop gale serve and run `gale log salvage --log jetstream`: it records them lost (GET /v1/lost) so the rest can be processed",
+		ErrLost, from, to, l.committed.Load(), l.name)
+	l.dmu.Lock()
+	if l.damage == nil {
+		l.damage, l.gapAt = err, from
+	}
+	l.dmu.Unlock()
+	l.cfg.Logger.Error("jslog: " + err.Error())
+	return err
+}
+
+func (l *Log) damaged() (error, uint64) {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	return l.damage, l.gapAt
+}
+
+// Damaged is non-nil once Read met acknowledged records missing from the stream.
+func (l *Log) Damaged() error {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	return l.damage
+}
+
+// Lost lists the lost ranges Salvage recorded, oldest first.
+func (l *Log) Lost() []eventlog.LostRange { return slices.Clone(l.lost) }
+
+// SalvageReport says what Salvage found and did.
+type SalvageReport struct {
+	Committed, LastSeq, Mark uint64
+	// Lost are the ranges recorded by this salvage (earlier ones are kept).
+	Lost []eventlog.LostRange
+	// Filled is how many filler records were appended to lift the stream's end
+	// back to the mark.
+	Filled uint64
+}
+
+// Salvage looks for acknowledged records missing from the stream: gaps at or
+// past the committed offset, and a tail below the high-water mark. It records
+// them in key "lost" (with the ranges recorded before), and appends filler
+// records up to the mark after a lost tail, so that no seq is given out twice.
+// Stop every serve process sharing the log first: a lease holder refuses it
+// unless force.
+func Salvage(ctx context.Context, cfg Config, force bool) (*SalvageReport, error) {
+	cfg.NoLease = true
+	l, err := openLog(ctx, cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	if kv, err := l.js.KeyValue(ctx, cfg.Prefix+"-loglease"); err == nil && !force {
+		if e, err := kv.Get(ctx, leaseKey); err == nil {
+			return nil, fmt.Errorf("jslog: salvage: a serve process holds the log spout's lease (%s): stop every serve process sharing the log first, or force", e.Value())
+		}
+	}
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("jslog: salvage: stream %s: %w", l.name, err)
+	}
+	rep := &SalvageReport{Committed: l.committed.Load(), LastSeq: info.State.LastSeq, Mark: l.hwm.Load()}
+	now := time.Now().UnixNano()
+	// Gaps from the committed offset to the stream's end.
+	next := rep.Committed
+	for next <= info.State.LastSeq {
+		recs, gaps, err := l.scan(next, 1024)
+		if err != nil {
+			return rep, err
+		}
+		if len(recs) == 0 && len(gaps) == 0 {
+			if next <= info.State.LastSeq { // the end was deleted
+				gaps = append(gaps, [2]uint64{next, info.State.LastSeq})
+			}
+		}
+		for _, g := range gaps {
+			if !l.lostCovers(g[0], g[1]) {
+				rep.Lost = append(rep.Lost, eventlog.LostRange{From: g[0], To: g[1], At: now,
+					Reason: fmt.Sprintf("missing from stream %s (salvage)", l.name)})
+			}
+			next = max(next, g[1]+1)
+		}
+		if len(recs) > 0 {
+			next = max(next, recs[len(recs)-1]+1)
+		} else if len(gaps) == 0 {
+			break
+		}
+	}
+	// A tail lost below the mark: fill it so no seq is given out twice.
+	if rep.Mark > rep.LastSeq {
+		subj := l.subj + fillerToken
+		for seq := rep.LastSeq + 1; seq <= rep.Mark; seq++ {
+			m := nats.NewMsg(subj)
+			if _, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(seq-1)); err != nil {
+				return rep, fmt.Errorf("jslog: salvage: filler at seq %d: %w", seq, err)
+			}
+			rep.Filled++
+		}
+		if !l.lostCovers(rep.LastSeq+1, rep.Mark) {
+			rep.Lost = append(rep.Lost, eventlog.LostRange{From: rep.LastSeq + 1, To: rep.Mark, At: now,
+				Reason: fmt.Sprintf("stream %s ended at seq %d below the high-water mark %d (salvage filled the gap)", l.name, rep.LastSeq, rep.Mark)})
+		}
+	}
+	if len(rep.Lost) > 0 {
+		all := append(slices.Clone(l.lost), rep.Lost...)
+		slices.SortFunc(all, func(a, b eventlog.LostRange) int { return int64cmp(a.From, b.From) })
+		b, _ := json.Marshal(all)
+		if _, err := l.docs.Put(ctx, lostKey, b); err != nil {
+			return rep, fmt.Errorf("jslog: salvage: recording lost ranges: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+func int64cmp(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// scan reads up to max messages from seq from on and returns their seqs and the
+// runs of seqs missing between from and the last one read.
+func (l *Log) scan(from uint64, max int) (seqs []uint64, gaps [][2]uint64, err error) {
+	ctx, cancel := l.op(context.Background())
+	defer cancel()
+	c, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+	if err != nil {
+		return nil, nil, fmt.Errorf("jslog: scan from seq %d: %w", from, err)
+	}
+	batch, err := c.FetchNoWait(max)
+	if err != nil {
+		return nil, nil, fmt.Errorf("jslog: scan from seq %d: %w", from, err)
+	}
+	expect := from
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			return seqs, gaps, err
+		}
+		s := md.Sequence.Stream
+		if s > expect {
+			gaps = append(gaps, [2]uint64{expect, s - 1})
+		}
+		seqs = append(seqs, s)
+		expect = s + 1
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return seqs, gaps, err
+	}
+	return seqs, gaps, nil
+}
