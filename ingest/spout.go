@@ -119,7 +119,13 @@ type logSpout struct {
 	// of that term are over and it holds the lease again).
 	epoch uint64
 	lost  bool
+	// The last read error logged, and when.
+	readErr   string
+	readErrAt time.Time
 }
+
+// readErrEvery is how often a read error that persists is logged again.
+const readErrEvery = 10 * time.Second
 
 // spoutLease is a log several serve processes share (jslog): only the holder of
 // its lease reads it, and a new term (a takeover) starts from the committed
@@ -167,7 +173,12 @@ func (sp *logSpout) NextTuple() {
 			if err != nil {
 				// A record that fails its checksum after Open verified it: stop here
 				// rather than skip it; the operator sees the error.
-				sp.svc.cfg.Logger.Error("log spout: read failed; not emitting past it", "seq", sp.pos, "err", err)
+				if msg := err.Error(); msg != sp.readErr || time.Since(sp.readErrAt) >= readErrEvery {
+					// Once per error and then every readErrEvery: NextTuple runs
+					// every few milliseconds.
+					sp.readErr, sp.readErrAt = msg, time.Now()
+					sp.svc.cfg.Logger.Error("log spout: read failed; not emitting past it", "seq", sp.pos, "err", err)
+				}
 				return
 			}
 			if len(recs) == 0 {
