@@ -165,10 +165,11 @@ type counter struct {
 	counts  map[string]int
 	want    int
 	done    chan struct{}
+	changed chan struct{} // a line was applied
 }
 
 func newCounter(failPct, want int) *counter {
-	return &counter{rng: rand.New(rand.NewSource(1)), failPct: failPct, applied: map[string]bool{}, counts: map[string]int{}, want: want, done: make(chan struct{})}
+	return &counter{rng: rand.New(rand.NewSource(1)), failPct: failPct, applied: map[string]bool{}, counts: map[string]int{}, want: want, done: make(chan struct{}), changed: make(chan struct{}, 1)}
 }
 
 type countBolt struct {
@@ -188,6 +189,10 @@ func (b *countBolt) Execute(t *tuple.Tuple) {
 		}
 		if len(c.applied) == c.want {
 			close(c.done)
+		}
+		select {
+		case c.changed <- struct{}{}:
+		default:
 		}
 	}
 	c.mu.Unlock()
@@ -353,18 +358,24 @@ func TestRebalance(t *testing.T) {
 	l.check(t)
 }
 
+// waitApplied waits until at least n distinct lines were counted.
 func waitApplied(t *testing.T, c *counter, n int) {
 	t.Helper()
-	for i := 0; i < 4000; i++ { // bounded: 40 s
+	timeout := time.NewTimer(40 * time.Second)
+	defer timeout.Stop()
+	for {
 		c.mu.Lock()
 		got := len(c.applied)
 		c.mu.Unlock()
 		if got >= n {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-c.changed:
+		case <-timeout.C:
+			t.Fatalf("%d lines counted, want at least %d", got, n)
+		}
 	}
-	t.Fatalf("fewer than %d lines counted", n)
 }
 
 // TestBrokerRestart: a broker of three is removed mid-run and comes back on its
