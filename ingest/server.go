@@ -294,7 +294,7 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 	// In line order, as sent.
 	sortAnswers(answers)
 	for i := range answers {
-		answers[i].Durability = h.s.cfg.Durability
+		answers[i].Durability = h.s.Durability()
 	}
 	out := BatchAnswer{Results: answers, Counts: map[string]int{}}
 	allRetryable, sameCode := true, true
@@ -503,7 +503,7 @@ func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 
 // writeAnswer writes the answer of one event, saying what PERSISTED means here.
 func (h *handler) writeAnswer(w http.ResponseWriter, a Answer) {
-	a.Durability = h.s.cfg.Durability
+	a.Durability = h.s.Durability()
 	writeAnswer(w, a)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gale-stream/gale/event"
@@ -126,6 +127,9 @@ type Service struct {
 	closeOnce sync.Once
 	inflight  sync.WaitGroup // submissions under way, so Close can answer them all
 	counts    counts         // for metrics (counts.go)
+	// durability is the word every answer carries (Config.Durability, or what
+	// SetDurability said since).
+	durability atomic.Pointer[string]
 
 	stop, stopped chan struct{}
 }
@@ -181,6 +185,7 @@ func New(cfg Config) (*Service, error) {
 		stop:        make(chan struct{}),
 		stopped:     make(chan struct{}),
 	}
+	s.durability.Store(&cfg.Durability)
 	for _, r := range cfg.Log.Lost() {
 		// No record will finish these: the committed offset must not wait for them.
 		s.offsets.Skip(r.From, r.To)
@@ -202,6 +207,16 @@ type Result struct {
 	// with other content, event.ErrInvalid for bad input, eventlog.ErrOverloaded,
 	// eventlog.ErrFailed or ErrShuttingDown for retryable refusals.
 	Err error
+}
+
+// Durability is what PERSISTED means now, the word every answer carries.
+func (s *Service) Durability() string { return *s.durability.Load() }
+
+// SetDurability changes the word every answer carries from now on (the servers
+// of a replicated log changed how they sync, or can no longer be asked), and
+// returns the word before.
+func (s *Service) SetDurability(word string) (before string) {
+	return *s.durability.Swap(&word)
 }
 
 // ErrConflict is wrapped by a Result.Err when an id is reused with other content.

@@ -48,6 +48,7 @@ type serveFlags struct {
 	logKind  string
 	sysCreds string
 	leaseTTL time.Duration
+	recheck  time.Duration
 }
 
 func (f *serveFlags) register(c *cobra.Command, addr string) {
@@ -196,6 +197,9 @@ Endpoints:
 				if flags.Changed("sys-creds") {
 					return errors.New("--sys-creds is for --log jetstream (it asks the NATS servers how they sync)")
 				}
+				if flags.Changed("durability-recheck") {
+					return errors.New("--durability-recheck is for --log jetstream (the Pebble log's answers always say fsync)")
+				}
 				if flags.Changed("spout-lease-ttl") {
 					return errors.New("--spout-lease-ttl is for --log jetstream (the lease of the log spout that serve processes sharing the stream hold in turn)")
 				}
@@ -305,6 +309,7 @@ Endpoints:
 	c.Flags().StringVar(&f.workerName, "worker-name", "", "with --nats, this process's worker name (default serve-HOST)")
 	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
 	c.Flags().StringVar(&f.logKind, "log", "pebble", "the event log: pebble (DATA/log, fsynced: PERSISTED means fsync) or jetstream (a stream PREFIX-log on --nats, --replicas copies; the Pebble-only metrics, group commits, fsync latency and damaged files, are not exported)")
+	c.Flags().DurationVar(&f.recheck, "durability-recheck", time.Minute, "with --log jetstream, how often to ask the servers again what PERSISTED means (the answers' \"durability\"), when it was found by asking (0: never)")
 	c.Flags().DurationVar(&f.leaseTTL, "spout-lease-ttl", 10*time.Second, "with --log jetstream, how long the log spout's lease outlives its holder: serve processes sharing the stream take events in and answer for any of them, one at a time reads the log, and another takes over that long after the reader dies (every one must give the same)")
 	c.Flags().StringVar(&f.sysCreds, "sys-creds", "", "with --log jetstream, credentials of the system account (a .creds file or an nkey seed file): every server is asked whether it fsyncs each write, for the answers' durability")
 	return c
@@ -338,7 +343,10 @@ func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*serve.JetStre
 		holder = fmt.Sprintf("%s-%d (%s)", host, os.Getpid(), f.o.Addr)
 	}
 	j := &serve.JetStream{Log: jslog.Config{JS: js, Prefix: f.cluster.prefix, Replicas: max(f.cluster.replicas, 1),
-		Holder: holder, LeaseTTL: f.leaseTTL}}
+		Holder: holder, LeaseTTL: f.leaseTTL}, Recheck: f.recheck}
+	if f.recheck <= 0 {
+		j.Recheck = -1
+	}
 	switch {
 	case f.sysCreds != "":
 		opt, err := credsOption(f.sysCreds)

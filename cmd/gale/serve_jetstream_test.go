@@ -176,7 +176,19 @@ func TestServeJetStreamOneNode(t *testing.T) {
 // seed files of a user of an account with JetStream and of a system user.
 func sysServer(t *testing.T, syncAlways bool) (url, appSeed, sysSeed string) {
 	t.Helper()
-	dir := t.TempDir()
+	ss := newSysServer(t)
+	return ss.start(t, "127.0.0.1:-1", syncAlways).ClientURL(), ss.appSeed, ss.sysSeed
+}
+
+// sysNATS is a NATS server's configuration, kept so that the server can be
+// restarted on the same store with another sync_interval.
+type sysNATS struct {
+	dir, appSeed, sysSeed, appPub, sysPub string
+}
+
+func newSysServer(t *testing.T) *sysNATS {
+	t.Helper()
+	ss := &sysNATS{dir: t.TempDir()}
 	seed := func(name string) (string, string) {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
@@ -184,19 +196,25 @@ func sysServer(t *testing.T, syncAlways bool) (url, appSeed, sysSeed string) {
 		}
 		s, _ := kp.Seed()
 		pub, _ := kp.PublicKey()
-		f := filepath.Join(dir, name+".nk")
+		f := filepath.Join(ss.dir, name+".nk")
 		if err := os.WriteFile(f, s, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return f, pub
 	}
-	appSeed, appPub := seed("app")
-	sysSeed, sysPub := seed("sys")
+	ss.appSeed, ss.appPub = seed("app")
+	ss.sysSeed, ss.sysPub = seed("sys")
+	return ss
+}
+
+// start runs the server on listen (host:port; port -1 picks one) until the test ends.
+func (ss *sysNATS) start(t *testing.T, listen string, syncAlways bool) *server.Server {
+	t.Helper()
 	sync := ""
 	if syncAlways {
 		sync = "sync_interval: always"
 	}
-	conf := fmt.Sprintf(`listen: "127.0.0.1:-1"
+	conf := fmt.Sprintf(`listen: %q
 server_name: s1
 jetstream { store_dir: %q
   %s }
@@ -205,8 +223,8 @@ accounts {
   SYS { users: [ { nkey: %s } ] }
 }
 system_account: SYS
-`, filepath.Join(dir, "js"), sync, appPub, sysPub)
-	cf := filepath.Join(dir, "nats.conf")
+`, listen, filepath.Join(ss.dir, "js"), sync, ss.appPub, ss.sysPub)
+	cf := filepath.Join(ss.dir, "nats.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +232,38 @@ system_account: SYS
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := natstest.Run(t, func(o *server.Options) { *o = *fo; o.NoLog, o.NoSigs = true, true })
-	return s.ClientURL(), appSeed, sysSeed
+	return natstest.Run(t, func(o *server.Options) { *o = *fo; o.NoLog, o.NoSigs = true, true })
+}
+
+// The servers restarted with another sync_interval: gale serve, which found
+// "replicated:1+fsync" by asking at start, asks again every --durability-recheck
+// and its answers say "replicated:1" from then on, and it logs the change.
+func TestServeJetStreamDurabilityRecheck(t *testing.T) {
+	ss := newSysServer(t)
+	addr := freeAddr(t)
+	srv := ss.start(t, addr, true)
+	ch := startServeChild(t, "serve", "--log", "jetstream", "--nats", srv.ClientURL(), "--nkey", ss.appSeed,
+		"--sys-creds", ss.sysSeed, "--durability-recheck", "100ms", "--data", t.TempDir(), "--addr", freeAddr(t), "--log-level", "warn")
+	if s, b := durabilityOf(t, ch.url, "e1"); s != "replicated:1+fsync" || b != "replicated:1+fsync" {
+		t.Fatalf("durability %q, %q at start", s, b)
+	}
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	ss.start(t, addr, false) // the same store and port, fsync every 2 minutes
+	for i := 0; ; i++ {
+		s, b := durabilityOf(t, ch.url, fmt.Sprintf("r%d", i))
+		if s == "replicated:1" && b == "replicated:1" {
+			break
+		}
+		if i == 300 {
+			t.Fatalf("durability still %q, %q after the restart without sync always", s, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopServe(t, ch)
+	if !strings.Contains(ch.stderr.String(), "PERSISTED now means replicated:1, was ") {
+		t.Errorf("the change was not logged:\n%s", ch.stderr.String())
+	}
 }
 
 // The durability word of each way gale serve can tell it: the servers asked with

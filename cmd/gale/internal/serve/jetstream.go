@@ -27,6 +27,10 @@ type JetStream struct {
 	// Embedded, if set, is what an embedded node (gale nats) recorded in the data
 	// directory whose credentials the log's connection uses (--nats-data).
 	Embedded *natsnode.SyncInfo
+	// Recheck is how often Start's server asks again what PERSISTED means, when it
+	// found out by asking (not given): servers restarted with another
+	// sync_interval, replicas added or moved (default 1 minute; negative: never).
+	Recheck time.Duration
 }
 
 // Durability says what PERSISTED means on the stream s: "replicated:N+fsync" when

@@ -103,7 +103,8 @@ type Server struct {
 	done     chan error
 	stopHist context.CancelFunc
 	histDone chan struct{}
-	cluster  *clusterRun // gale serve --nats
+	durDone  chan struct{} // recheckDurability's end; nil if it does not run
+	cluster  *clusterRun   // gale serve --nats
 	closeLog func() error
 }
 
@@ -327,8 +328,45 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		s.UI.History().Run(hctx, func() engine.Stats { return s.runtime().Stats() })
 	}()
+	if s.JSLog != nil && s.DurabilityWhy != "" && o.JetStream.Recheck >= 0 {
+		s.durDone = make(chan struct{})
+		go s.recheckDurability(hctx, o.JetStream)
+	}
 	go func() { s.done <- s.http.Serve(s.ln) }()
 	return s, nil
+}
+
+// recheckDurability asks again, every j.Recheck, what PERSISTED means on the
+// log's stream, and changes the answers' word when it changed (until ctx ends).
+func (s *Server) recheckDurability(ctx context.Context, j *JetStream) {
+	defer close(s.durDone)
+	every := j.Recheck
+	if every == 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ictx, cancel := context.WithTimeout(ctx, every)
+		word, why := "unknown", ""
+		if _, err := s.JSLog.Stream().Info(ictx); err != nil { // replicas, leader: fresh
+			why = "stream info: " + err.Error()
+		} else {
+			word, why = j.Durability(ictx, s.JSLog.Stream())
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if before := s.Service.SetDurability(word); before != word {
+			s.Options.Logger.Warn("PERSISTED now means "+word+", was "+before, "why", why, "stream", s.JSLog.Name())
+		}
+	}
 }
 
 // URL is the base URL of the API.
@@ -345,6 +383,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	<-s.done
 	s.stopHist()
 	<-s.histDone
+	if s.durDone != nil {
+		<-s.durDone
+	}
 	var rerr error
 	if s.cluster != nil {
 		s.cluster.stop() // every worker drains the pipeline, this process's spout too
