@@ -86,6 +86,16 @@ func TestLogSalvageJetStream(t *testing.T) {
 			if !strings.Contains(b.String(), "seqs 4..4") {
 				t.Fatalf("/readyz: %s", b.String())
 			}
+			resp, err := http.Get(c.url + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m bytes.Buffer
+			_, _ = m.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(m.String(), "\ngale_jslog_gap 1\n") || !strings.Contains(m.String(), "\ngale_jslog_high_water_mark 6\n") {
+				t.Fatalf("/metrics does not show the gap and the mark:\n%s", m.String())
+			}
 			break
 		}
 	}

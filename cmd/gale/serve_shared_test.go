@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,6 +42,25 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	b := startServeChild(t, serveArgs("b")...)
 	if !strings.Contains(a.stderr.String(), "holds the log spout's lease: it reads the log") {
 		t.Fatalf("the first serve does not say it holds the lease:\n%s", a.stderr.String())
+	}
+	metric := func(c *child, name string) string {
+		t.Helper()
+		resp, err := http.Get(c.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				return v
+			}
+		}
+		t.Fatalf("%s: no %s in /metrics", c.url, name)
+		return ""
+	}
+	if ma, mb := metric(a, "gale_jslog_spout_lease_held"), metric(b, "gale_jslog_spout_lease_held"); ma != "1" || mb != "0" {
+		t.Fatalf("gale_jslog_spout_lease_held: %s on the first, %s on the second; want 1 and 0", ma, mb)
 	}
 	aPid := fmt.Sprint(a.cmd.Process.Pid)
 	if s := b.stderr.String(); !strings.Contains(s, "-"+aPid+" (") || !strings.Contains(s, "takes the spout over if the lease is free for 2s") {
@@ -120,6 +141,9 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	}
 	if h, bPid := holder(), fmt.Sprint(b.cmd.Process.Pid); !strings.Contains(h, "-"+bPid+" (") {
 		t.Fatalf("lease holder %q after the kill, want the second serve (pid %s)", h, bPid)
+	}
+	if mb := metric(b, "gale_jslog_spout_lease_held"); mb != "1" {
+		t.Errorf("gale_jslog_spout_lease_held %s on the second after the takeover, want 1", mb)
 	}
 	if n, distinct := rows(); n != 7419 || distinct != 7419 {
 		t.Errorf("order_lines: %d rows, %d ids; want 7,419 each (%d when the first serve was killed)", n, distinct, killedAt)
