@@ -193,6 +193,9 @@ func New(cfg Config) (*Service, error) {
 	if w, ok := cfg.Log.(statusWatcher); ok {
 		w.OnStatusChange(s.statusChanged)
 	}
+	if g, ok := cfg.Log.(statusGuarder); ok {
+		g.GuardStatus(statusUnfinished, statusReplaces)
+	}
 	go s.flusher()
 	return s, nil
 }
@@ -436,6 +439,44 @@ func (s *Service) wakeLocked(id string) {
 // that another process processes (ack=processed) is woken.
 type statusWatcher interface {
 	OnStatusChange(fn func(id string))
+}
+
+// statusGuarder is a log several serve processes write status documents to
+// (jslog): a document of an unfinished status is written only over a stored one
+// that statusReplaces allows, so that a process that lost the log spout's lease
+// (a late flush, a tree that outlived its term) never turns another's PROCESSED
+// or FAILED_FINAL back into PERSISTED, leaving the event unfinished for good.
+type statusGuarder interface {
+	GuardStatus(guarded func(doc []byte) bool, replaces func(stored, doc []byte) bool)
+}
+
+// docHead is what statusReplaces reads of a status document.
+type docHead struct {
+	Status     Status `json:"status"`
+	Generation uint32 `json:"generation"`
+}
+
+func (h docHead) final() bool { return h.Status == Processed || h.Status == FailedFinal }
+
+// statusUnfinished reports whether doc is a status document of an unfinished
+// event: the ones statusReplaces decides on (final ones are always written).
+func statusUnfinished(doc []byte) bool {
+	var h docHead
+	return json.Unmarshal(doc, &h) != nil || !h.final()
+}
+
+// statusReplaces reports whether the unfinished status doc may replace stored:
+// not over a later generation, nor over a final status of its own (no process
+// starts a finished generation again; only a stale writer says otherwise).
+func statusReplaces(stored, doc []byte) bool {
+	var s, d docHead
+	if json.Unmarshal(stored, &s) != nil || json.Unmarshal(doc, &d) != nil {
+		return true
+	}
+	if d.Generation != s.Generation {
+		return d.Generation > s.Generation
+	}
+	return !s.final()
 }
 
 // statusChanged wakes whoever waits here for id: another process stored its

@@ -101,6 +101,8 @@ type Log struct {
 	wmu                  sync.Mutex // OnStatusChange's watch (watch.go)
 	watchStop, watchDone chan struct{}
 
+	guard atomic.Pointer[statusGuard] // GuardStatus's (guard.go)
+
 	rmu  sync.Mutex // the reader
 	rd   jetstream.Consumer
 	next uint64 // the seq the reader delivers next
@@ -544,8 +546,14 @@ func (l *Log) Apply(w *eventlog.Write) error {
 	}
 	var futs []jetstream.PubAckFuture
 	var perr error
+	var guarded []guardedDoc
+	g := l.guard.Load()
 	w.Each(func(ns eventlog.Namespace, id string, doc []byte) {
 		if perr != nil {
+			return
+		}
+		if ns == eventlog.Status && g != nil && g.guarded(doc) {
+			guarded = append(guarded, guardedDoc{id: id, doc: doc}) // written below, on a look
 			return
 		}
 		m := nats.NewMsg(l.docsSub + docKey(ns, id))
@@ -582,6 +590,9 @@ func (l *Log) Apply(w *eventlog.Write) error {
 		case <-t.C:
 			return fmt.Errorf("%w: documents within %v", ErrNotStored, l.cfg.Timeout)
 		}
+	}
+	if err := l.putGuarded(g, guarded); err != nil {
+		return err
 	}
 	mctx, mcancel := l.op(context.Background())
 	defer mcancel()

@@ -1,0 +1,212 @@
+package jslog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// ctlSink acks every input but those of the ids in hold: for one of them it
+// signals got, then waits for a verdict (nil: ack, else fail with it).
+type ctlSink struct {
+	out  topology.OutputCollector
+	mu   sync.Mutex
+	seen map[string]int
+	hold map[string]chan error
+	got  chan string
+}
+
+func newCtlSink(hold ...string) *ctlSink {
+	s := &ctlSink{seen: map[string]int{}, hold: map[string]chan error{}, got: make(chan string, 16)}
+	for _, id := range hold {
+		s.hold[id] = make(chan error, 1)
+	}
+	return s
+}
+
+func (b *ctlSink) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+func (b *ctlSink) Cleanup() error { return nil }
+func (b *ctlSink) Execute(in *tuple.Tuple) {
+	id := in.StringByField("event_id")
+	b.mu.Lock()
+	b.seen[id]++
+	ch := b.hold[id]
+	b.mu.Unlock()
+	if ch != nil {
+		b.got <- id
+		select {
+		case err := <-ch:
+			if err != nil {
+				_ = b.out.FailWith(in, err)
+				return
+			}
+		case <-time.After(20 * time.Second): // never hang a test
+		}
+	}
+	_ = b.out.Ack(in)
+}
+
+func (b *ctlSink) count(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seen[id]
+}
+
+// startServeWith is startServe with a sink and a service config of the test's.
+func startServeWith(t *testing.T, l *Log, cfg ingest.Config, sink topology.Bolt) (*ingest.Service, *engine.Runtime) {
+	t.Helper()
+	cfg.Log = l
+	svc, err := ingest.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("log", svc.Spout(), 1).Output(ingest.SpoutFields...)
+	b.SetBolt("sink", func() topology.Bolt { return sink }, 1).ShuffleGrouping("log")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := engine.Start(context.Background(), topo, topology.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rt.Stop(context.Background())
+		_ = svc.Close()
+	})
+	return svc, rt
+}
+
+// storedStatus is the status document of id as stored in the bucket.
+func storedStatus(t *testing.T, l *Log, id string) *ingest.EventStatus {
+	t.Helper()
+	b, ok, err := l.Get(eventlog.Status, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return nil
+	}
+	var st ingest.EventStatus
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
+// waitStored waits, bounded, until id's stored status is want.
+func waitStored(t *testing.T, l *Log, id string, want ingest.Status, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		st := storedStatus(t, l, id)
+		if st != nil && st.Status == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's stored status after %v: %+v, want %s", id, within, st, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A holder loses the lease with a tree in flight (a slow sink); the other takes
+// over, replays the event and processes it. Then the old tree fails (or times
+// out) in the deposed holder: its outcome must not overwrite the PROCESSED the
+// new holder stored, or the event is stuck: the new holder's offset is past it,
+// and its status says PERSISTED (with an error) for ever.
+func TestDeposedHolderStaleFailure(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	la := openLeased(t, url, "a")
+	lb := openLeased(t, url, "b")
+	sa := newCtlSink("o0")
+	a, _ := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond}, sa)
+	sb := newCtlSink()
+	b, _ := startServeWith(t, lb, ingest.Config{FlushEvery: 5 * time.Millisecond}, sb)
+	ctx := context.Background()
+	if r := a.Submit(ctx, orderEvents(0, 1), ingest.LevelPersisted, 0)[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	select {
+	case <-sa.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's sink never got o0")
+	}
+	la.lease.paused.Store(true) // a stalls: its lease lapses, b takes over
+	waitHolding(t, lb, 15*time.Second)
+	waitStored(t, lb, "o0", ingest.Processed, 15*time.Second)
+	if n := sb.count("o0"); n != 1 {
+		t.Fatalf("b's sink saw o0 %d times, want 1", n)
+	}
+	sa.hold["o0"] <- errors.New("the sink timed out") // the old tree ends, failed
+	// Give a's spout and flusher time to record it (it flushes every 5ms).
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := storedStatus(t, lb, "o0"); st == nil || st.Status != ingest.Processed {
+			t.Fatalf("o0's stored status after the deposed holder's tree failed: %+v, want PROCESSED (b processed it)", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := b.Submit(ctx, orderEvents(0, 1), ingest.LevelProcessed, 3*time.Second)[0]
+	if r.Err != nil || !r.Duplicate || r.Status.Status != ingest.Processed {
+		t.Fatalf("resend of o0 to b: %+v", r)
+	}
+}
+
+// A holder's flush is late (its connection was down, the process paused): the
+// documents it wrote while holding land after another process took over and
+// finished the event. A non-final status must not replace a final one of the
+// same generation: the event would show PERSISTED for ever, no one left to
+// process it.
+func TestDeposedHolderLateFlush(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	la := openLeased(t, url, "a")
+	lb := openLeased(t, url, "b")
+	sa := newCtlSink("o0")
+	// a flushes only when it stops: the stand-in for a flush that fails until
+	// the deposed holder's connection is back. Its retry is far off.
+	a, rta := startServeWith(t, la, ingest.Config{FlushEvery: time.Hour,
+		Tracker: ingest.TrackerConfig{BackoffBase: time.Hour, BackoffMax: time.Hour}}, sa)
+	sb := newCtlSink()
+	startServeWith(t, lb, ingest.Config{FlushEvery: 5 * time.Millisecond}, sb)
+	ctx := context.Background()
+	if r := a.Submit(ctx, orderEvents(0, 1), ingest.LevelPersisted, 0)[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	select {
+	case <-sa.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's sink never got o0")
+	}
+	sa.hold["o0"] <- errors.New("the sink said no") // failed while a holds: a retry in an hour
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Stats().Steps[ingest.StepFailed] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a never recorded o0's failure")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	la.lease.paused.Store(true)
+	waitHolding(t, lb, 15*time.Second)
+	waitStored(t, lb, "o0", ingest.Processed, 15*time.Second)
+	// a's late flush.
+	_ = rta.Stop(ctx)
+	_ = a.Close()
+	if st := storedStatus(t, lb, "o0"); st == nil || st.Status != ingest.Processed {
+		t.Fatalf("o0's stored status after the deposed holder's late flush: %+v, want PROCESSED (b processed it)", st)
+	}
+}
