@@ -305,6 +305,16 @@ func (sp *logSpout) FailReason(msgID any, reason string) {
 		return
 	}
 	delete(sp.inflight, seq)
+	if sp.lost {
+		// A tree of a term that is over. Whoever holds the lease now replays the
+		// event from the committed offset, and charged it this attempt when it
+		// took over: recording the failure here would charge it twice, and
+		// could dead-letter an event the new holder has processed.
+		sp.svc.cfg.Logger.Info("log spout: a tree of a lost lease term failed; the lease's holder replays the event",
+			"event_id", in.rec.Event.ID, "seq", seq, "reason", reason)
+		sp.svc.drop(in.rec)
+		return
+	}
 	if strings.HasPrefix(reason, topology.TimeoutReason) {
 		// A tree that waited on a sink outage timed out because of it: replay it
 		// when the sink is back (NextTuple waits for that), without charging.
@@ -520,6 +530,19 @@ func (s *Service) release(rec *event.Record) {
 		s.tr.Forget(id)
 		delete(s.finished, id)
 		s.wakeLocked(id) // they read it from the log from now on
+	}
+}
+
+// drop lets go of an event whose attempt ended in a lease term that is over,
+// without recording the end: the holder of the lease replays it.
+func (s *Service) drop(rec *event.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := rec.Event.ID
+	if st, ok := s.tr.Get(id); ok && st.Generation == rec.Generation {
+		s.tr.Forget(id)
+		delete(s.finished, id)
+		s.wakeLocked(id)
 	}
 }
 

@@ -210,3 +210,49 @@ func TestDeposedHolderLateFlush(t *testing.T) {
 		t.Fatalf("o0's stored status after the deposed holder's late flush: %+v, want PROCESSED (b processed it)", st)
 	}
 }
+
+// The old tree's failure is the deposed holder's last attempt: it must not
+// dead-letter an event the new holder processed (FAILED_FINAL over PROCESSED,
+// and a dead letter listed for it), nor charge an attempt the new holder
+// charges again at its takeover.
+func TestDeposedHolderStaleDeadLetter(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	la := openLeased(t, url, "a")
+	lb := openLeased(t, url, "b")
+	sa := newCtlSink("o0")
+	a, _ := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond,
+		Tracker: ingest.TrackerConfig{MaxAttempts: 1}}, sa)
+	sb := newCtlSink()
+	b, _ := startServeWith(t, lb, ingest.Config{FlushEvery: 5 * time.Millisecond}, sb)
+	ctx := context.Background()
+	if r := a.Submit(ctx, orderEvents(0, 1), ingest.LevelPersisted, 0)[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	select {
+	case <-sa.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's sink never got o0")
+	}
+	la.lease.paused.Store(true)
+	waitHolding(t, lb, 15*time.Second)
+	waitStored(t, lb, "o0", ingest.Processed, 15*time.Second)
+	sa.hold["o0"] <- errors.New("the sink timed out")
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Stats().Held > 0 { // a's spout heard of it and let the event go
+		if time.Now().After(deadline) {
+			t.Fatal("a still holds o0")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // a flushes every 5ms
+	st := storedStatus(t, lb, "o0")
+	if st == nil || st.Status != ingest.Processed || st.Attempts != 1 {
+		t.Fatalf("o0's stored status after the deposed holder's tree failed: %+v, want PROCESSED after 1 attempt (b's)", st)
+	}
+	if _, dead, err := lb.Get(eventlog.DeadLetter, "o0"); err != nil || dead {
+		t.Fatalf("o0 dead-lettered (%v, %v) though b processed it", dead, err)
+	}
+	if dl, err := b.DeadLetters(10); err != nil || len(dl) != 0 {
+		t.Fatalf("dead letters: %+v %v", dl, err)
+	}
+}
