@@ -59,9 +59,9 @@ func WithMaxInFlight(n int) SinkOption {
 
 // WithTransactions makes each sink task a transactional producer with id
 // transactionalID-<task index>: inputs are produced in a transaction committed
-// every interval (and on Drain), and acked once it commits; an aborted
-// transaction fails its inputs. What this does and does not guarantee is in the
-// package doc.
+// every interval (and on Drain), and acked once it commits; a transaction that
+// fails (a produce, or the commit) is aborted and fails its inputs. What this does
+// and does not guarantee is in the package doc.
 func WithTransactions(transactionalID string, interval time.Duration) SinkOption {
 	return func(c *sinkConfig) error {
 		if transactionalID == "" {
@@ -183,6 +183,7 @@ type sinkBolt struct {
 	txnOpen bool
 	txnIns  []*tuple.Tuple // inputs of the open transaction
 	txnErr  error          // the first produce error of the open transaction
+	txnLeft bool           // kgo still holds a transaction that failed to end: abort it first
 }
 
 func (b *sinkBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
@@ -243,6 +244,13 @@ func (b *sinkBolt) Execute(t *tuple.Tuple) {
 	b.txnMu.Lock()
 	defer b.txnMu.Unlock()
 	if !b.txnOpen {
+		if b.txnLeft {
+			if err := b.cl.EndTransaction(b.ctx, kgo.TryAbort); err != nil {
+				b.log.Warn("kafka sink: aborting a transaction that failed to end", "err", err)
+			} else {
+				b.txnLeft = false
+			}
+		}
 		if err := b.cl.BeginTransaction(); err != nil {
 			b.txnMu.Unlock()
 			b.done(t, fmt.Errorf("kafka sink: begin transaction: %w", err))
@@ -324,6 +332,15 @@ func (b *sinkBolt) commitLoop() {
 
 // endTxn flushes and commits the open transaction, then acks its inputs; when a
 // produce failed or the commit does not succeed it aborts and fails them.
+//
+// A commit that fails, or whose outcome is unknown (a transport error, or
+// UNKNOWN_SERVER_ERROR), leaves kgo's transaction open: kgo's way on is
+// EndTransaction(TryAbort), which aborts it (for an unknown outcome, by bumping
+// the producer epoch, which fences it broker-side). Without that abort every
+// later BeginTransaction fails, and the broker keeps the transaction open until its
+// timeout, holding back every read_committed reader of its partitions. If the
+// commit did in fact complete, its records are visible although the inputs are
+// failed: the replays write them again (keys dedupe them).
 func (b *sinkBolt) endTxn(ctx context.Context) {
 	b.txnMu.Lock()
 	defer b.txnMu.Unlock()
@@ -347,7 +364,16 @@ func (b *sinkBolt) endTxn(ctx context.Context) {
 		}
 	}
 	if eerr := b.cl.EndTransaction(ctx, try); eerr != nil {
-		err = errors.Join(err, fmt.Errorf("end transaction: %w", eerr))
+		what := "commit"
+		if try == kgo.TryAbort {
+			what = "abort"
+		}
+		err = errors.Join(err, fmt.Errorf("%s transaction: %w", what, eerr))
+		if aerr := b.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+			b.txnLeft = true // aborted again before the next transaction begins
+			err = errors.Join(err, fmt.Errorf("abort transaction: %w", aerr))
+		}
+		b.log.Warn("kafka sink: transaction failed to end; its inputs fail", "inputs", len(ins), "err", err)
 	} else if try == kgo.TryAbort {
 		err = fmt.Errorf("transaction aborted: %w", err)
 	}
