@@ -69,12 +69,24 @@
 //
 // WithTransactions makes each task a transactional producer (id
 // transactionalID-<task index>): inputs are produced in a transaction committed
-// every interval and on Drain, and acked only after the commit; a failed produce
-// aborts the transaction and fails its inputs. This guarantees that a
-// read_committed consumer sees the records of a transaction all or none, and that
-// a restarted task with the same transactional id fences its predecessor's open
-// transaction. It does not give exactly-once from the spout: the source offsets are
-// committed by the spout's group, not inside the transaction, so a replayed tree
-// writes its record again in a later transaction; keys are still needed to dedupe.
-// Acks wait for the commit, so latency grows by up to the interval.
+// every interval and on Drain, and acked only once the broker acknowledged the
+// commit. A transaction that fails - a record the broker refuses for good, or a
+// commit that fails or whose outcome is unknown - is aborted and its inputs are
+// failed, so the spout replays them into a later transaction. Guaranteed: a
+// read_committed consumer sees the records of a transaction all or none, never
+// those of an aborted one, and the record of every acked input; a new producer
+// with a task's transactional id (the task restarted) fences that task's open
+// transaction, which is aborted, and the fenced task fails its inputs.
+//
+// Not guaranteed: exactly-once from the spout. The source offsets are committed by
+// the spout's group, outside the transaction, so a replayed tree (a failure or
+// timeout downstream, or a commit reported failed that had in fact completed at
+// the broker) writes its record again in a later transaction: read_committed
+// consumers can see a record twice and still need a key to dedupe.
+// read_uncommitted consumers also see aborted records. A fenced task fails every
+// input from then on: never run two topologies with one transactional id. Acks
+// wait for the commit, so latency grows by up to the interval; an open
+// transaction holds back read_committed readers of its partitions until it ends,
+// and one left open by a hard stop (no Drain) ends at the transaction timeout
+// (kgo.TransactionTimeout, 40 s by default) or when the task's successor starts.
 package kafka

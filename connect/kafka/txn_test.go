@@ -33,10 +33,21 @@ type txnStats struct {
 	fails   int
 	reasons []string
 	done    chan struct{} // closed once every input was acked
+	ended   map[int]bool  // acked or failed at least once
+	settled chan struct{} // closed once every input was acked or failed
 }
 
 func newTxnStats(n int) *txnStats {
-	return &txnStats{n: n, acked: map[int]int{}, done: make(chan struct{})}
+	return &txnStats{n: n, acked: map[int]int{}, done: make(chan struct{}), ended: map[int]bool{}, settled: make(chan struct{})}
+}
+
+func (st *txnStats) endedLocked(i int) {
+	if !st.ended[i] {
+		st.ended[i] = true
+		if len(st.ended) == st.n {
+			close(st.settled)
+		}
+	}
 }
 
 func (st *txnStats) counts() (acked, fails int) {
@@ -64,12 +75,13 @@ func (st *txnStats) waitAcked(t *testing.T) {
 }
 
 // replaySpout emits inputs 0..n-1 as (key "k<i>", value "v<i>") with message id
-// i, and emits a failed input again (as a replaying source would).
+// i, and emits a failed input again (as a replaying source would) unless noReplay.
 type replaySpout struct {
 	topology.BaseSpout
-	st    *txnStats
-	next  int
-	retry []int
+	st       *txnStats
+	noReplay bool
+	next     int
+	retry    []int
 }
 
 func (s *replaySpout) NextTuple() {
@@ -96,6 +108,7 @@ func (s *replaySpout) Ack(id any) {
 	if len(st.acked) == st.n && st.acked[id.(int)] == 1 {
 		close(st.done)
 	}
+	st.endedLocked(id.(int))
 }
 
 func (s *replaySpout) Fail(id any) { s.FailReason(id, "") }
@@ -104,15 +117,18 @@ func (s *replaySpout) FailReason(id any, reason string) {
 	s.st.mu.Lock()
 	s.st.fails++
 	s.st.reasons = append(s.st.reasons, reason)
+	s.st.endedLocked(id.(int))
 	s.st.mu.Unlock()
-	s.retry = append(s.retry, id.(int))
+	if !s.noReplay {
+		s.retry = append(s.retry, id.(int))
+	}
 }
 
 // startSinkTopology runs a replaySpout into sink with the given task count.
-func startSinkTopology(t *testing.T, sink *Sink, st *txnStats, tasks int) *engine.Runtime {
+func startSinkTopology(t *testing.T, sink *Sink, st *txnStats, tasks int, noReplay ...bool) *engine.Runtime {
 	t.Helper()
 	b := topology.NewBuilder()
-	b.SetSpout("list", func() topology.Spout { return &replaySpout{st: st} }, 1).Output("key", "value")
+	b.SetSpout("list", func() topology.Spout { return &replaySpout{st: st, noReplay: len(noReplay) > 0 && noReplay[0]} }, 1).Output("key", "value")
 	b.SetBolt("sink", sink.Bolt(), tasks).ShuffleGrouping("list")
 	topo, err := b.Build()
 	if err != nil {
@@ -228,5 +244,166 @@ func TestSinkTransactionFailedCommit(t *testing.T) {
 	}
 	if all <= n {
 		t.Errorf("%d records in the log, want more than %d (the failed transaction's, aborted)", all, n)
+	}
+}
+
+// holdCommits holds every EndTxn commit at the broker until release is called
+// (at the latest when the test ends, before the cluster closes); held gets a
+// signal as a commit is held.
+func holdCommits(t *testing.T, cl *kfake.Cluster) (held <-chan struct{}, release func()) {
+	var holding atomic.Bool
+	holding.Store(true)
+	h := make(chan struct{}, 1)
+	wake := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { holding.Store(false); close(wake) }) }
+	t.Cleanup(release)
+	cl.ControlKey(int16(kmsg.EndTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		if r.(*kmsg.EndTxnRequest).Commit && holding.Load() {
+			select {
+			case h <- struct{}{}:
+			default:
+			}
+			cl.SleepControl(func() { <-wake })
+		}
+		return nil, nil, false // then answered as usual
+	})
+	return h, release
+}
+
+func waitHeld(t *testing.T, held <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no commit reached the broker")
+	}
+}
+
+// TestSinkTransactionAcksAfterCommit: two sink tasks (transactional ids
+// gale-out-0 and gale-out-1), every commit held at the broker until the test
+// lets it go. While held: no input is acked or failed, and the records already
+// written are past no partition's last stable offset (what a read_committed
+// consumer reads up to). Once the commits go through, every input is acked
+// once, none failed, and a read_committed consumer sees each record exactly once.
+func TestSinkTransactionAcksAfterCommit(t *testing.T) {
+	cl := newCluster(t, 1, "out")
+	held, releaseAll := holdCommits(t, cl)
+	sink, err := NewSink(cl.ListenAddrs(), "out", WithTransactions("gale-out", 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	st := newTxnStats(n)
+	rt := startSinkTopology(t, sink, st, 2)
+	defer stop(t, rt)
+	waitHeld(t, held)
+	if acked, fails := st.counts(); acked != 0 || fails != 0 {
+		t.Errorf("while the commit is held: %d acked, %d failed; want none", acked, fails)
+	}
+	var written int64
+	for _, p := range cl.PartitionInfos("out") {
+		written += p.HighWatermark
+		if p.LastStableOffset != 0 {
+			t.Errorf("partition %d: last stable offset %d before any commit, want 0", p.Partition, p.LastStableOffset)
+		}
+	}
+	if written == 0 {
+		t.Error("nothing written before the commit")
+	}
+	releaseAll()
+	st.waitAcked(t)
+	if _, fails := st.counts(); fails != 0 {
+		t.Errorf("%d inputs failed", fails)
+	}
+	checkOnce(t, readTopic(t, cl, "out", kgo.ReadCommitted()), n)
+}
+
+// TestSinkTransactionFailedProduce: the broker refuses one produce for good
+// (INVALID_RECORD, not retried). The transaction holding it is aborted and its
+// inputs failed with that error; their replays commit in a later transaction,
+// and a read_committed consumer sees each record exactly once.
+func TestSinkTransactionFailedProduce(t *testing.T) {
+	cl := newCluster(t, 1, "out")
+	h := cl.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: 1})
+	sink, err := NewSink(cl.ListenAddrs(), "out", WithTransactions("gale-out", 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	st := newTxnStats(n)
+	rt := startSinkTopology(t, sink, st, 2)
+	st.waitAcked(t)
+	stop(t, rt)
+	if got := h.Hits(); got != 1 {
+		t.Errorf("the produce fault answered %d requests, want 1", got)
+	}
+	st.mu.Lock()
+	fails, reasons := st.fails, st.reasons
+	st.mu.Unlock()
+	if fails == 0 {
+		t.Error("no input failed: the aborted transaction's inputs were acked")
+	}
+	for _, r := range reasons {
+		if !strings.Contains(r, "transaction aborted") || !strings.Contains(r, kerr.InvalidRecord.Message) {
+			t.Errorf("an input failed with %q, want the aborted transaction's produce error", r)
+		}
+	}
+	checkOnce(t, readTopic(t, cl, "out", kgo.ReadCommitted()), n)
+}
+
+// TestSinkTransactionFenced: while a sink task's commit is held at the broker, a
+// new producer with the task's transactional id (gale-out-0, as a restarted task
+// would have) starts. Its InitProducerID fences the task and aborts the open
+// transaction: none of its records is ever visible to a read_committed
+// consumer, and the fenced task fails its inputs, never acks them (every input
+// after it too: a fenced producer cannot begin another transaction, so a topology
+// must not run two tasks with one transactional id).
+func TestSinkTransactionFenced(t *testing.T) {
+	cl := newCluster(t, 1, "out")
+	held, releaseAll := holdCommits(t, cl)
+	sink, err := NewSink(cl.ListenAddrs(), "out", WithTransactions("gale-out", 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	st := newTxnStats(n)
+	rt := startSinkTopology(t, sink, st, 1, true)
+	defer stop(t, rt)
+	waitHeld(t, held)
+
+	next, err := kgo.NewClient(kgo.SeedBrokers(cl.ListenAddrs()...), kgo.TransactionalID("gale-out-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if err := next.BeginTransaction(); err != nil { // InitProducerID: fences gale-out-0's open transaction
+		t.Fatal(err)
+	}
+	var written int64
+	for _, p := range cl.PartitionInfos("out") {
+		written += p.HighWatermark
+		if p.LastStableOffset != p.HighWatermark {
+			t.Errorf("partition %d: last stable offset %d, high watermark %d: the fenced transaction is still open", p.Partition, p.LastStableOffset, p.HighWatermark)
+		}
+	}
+	if written == 0 {
+		t.Error("nothing written by the fenced transaction")
+	}
+	releaseAll()
+	select {
+	case <-st.settled:
+	case <-time.After(30 * time.Second):
+		acked, fails := st.counts()
+		t.Fatalf("%d acked and %d failed of %d inputs", acked, fails, n)
+	}
+	if acked, fails := st.counts(); acked != 0 || fails != n {
+		t.Errorf("%d acked and %d failed of %d inputs; want every one failed", acked, fails, n)
+	}
+	if got := readTopic(t, cl, "out", kgo.ReadCommitted()); len(got) != 0 {
+		t.Errorf("a read_committed consumer read %d keys of the fenced task, want none", len(got))
+	}
+	if err := next.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
+		t.Error(err)
 	}
 }
