@@ -820,6 +820,13 @@ func (s *Service) flush() {
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	committed := s.offsets.Committed()
+	if sl, ok := s.log.(spoutLease); ok {
+		if _, held := sl.Holding(); !held {
+			// The offset is the lease holder's to move: this process's would be
+			// refused (fenced), at every flush for as long as another holds it.
+			committed = 0
+		}
+	}
 	if len(s.docs) == 0 && len(s.dead) == 0 && committed <= s.log.Committed() {
 		s.mu.Unlock()
 		return

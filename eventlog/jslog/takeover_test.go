@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,5 +257,64 @@ func TestDeposedHolderStaleDeadLetter(t *testing.T) {
 	}
 	if dl, err := b.DeadLetters(10); err != nil || len(dl) != 0 {
 		t.Fatalf("dead letters: %+v %v", dl, err)
+	}
+}
+
+// countHandler counts the records logged whose message contains sub.
+type countHandler struct {
+	sub string
+	n   *atomic.Int64
+}
+
+func (h countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.sub) {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countHandler) WithGroup(string) slog.Handler      { return h }
+
+// A deposed holder whose offset moved on after it lost the lease (a tree of its
+// term finished) does not try to write it at every flush: each try was refused
+// (not holding), logged as a warning and counted as fenced, 200 times a second
+// here (a flush every 5ms), for as long as another process holds the lease.
+func TestDeposedHolderNoFenceStorm(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	var warned atomic.Int64
+	la, err := Open(context.Background(), Config{JS: openJS(t, url), Prefix: "t", Timeout: 5 * time.Second,
+		Holder: "a", LeaseTTL: time.Second, Logger: slog.New(countHandler{sub: "committed offset not moved", n: &warned})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = la.Close() })
+	lb := openLeased(t, url, "b")
+	sa := newCtlSink("o0")
+	a, _ := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond}, sa)
+	startServeWith(t, lb, ingest.Config{FlushEvery: 5 * time.Millisecond}, newCtlSink())
+	ctx := context.Background()
+	if r := a.Submit(ctx, orderEvents(0, 1), ingest.LevelPersisted, 0)[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	select {
+	case <-sa.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's sink never got o0")
+	}
+	la.lease.paused.Store(true)
+	waitHolding(t, lb, 15*time.Second)
+	waitStored(t, lb, "o0", ingest.Processed, 15*time.Second)
+	sa.hold["o0"] <- nil // a's old tree completes: a's offset moves past o0
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Stats().Committed < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a's offset %d, want 2", a.Stats().Committed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if n, f := warned.Load(), la.Fenced(); n > 2 || f > 2 {
+		t.Fatalf("in a second, the deposed holder logged %d warnings of an offset not moved and counted %d fenced writes; want at most 2", n, f)
 	}
 }
