@@ -220,20 +220,14 @@ func Salvage(ctx context.Context, cfg Config, force bool) (*SalvageReport, error
 			break
 		}
 	}
-	// A tail lost below the mark: fill it so no seq is given out twice.
-	if rep.Mark > rep.LastSeq {
-		subj := l.subj + fillerToken
-		for seq := rep.LastSeq + 1; seq <= rep.Mark; seq++ {
-			m := nats.NewMsg(subj)
-			if _, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(seq-1)); err != nil {
-				return rep, fmt.Errorf("jslog: salvage: filler at seq %d: %w", seq, err)
-			}
-			rep.Filled++
-		}
-		if !l.lostCovers(rep.LastSeq+1, rep.Mark) {
-			rep.Lost = append(rep.Lost, eventlog.LostRange{From: rep.LastSeq + 1, To: rep.Mark, At: now,
-				Reason: fmt.Sprintf("stream %s ended at seq %d below the high-water mark %d (salvage filled the gap)", l.name, rep.LastSeq, rep.Mark)})
-		}
+	// A tail lost below the mark: recorded lost first, then filled so that no
+	// seq is given out twice. In this order a salvage cut off while filling
+	// leaves no filler unrecorded: Read skips fillers, and the ingest service
+	// finishes only the seqs of records it reads and of lost ranges, so an
+	// unrecorded filler would hold its committed offset for good.
+	if rep.Mark > rep.LastSeq && !l.lostCovers(rep.LastSeq+1, rep.Mark) {
+		rep.Lost = append(rep.Lost, eventlog.LostRange{From: rep.LastSeq + 1, To: rep.Mark, At: now,
+			Reason: fmt.Sprintf("stream %s ended at seq %d below the high-water mark %d (salvage filled the gap)", l.name, rep.LastSeq, rep.Mark)})
 	}
 	if len(rep.Lost) > 0 {
 		all := append(slices.Clone(l.lost), rep.Lost...)
@@ -243,8 +237,27 @@ func Salvage(ctx context.Context, cfg Config, force bool) (*SalvageReport, error
 			return rep, fmt.Errorf("jslog: salvage: recording lost ranges: %w", err)
 		}
 	}
+	if rep.Mark > rep.LastSeq {
+		subj := l.subj + fillerToken
+		for seq := rep.LastSeq + 1; seq <= rep.Mark; seq++ {
+			if beforeFiller != nil {
+				if err := beforeFiller(seq); err != nil {
+					return rep, fmt.Errorf("jslog: salvage: filler at seq %d: %w", seq, err)
+				}
+			}
+			m := nats.NewMsg(subj)
+			if _, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(seq-1)); err != nil {
+				return rep, fmt.Errorf("jslog: salvage: filler at seq %d (the lost ranges are recorded; run it again to finish): %w", seq, err)
+			}
+			rep.Filled++
+		}
+	}
 	return rep, nil
 }
+
+// beforeFiller, when set (tests), runs before each filler is appended; an error
+// cuts the salvage off there.
+var beforeFiller func(seq uint64) error
 
 func int64cmp(a, b uint64) int {
 	switch {

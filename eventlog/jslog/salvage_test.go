@@ -1,0 +1,85 @@
+package jslog
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/natstest"
+)
+
+// loseTail makes stream t-log hold only its first keep of n records, the mark
+// staying at n (nats-server#7567).
+func loseTail(t *testing.T, js jetstream.JetStream, keep int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := js.DeleteStream(ctx, "t-log"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "t-log", Subjects: []string{"t.log.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= keep; i++ {
+		r := rec(fmt.Sprintf("e%d", i), 0, `{}`)
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "t.log." + base64.RawURLEncoding.EncodeToString([]byte(r.Event.ID)), Data: r.Encode(nil)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A salvage cut off while it fills a lost tail (the cluster unreachable, the
+// tool killed) and run again: every filler's seq ends up recorded lost. A
+// filler no lost range covers is skipped by Read but never finished by the
+// ingest service, so its committed offset would stop there for good.
+func TestSalvageInterruptedWhileFilling(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	js := openJS(t, url)
+	l := open(t, js)
+	appendN(t, l, 1, 5)
+	if err := l.Apply(&eventlog.Write{Committed: 3}); err != nil { // e1, e2 processed; the mark at 5
+		t.Fatal(err)
+	}
+	_ = l.Close()
+	loseTail(t, js, 2)
+	ctx := context.Background()
+	cut := errors.New("cut off")
+	beforeFiller = func(seq uint64) error {
+		if seq == 4 {
+			return cut
+		}
+		return nil
+	}
+	_, err := Salvage(ctx, Config{JS: js, Prefix: "t"}, false)
+	beforeFiller = nil
+	if !errors.Is(err, cut) {
+		t.Fatalf("the first salvage: %v, want it cut off", err)
+	}
+	rep, err := Salvage(ctx, Config{JS: js, Prefix: "t"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second salvage: %+v", rep)
+	l2 := open(t, js)
+	if !l2.lostCovers(3, 5) {
+		t.Fatalf("lost ranges after the two salvages: %+v, want 3..5 covered (the fillers)", l2.Lost())
+	}
+	svc, _ := startServe(t, l2)
+	if r := svc.Submit(ctx, orderEvents(0, 1), ingest.LevelProcessed, 10*time.Second)[0]; r.Err != nil || r.Status.Status != ingest.Processed || r.Status.Seq != 6 {
+		t.Fatalf("a new event after the salvages: %+v", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for svc.Stats().Committed != 7 {
+		if time.Now().After(deadline) {
+			t.Fatalf("committed offset %d, want 7 (past the fillers and the new event)", svc.Stats().Committed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
