@@ -606,6 +606,51 @@ func TestResetTimeoutKeepsTreeAlive(t *testing.T) {
 	}
 }
 
+// resetSpout is a listSpout told of its trees' timeout resets.
+type resetSpout struct {
+	listSpout
+	resets chan any
+}
+
+func (s *resetSpout) TimeoutReset(msgID any) { s.resets <- msgID }
+
+// A TimeoutResetSpout is told each time a bolt restarts the timeout of one of its
+// trees (as a JetStream spout sends InProgress then); a plain spout is not.
+func TestTimeoutResetSpoutIsTold(t *testing.T) {
+	rec := newRecorder()
+	sp := &resetSpout{listSpout: listSpout{rec: rec, n: 2}, resets: make(chan any, 8)}
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return sp }, 1).Output("id")
+	b.SetBolt("b", bolt(func(b *fnBolt, t *tuple.Tuple) {
+		if t.Values()[0] == 1 { // tree 1: two resets, then done
+			for range 2 {
+				if err := b.out.ResetTimeout(t); err != nil {
+					panic(err)
+				}
+			}
+		}
+		_ = b.out.Ack(t)
+	}), 1).ShuffleGrouping("s")
+	rt := start(t, mustBuild(t, b), quietConfig())
+	rec.waitFor(t, "both trees", func(a, f int) bool { return a == 2 })
+	for range 2 {
+		select {
+		case id := <-sp.resets:
+			if id != 1 {
+				t.Fatalf("TimeoutReset(%v), want msgID 1", id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the spout was not told of the reset")
+		}
+	}
+	stop(t, rt)
+	select {
+	case id := <-sp.resets:
+		t.Fatalf("a third TimeoutReset(%v)", id)
+	default:
+	}
+}
+
 // Stop waits for pending trees, then closes every task; with a short deadline it gives
 // up and says how many trees were abandoned.
 func TestGracefulStop(t *testing.T) {

@@ -186,9 +186,13 @@ func (s *spoutExec) drainOutcomes() {
 				s.lineageEnd(ev, lineage.Failed)
 				s.ended = append(s.ended, o.Root)
 			}
+		case spoutRestarted:
+			// The tree's clock restarted (newest bucket); complete latency still
+			// counts from the emit. A spout that asks is told.
+			if _, ok := s.spout.(topology.TimeoutResetSpout); ok {
+				calls = append(calls, spoutCall{msgID: ev.MsgID, reset: true})
+			}
 		}
-		// spoutRestarted: the tree's clock restarted (newest bucket); complete latency
-		// still counts from the emit.
 	}
 	s.pending.Store(int64(s.state.Pending()))
 	s.e.mu.Unlock()
@@ -204,6 +208,7 @@ func (s *spoutExec) drainOutcomes() {
 type spoutCall struct {
 	msgID  any
 	ack    bool
+	reset  bool // TimeoutReset, not Fail
 	reason string
 }
 
@@ -211,6 +216,8 @@ func (s *spoutExec) deliver(calls []spoutCall) {
 	for _, c := range calls {
 		if c.ack {
 			s.call("Ack", func() { s.spout.Ack(c.msgID) })
+		} else if c.reset {
+			s.call("TimeoutReset", func() { s.spout.(topology.TimeoutResetSpout).TimeoutReset(c.msgID) })
 		} else {
 			if rs, ok := s.spout.(topology.ReasonedSpout); ok {
 				s.call("Fail", func() { rs.FailReason(c.msgID, c.reason) })

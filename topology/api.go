@@ -60,6 +60,16 @@ type ReasonedSpout interface {
 	FailReason(msgID any, reason string)
 }
 
+// TimeoutResetSpout is a Spout that also wants to know when a bolt restarted the
+// message timeout of one of its trees (OutputCollector.ResetTimeout): a spout whose
+// source redelivers on its own timer extends that timer then (JetStream's
+// InProgress), so a tree a bolt keeps alive is not redelivered under it. Called on
+// the spout's goroutine, as Ack and Fail.
+type TimeoutResetSpout interface {
+	Spout
+	TimeoutReset(msgID any)
+}
+
 // SpoutCollector is how a spout emits. It is not safe for concurrent use: call it from
 // Open, NextTuple, Ack and Fail only (as Storm's SpoutOutputCollector).
 type SpoutCollector interface {

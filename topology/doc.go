@@ -34,7 +34,8 @@
 //	Emit(values, anchors...)     child joins every tree of every anchor (none: untracked)
 //	Ack(input)                   the input's part of its trees is done
 //	Fail(input)                  its trees fail now; the spout's Fail follows at once
-//	ResetTimeout(input)          its trees' timeout clocks restart (acker and spout)
+//	ResetTimeout(input)          its trees' timeout clocks restart (acker and spout; a
+//	                             TimeoutResetSpout is told)
 //	MaxSpoutPending              no NextTuple call while that many trees are in flight
 //	MessageTimeout               an unfinished tree fails between 1 and 1.25 timeouts
 //

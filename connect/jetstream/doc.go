@@ -15,6 +15,7 @@
 //	tree completed        Ack
 //	tree failed/timed out NakWithDelay, the delay doubling per failure (WithBackoff)
 //	max attempts reached  dead letter published (WithDeadLetter), then TermWithReason(last error)
+//	bolt's ResetTimeout   InProgress (the server's AckWait clock restarts with the tree's)
 //	tree pending long     InProgress at AckWait/2, however long a bolt keeps it alive
 //	Close (stop, move)    Nak of whatever the task still held: the next spout gets it at once
 //
@@ -22,8 +23,9 @@
 // tasks × Config.MaxSpoutPending, and AckWait (default 2 × Config.MessageTimeout)
 // refused below 1.25 × MessageTimeout, the latest a tree can time out (ErrAckWait):
 // the server then never redelivers a message whose tree may still be in flight.
-// A bolt's ResetTimeout is not told to the spout (the topology API has no such
-// callback), which is why every pending tree also gets InProgress.
+// A bolt's ResetTimeout reaches the spout (topology.TimeoutResetSpout), which sends
+// InProgress for that message at once; every tree pending past AckWait/2 also gets
+// InProgress, so a slow acker or a lost reset cannot bring a redelivery.
 //
 // A spout moved to another worker (a new generation) opens the same durable and
 // resumes with nothing lost: what the old task acked stays acked, what it held is

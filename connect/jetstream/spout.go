@@ -221,6 +221,7 @@ type Source struct {
 	deadLettered     atomic.Uint64
 	deadLetterErrs   atomic.Uint64
 	inProgress       atomic.Uint64
+	resets           atomic.Uint64
 	merged, stale    atomic.Uint64
 	fetchErrs        atomic.Uint64
 	ackErrs          atomic.Uint64
@@ -236,7 +237,10 @@ type SourceStats struct {
 	// DeadLetterErrors: a dead letter that could not be written; the message was
 	// Nak'd and is dead-lettered again at its next delivery.
 	DeadLetterErrors uint64
-	InProgress       uint64 // InProgress sent for trees pending past AckWait/2
+	// InProgress sent: for trees pending past AckWait/2, and for each bolt's
+	// ResetTimeout (Resets of them).
+	InProgress uint64
+	Resets     uint64
 	// Merged: a redelivery that reached the task while the tree of an earlier
 	// delivery of the same message was still pending there; it was not emitted,
 	// and that tree's outcome is applied to it.
@@ -253,7 +257,7 @@ func (s *Source) Stats() SourceStats {
 	return SourceStats{
 		Emitted: s.emitted.Load(), Replays: s.replays.Load(), Acked: s.acked.Load(),
 		Naked: s.naked.Load(), DeadLettered: s.deadLettered.Load(),
-		DeadLetterErrors: s.deadLetterErrs.Load(), InProgress: s.inProgress.Load(),
+		DeadLetterErrors: s.deadLetterErrs.Load(), InProgress: s.inProgress.Load(), Resets: s.resets.Load(),
 		Merged: s.merged.Load(), Stale: s.stale.Load(), FetchErrors: s.fetchErrs.Load(),
 		AckErrors: s.ackErrs.Load(),
 	}
@@ -712,6 +716,24 @@ func (s *spout) sleep(d time.Duration) bool {
 		return true
 	case <-s.ctx.Done():
 		return false
+	}
+}
+
+// TimeoutReset implements topology.TimeoutResetSpout: a bolt restarted the
+// tree's message timeout (ResetTimeout), so the message's AckWait restarts too
+// (InProgress), as the mapping asks: the server does not redeliver a
+// message whose tree a bolt keeps alive.
+func (s *spout) TimeoutReset(msgID any) {
+	seq, ok := msgID.(uint64)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.pending[seq]; e != nil && e.msg.InProgress() == nil {
+		e.touched = time.Now()
+		s.src.inProgress.Add(1)
+		s.src.resets.Add(1)
 	}
 }
 
