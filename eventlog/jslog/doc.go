@@ -26,8 +26,17 @@
 //     leaves the offset behind its documents (a replay, which the idempotent sink
 //     absorbs), never ahead.
 //   - Nothing is sticky: an outage fails the calls it interrupts (retryable), and
-//     the next ones work once the cluster is back. Damaged and Lost are empty: the
-//     replicas are the servers' business.
+//     the next ones work once the cluster is back.
+//   - Several serve processes share one log (lease.go): each takes events in and
+//     answers for any of them; one at a time, the holder of key spout in the
+//     bucket PREFIX-loglease, reads the log (Holding), and its committed-offset
+//     writes are fenced against an earlier holder's (ErrFenced). OnStatusChange
+//     (watch.go) tells the others of status documents, so their ack=processed
+//     answers wake when the holder finishes an event.
+//   - Losses in JetStream itself (hwm.go): a high-water mark of what was stored,
+//     a stream ending below it refused at Open, a gap past the committed offset
+//     stopping Read (Damaged), and Salvage recording what is lost (Lost) and
+//     filling a lost tail so that no seq is given out twice.
 //
 // # What PERSISTED means
 //
