@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 )
 
@@ -25,6 +26,9 @@ import (
 //     documents' bucket (a different stream, its own replicas) with each Apply
 //     and each lease tick, only ever raised.
 //   - Open refuses a stream that ends below the mark (ErrLost, naming the seqs).
+//     A running process learns it from an acknowledgement at a seq given out
+//     before (the record is taken back out) or from its lease loop's look at the
+//     stream's end: Damaged says so and Submit refuses from then on.
 //   - Read stops at a missing seq at or past the committed offset (Trim deletes
 //     only below it) that no recorded loss covers: ErrLost, and Damaged says so
 //     from then on (/readyz fails, the log spout emits nothing past it).
@@ -143,6 +147,64 @@ func (l *Log) gap(from, to uint64) error {
 	l.dmu.Unlock()
 	l.cfg.Logger.Error("jslog: " + err.Error())
 	return err
+}
+
+// lostTail records that the stream ends below seqs it acknowledged while this
+// process ran (a server came back without them, nats-server#7567; the stream was
+// deleted and made again): Damaged says so, Read stops, and Submit refuses, for
+// every new record would get a seq given out before, at or below the committed
+// offset, where the log spout never reads it. Until a salvage and a restart.
+func (l *Log) lostTail(last, mark uint64) error {
+	err := fmt.Errorf("%w: stream %s went back to seq %d, below seqs it acknowledged (the high-water mark is %d): JetStream lost its tail (nats-server#7567), or the stream was deleted and made again. This process takes no more events (each would get a seq given out before) and the log spout emits nothing. Stop every gale serve sharing it and run `gale log salvage --log jetstream`",
+		ErrLost, l.name, last, mark)
+	l.dmu.Lock()
+	first := !l.tail
+	if l.damage == nil || !l.tail {
+		l.damage, l.gapAt = err, 0
+	}
+	l.tail = true
+	l.dmu.Unlock()
+	if first {
+		l.cfg.Logger.Error("jslog: " + err.Error())
+	}
+	return err
+}
+
+// tailErr is lostTail's error once it was met.
+func (l *Log) tailErr() error {
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
+	if l.tail {
+		return l.damage
+	}
+	return nil
+}
+
+// reusedSeq handles a record the stream acknowledged at seq, at or below floor,
+// a seq it had given out before: the record is taken out again (it lies where
+// the log spout has read already; left in, it and its resends would be answered
+// PERSISTED and never processed), and the tail is lost.
+func (l *Log) reusedSeq(r *event.Record, seq, floor uint64) error {
+	ctx, cancel := l.op(context.Background())
+	defer cancel()
+	if err := l.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		l.cfg.Logger.Error("jslog: taking a record at a seq given out before back out of the stream failed", "event_id", r.Event.ID, "seq", seq, "err", err)
+	}
+	return fmt.Errorf("%w: %q", l.lostTail(seq, max(floor, l.hwm.Load())), r.Event.ID)
+}
+
+// checkTail looks whether the stream now ends below the mark (the lease loop
+// does, every TTL/3, so an idle process learns it too).
+func (l *Log) checkTail(ctx context.Context) error {
+	mark := max(l.hwm.Load(), l.durable.Load()) // before the look: every seq up to it is given out
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.State.LastSeq < mark {
+		l.lostTail(info.State.LastSeq, mark)
+	}
+	return nil
 }
 
 func (l *Log) damaged() (error, uint64) {

@@ -97,6 +97,7 @@ type Log struct {
 	dmu       sync.Mutex
 	damage    error  // the first gap met (dmu)
 	gapAt     uint64 // its first seq
+	tail      bool   // the stream lost its tail while this process ran (lostTail)
 
 	wmu                  sync.Mutex // OnStatusChange's watch (watch.go)
 	watchStop, watchDone chan struct{}
@@ -237,6 +238,12 @@ func (l *Log) Submit(recs []*event.Record, done func(error)) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
+	if err := l.tailErr(); err != nil {
+		return err // the seqs it would get were given out before (hwm.go)
+	}
+	// Every seq up to floor was given out before this publish: a record acked
+	// at one of them went to a stream that lost its tail.
+	floor := l.durable.Load()
 	futs := make([]jetstream.PubAckFuture, len(recs))
 	for i, r := range recs {
 		expect := uint64(0)
@@ -263,13 +270,13 @@ func (l *Log) Submit(recs []*event.Record, done func(error)) error {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		done(l.await(recs, futs))
+		done(l.await(recs, futs, floor))
 	}()
 	return nil
 }
 
 // await waits for every record's acknowledgement, bounded by the timeout.
-func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture) error {
+func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture, floor uint64) error {
 	t := time.NewTimer(l.cfg.Timeout)
 	defer t.Stop()
 	var first error
@@ -283,6 +290,10 @@ func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture) error {
 	for i, f := range futs {
 		select {
 		case ack := <-f.Ok():
+			if ack.Sequence <= floor {
+				first = cmpErr(first, l.reusedSeq(recs[i], ack.Sequence, floor))
+				continue
+			}
 			recs[i].Seq = ack.Sequence
 			for {
 				d := l.durable.Load()

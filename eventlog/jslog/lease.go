@@ -177,8 +177,12 @@ func (l *Log) leaser() {
 		case <-t.C:
 			l.tryLease()
 			ctx, cancel := l.op(context.Background())
-			if err := l.writeMark(ctx); err != nil {
-				l.cfg.Logger.Warn("jslog: raising the high-water mark failed", "err", err)
+			if err := l.checkTail(ctx); err != nil {
+				l.cfg.Logger.Debug("jslog: looking at the stream's end failed", "err", err)
+			} else if l.tailErr() == nil {
+				if err := l.writeMark(ctx); err != nil {
+					l.cfg.Logger.Warn("jslog: raising the high-water mark failed", "err", err)
+				}
 			}
 			cancel()
 		}

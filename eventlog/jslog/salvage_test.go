@@ -83,3 +83,74 @@ func TestSalvageInterruptedWhileFilling(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The stream loses its tail while serve runs (a server restarted without it,
+// nats-server#7567; or deleted and made again by a serve process starting,
+// whose Open then refuses it). The running process must not answer PERSISTED
+// for a record the stream put at a seq it had given out before: the log spout
+// reads past those seqs, so the event would never be processed, and its resend
+// would be a duplicate of it.
+func TestStreamLosesItsTailWhileServing(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	js := openJS(t, url)
+	la := openLeased(t, url, "a")
+	a, rta := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond}, newCtlSink())
+	ctx := context.Background()
+	for i, r := range a.Submit(ctx, orderEvents(0, 5), ingest.LevelProcessed, 10*time.Second) {
+		if r.Err != nil || r.Status.Status != ingest.Processed {
+			t.Fatalf("o%d: %+v", i, r)
+		}
+	}
+	// A tool's log (no lease, so no look at the stream's end but its own acks).
+	n, err := Open(ctx, Config{JS: openJS(t, url), Prefix: "t", NoLease: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	if err := js.DeleteStream(ctx, "t-log"); err != nil {
+		t.Fatal(err)
+	}
+	// Another serve process starts: its Open makes the stream again, empty, and
+	// refuses it (below the mark).
+	if _, err := Open(ctx, Config{JS: js, Prefix: "t", LeaseTTL: time.Second, Holder: "c"}); !errors.Is(err, ErrLost) {
+		t.Fatalf("Open of the emptied stream: %v", err)
+	}
+	// Its acks tell a process that sends: the record is taken back out.
+	if err := n.Append(ctx, rec("n6", 0, `{}`)); !errors.Is(err, ErrLost) {
+		t.Fatalf("append once the stream lost its tail: %v, want ErrLost", err)
+	}
+	if _, ok, err := n.Lookup("n6"); err != nil || ok {
+		t.Fatalf("n6 in the stream: %v %v; want it taken back out (it sits below the committed offset)", ok, err)
+	}
+	if err := n.Append(ctx, rec("n7", 0, `{}`)); !errors.Is(err, ErrLost) {
+		t.Fatalf("the next append: %v, want ErrLost (refused)", err)
+	}
+	// The lease loop tells an idle one.
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Ready() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("a is still ready 10s after its stream lost its tail")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := a.Ready(); !errors.Is(err, ErrLost) {
+		t.Fatalf("Ready: %v, want ErrLost", err)
+	}
+	r := a.Submit(ctx, orderEvents(5, 6), ingest.LevelProcessed, 3*time.Second)[0]
+	if r.Err == nil || r.Status.Status != ingest.FailedRetryable {
+		t.Fatalf("o5, sent once the stream lost its tail: %+v (seq %d), want FAILED_RETRYABLE", r, r.Status.Seq)
+	}
+	// Stopped and salvaged, the log takes events again, at new seqs.
+	_ = rta.Stop(ctx)
+	_ = a.Close()
+	_ = la.Close()
+	rep, err := Salvage(ctx, Config{JS: js, Prefix: "t"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("salvage: %+v", rep)
+	b, _ := startServe(t, openLeased(t, url, "b"))
+	if r := b.Submit(ctx, orderEvents(5, 6), ingest.LevelProcessed, 10*time.Second)[0]; r.Err != nil || r.Status.Status != ingest.Processed || r.Status.Seq != 6 {
+		t.Fatalf("o5 after the salvage: %+v, want PROCESSED at seq 6", r)
+	}
+}
