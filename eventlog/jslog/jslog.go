@@ -151,10 +151,32 @@ func openLog(ctx context.Context, cfg Config, salvaging bool) (*Log, error) {
 	l := &Log{cfg: cfg, js: cfg.JS, name: cfg.Prefix + "-log", subj: cfg.Prefix + ".log.", absent: map[string]absence{}, salvaging: salvaging}
 	octx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	var err error
+	// An existing stream and bucket keep their replica count: the config below
+	// is otherwise applied to them as an update, and a tool that does not say
+	// (gale log salvage), or a serve process given another --replicas, would
+	// take a replicated log down to one copy.
+	replicas := func(stream string) (int, error) {
+		s, err := l.js.Stream(octx, stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return cfg.Replicas, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("jslog: stream %s: %w", stream, err)
+		}
+		return s.CachedInfo().Config.Replicas, nil
+	}
+	logReplicas, err := replicas(l.name)
+	if err != nil {
+		return nil, err
+	}
+	bucket := cfg.Prefix + "-logdocs"
+	docsReplicas, err := replicas("KV_" + bucket)
+	if err != nil {
+		return nil, err
+	}
 	l.stream, err = l.js.CreateOrUpdateStream(octx, jetstream.StreamConfig{
 		Name: l.name, Subjects: []string{l.subj + ">"}, Storage: jetstream.FileStorage,
-		Replicas: cfg.Replicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
+		Replicas: logReplicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
 		// One record per event id and generation is kept whatever the limits: the
 		// dedupe index is the stream itself (the last record of a subject).
 		MaxMsgsPerSubject: -1, Description: "gale serve's event log",
@@ -162,9 +184,8 @@ func openLog(ctx context.Context, cfg Config, salvaging bool) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jslog: stream %s: %w", l.name, err)
 	}
-	bucket := cfg.Prefix + "-logdocs"
 	l.docs, err = l.js.CreateOrUpdateKeyValue(octx, jetstream.KeyValueConfig{
-		Bucket: bucket, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, History: 1,
+		Bucket: bucket, Replicas: docsReplicas, Storage: jetstream.FileStorage, History: 1,
 		Description: "gale serve's status documents, dead letters and committed offset",
 	})
 	if err != nil {

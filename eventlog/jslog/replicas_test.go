@@ -1,0 +1,101 @@
+package jslog
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/gale-stream/gale/internal/natstest"
+)
+
+// cluster3 starts three JetStream servers routed on loopback and returns their
+// client URLs, comma-separated, once a stream of three replicas can be made.
+func cluster3(t *testing.T) string {
+	t.Helper()
+	var ports []int
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		_ = ln.Close()
+	}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	var urls []string
+	for i, p := range ports {
+		s := natstest.Run(t, natstest.JetStream(t, ""), func(o *server.Options) {
+			o.ServerName = fmt.Sprintf("n%d", i)
+			o.Cluster.Name, o.Cluster.Host, o.Cluster.Port = "t", "127.0.0.1", p
+			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		})
+		urls = append(urls, s.ClientURL())
+	}
+	return strings.Join(urls, ",")
+}
+
+// A stream of three replicas stays at three when a tool that does not say how
+// many (gale log salvage has no --replicas) or a serve process given another
+// --replicas opens it: "an existing stream keeps its own" (Config.Replicas).
+// Open updated the stream and the documents' bucket to the config it was given,
+// so a salvage took a replicated log down to one copy.
+func TestOpenKeepsTheReplicas(t *testing.T) {
+	url := cluster3(t)
+	js := openJS(t, url)
+	ctx := context.Background()
+	var l *Log
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the meta group forms
+		var err error
+		if l, err = Open(ctx, Config{JS: js, Prefix: "t", Replicas: 3, Timeout: 5 * time.Second, LeaseTTL: time.Second}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Open at 3 replicas: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	appendN(t, l, 1, 3)
+	_ = l.Close()
+	replicas := func() (stream, docs int) {
+		t.Helper()
+		for _, name := range []string{"t-log", "KV_t-logdocs"} {
+			s, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := s.CachedInfo().Config.Replicas
+			if name == "t-log" {
+				stream = n
+			} else {
+				docs = n
+			}
+		}
+		return
+	}
+	if _, err := Salvage(ctx, Config{JS: js, Prefix: "t", Timeout: 5 * time.Second}, false); err != nil {
+		t.Fatal(err)
+	}
+	if s, d := replicas(); s != 3 || d != 3 {
+		t.Fatalf("after a salvage: the stream has %d replicas, the documents' bucket %d; want 3 each", s, d)
+	}
+	l2, err := Open(ctx, Config{JS: js, Prefix: "t", Replicas: 1, Timeout: 5 * time.Second, LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l2.Close()
+	if s, d := replicas(); s != 3 || d != 3 {
+		t.Fatalf("after an Open at 1 replica: the stream has %d replicas, the documents' bucket %d; want 3 each", s, d)
+	}
+	if _, err := js.KeyValue(ctx, "t-loglease"); err != nil {
+		t.Fatal(err)
+	}
+}
