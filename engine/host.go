@@ -151,15 +151,22 @@ type hostState struct {
 	ends     *flow.Resender[endKey]
 	requests *flow.Resender[uint64]
 	pending  map[uint64]*transport.Message
-	replies  map[uint64]chan *transport.Message
-	hellos   map[uint64]bool // greetings not yet answered
-	gone     map[int]bool    // hosts that said goodbye
+	replies  map[uint64]awaited // asks' requests by id, until answered
+	hellos   map[uint64]bool    // greetings not yet answered
+	gone     map[int]bool       // hosts that said goodbye
 	nextID   uint64
 	heard    int64 // runtime clock of the last message received
 	ctl      []*transport.Message
 }
 
 type endKey struct{ task, host int }
+
+// awaited is an ask's request to a host: its answer goes to ch, as does a goodbye
+// from that host (Op opBye), which no answer will follow.
+type awaited struct {
+	host int
+	ch   chan *transport.Message
+}
 
 // resendEvery is how often ends, requests and probes are re-sent.
 func (r *Runtime) resendEvery() time.Duration {
@@ -173,7 +180,7 @@ func (h *hostState) init(every time.Duration) {
 	h.ends = flow.NewResender[endKey](int64(every))
 	h.requests = flow.NewResender[uint64](int64(every))
 	h.pending = map[uint64]*transport.Message{}
-	h.replies = map[uint64]chan *transport.Message{}
+	h.replies = map[uint64]awaited{}
 	h.hellos = map[uint64]bool{}
 }
 
@@ -342,8 +349,9 @@ func (r *Runtime) sayBye() {
 }
 
 // peerLeft forgets what this host waits for from host h, which has finished: its
-// ends to h (h could finish only after every end it needed), its requests to h, and
-// marks h gone for ClusterStats.
+// ends to h (h could finish only after every end it needed), its requests to h, the
+// answers asks wait for from h (each is told h left), and marks h gone for
+// ClusterStats.
 func (r *Runtime) peerLeft(h int) {
 	r.host.mu.Lock()
 	defer r.host.mu.Unlock()
@@ -353,6 +361,12 @@ func (r *Runtime) peerLeft(h int) {
 	r.host.gone[h] = true
 	for t := range r.endpoints {
 		r.host.ends.Acked(endKey{t, h})
+	}
+	for id, w := range r.host.replies {
+		if w.host == h {
+			delete(r.host.replies, id)
+			w.ch <- &transport.Message{Kind: transport.KindControl, From: transport.Host(h), Op: opBye, ID: id} // buffered: each id is answered once
+		}
 	}
 	for id, m := range r.host.pending {
 		if m.To == transport.Host(h) {
@@ -488,11 +502,11 @@ func (r *Runtime) hostControl(self int, m *transport.Message) {
 		r.send(&transport.Message{Kind: transport.KindControl, From: self, To: m.From, Op: opTreesReply, ID: m.ID, Body: body})
 	case opStatsReply, opTreesReply:
 		h.mu.Lock()
-		ch := h.replies[m.ID]
+		w, ok := h.replies[m.ID]
 		delete(h.replies, m.ID)
 		h.mu.Unlock()
-		if ch != nil {
-			ch <- m // buffered for every host asked; each id is answered once
+		if ok {
+			w.ch <- m // buffered for every host asked; each id is answered once
 		}
 	case opEnded:
 		roots := make([]uint64, 0, len(m.Body)/8)
@@ -540,42 +554,25 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 
 // ask sends a request to each of hosts and returns their replies by host. A request
 // is re-sent every resend interval until answered (it or its reply may be lost),
-// until ctx ends or this engine stops; the error then names the hosts that did not
-// answer, and those that had said goodbye (not asked), for what ("their stats").
+// until the host says goodbye, ctx ends or this engine stops; the error then names
+// the hosts that did not answer, and those that said goodbye (before they were asked
+// or while awaited), for what ("their stats").
 func (r *Runtime) ask(ctx context.Context, hosts []int, op uint8, body []byte, what string) (map[int][]byte, error) {
 	var peers, gone []int
+	replies := make(chan *transport.Message, len(hosts))
+	asked := map[uint64]int{} // request id -> host
+	// Each host is found gone or awaited under one lock: a goodbye handled after
+	// that finds its request (peerLeft), so no ask waits for a host already gone.
 	r.host.mu.Lock()
 	for _, h := range hosts {
 		if r.host.gone[h] {
 			gone = append(gone, h)
-		} else {
-			peers = append(peers, h)
+			continue
 		}
-	}
-	r.host.mu.Unlock()
-	select {
-	case <-r.done:
-		if len(hosts) > 0 {
-			// Its host endpoint no longer runs: no reply could be read.
-			return nil, fmt.Errorf("engine: this engine has stopped: hosts %v not asked for %s", hosts, what)
-		}
-	default:
-	}
-	var errGone error
-	if gone != nil {
-		errGone = fmt.Errorf("engine: hosts %v have finished (said goodbye): %s are not included", gone, what)
-	}
-	out := map[int][]byte{}
-	if len(peers) == 0 {
-		return out, errGone
-	}
-	replies := make(chan *transport.Message, len(peers))
-	asked := map[uint64]int{} // request id -> host
-	r.host.mu.Lock()
-	for _, h := range peers {
+		peers = append(peers, h)
 		r.host.nextID++
 		asked[r.host.nextID] = h
-		r.host.replies[r.host.nextID] = replies
+		r.host.replies[r.host.nextID] = awaited{host: h, ch: replies}
 	}
 	r.host.mu.Unlock()
 	defer func() {
@@ -585,6 +582,25 @@ func (r *Runtime) ask(ctx context.Context, hosts []int, op uint8, body []byte, w
 		}
 		r.host.mu.Unlock()
 	}()
+	select {
+	case <-r.done:
+		if len(hosts) > 0 {
+			// Its host endpoint no longer runs: no reply could be read.
+			return nil, fmt.Errorf("engine: this engine has stopped: hosts %v not asked for %s", hosts, what)
+		}
+	default:
+	}
+	errGone := func() error {
+		if gone == nil {
+			return nil
+		}
+		slices.Sort(gone)
+		return fmt.Errorf("engine: hosts %v have finished (said goodbye): %s are not included", gone, what)
+	}
+	out := map[int][]byte{}
+	if len(peers) == 0 {
+		return out, errGone()
+	}
 	send := func() {
 		for id, h := range asked {
 			r.send(&transport.Message{Kind: transport.KindControl, From: transport.Host(r.assign.host()), To: transport.Host(h), Op: op, ID: id, Body: body})
@@ -601,16 +617,20 @@ func (r *Runtime) ask(ctx context.Context, hosts []int, op uint8, body []byte, w
 				continue // a duplicate reply
 			}
 			delete(asked, m.ID)
+			if m.Op == opBye {
+				gone = append(gone, h) // it left while awaited: no answer will come
+				continue
+			}
 			out[h] = m.Body
 		case <-t.C():
 			send()
 		case <-ctx.Done():
-			return out, errors.Join(fmt.Errorf("engine: hosts %v did not send %s: %w", slices.Sorted(maps.Values(asked)), what, ctx.Err()), errGone)
+			return out, errors.Join(fmt.Errorf("engine: hosts %v did not send %s: %w", slices.Sorted(maps.Values(asked)), what, ctx.Err()), errGone())
 		case <-r.done:
-			return out, errors.Join(fmt.Errorf("engine: this engine stopped before hosts %v sent %s", slices.Sorted(maps.Values(asked)), what), errGone)
+			return out, errors.Join(fmt.Errorf("engine: this engine stopped before hosts %v sent %s", slices.Sorted(maps.Values(asked)), what), errGone())
 		}
 	}
-	return out, errGone
+	return out, errGone()
 }
 
 // broadcastEnded tells the other hosts which trees failed or timed out, so that

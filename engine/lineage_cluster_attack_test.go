@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -567,5 +568,84 @@ func TestClusterStatsWithAReplyThatDoesNotDecode(t *testing.T) {
 	}
 	if mid := s.Components["mid"]; mid == nil || len(mid.ByTask) != 1 {
 		t.Errorf("mid (host 3's own task) in ClusterStats: %+v", mid)
+	}
+}
+
+// muteStats drops host from's stats replies, and closes asked at the first one: a
+// ClusterStats that asked that host is then waiting for it.
+type muteStats struct {
+	*transport.Local
+	from  int
+	once  sync.Once
+	asked chan struct{}
+}
+
+func (m *muteStats) Send(msg *transport.Message) error {
+	if msg.Kind == transport.KindControl && msg.From == transport.Host(m.from) && strings.HasPrefix(string(msg.Body), `{"Components"`) {
+		m.once.Do(func() { close(m.asked) })
+		return nil
+	}
+	return m.Local.Send(msg)
+}
+
+// A ClusterStats waiting for a host that then says goodbye stops waiting for it and
+// names it as gone: it waited until its context ended (or this engine stopped), then
+// said the host did not answer, though its goodbye had said it never would.
+func TestClusterStatsStopsWaitingForAHostThatSaysGoodbye(t *testing.T) {
+	const n = 20
+	var ended atomic.Int64
+	b := topology.NewBuilder()
+	b.SetSpout("src", func() topology.Spout { return &idSpout{n: n, ended: &ended} }, 2).Output("i")
+	b.SetBolt("sink", func() topology.Bolt { return &ackBolt{} }, 2).ShuffleGrouping("src")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tasks: src 1 and 2, sink 3 and 4, acker 5. Host 2 has a spout task of its own,
+	// so it runs on once host 1 has left: only the goodbye can end its wait.
+	of := map[int]int{1: 1, 2: 2, 3: 1, 4: 2, 5: 2}
+	tr := &muteStats{Local: transport.NewLocal(), from: 1, asked: make(chan struct{})}
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Host 1 is cut off by its start context (a stop would stop host 2 as well).
+	cut1, cut := context.WithCancel(context.Background())
+	defer cut()
+	var rts []*engine.Runtime
+	for h := 1; h <= 2; h++ {
+		start := context.Background()
+		if h == 1 {
+			start = cut1
+		}
+		rt, err := engine.Start(start, topo, cfg, engine.WithTransport(tr), engine.WithAssignment(engine.Assignment{Host: h, Of: of}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts = append(rts, rt)
+	}
+	defer func() {
+		for _, rt := range rts {
+			_ = rt.Stop(context.Background())
+			<-rt.Done()
+		}
+	}()
+	waitEnded(t, &ended, 2*n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := rts[1].ClusterStats(ctx)
+		errc <- err
+	}()
+	<-tr.asked // host 1 was asked; its reply is lost: host 2 waits for it
+	cut()
+	<-rts[0].Done() // its goodbye is sent
+	err = <-errc
+	if err == nil || !strings.Contains(err.Error(), "hosts [1] have finished (said goodbye)") || ctx.Err() != nil {
+		t.Errorf("ClusterStats from host 2 once host 1 left: %v; want at once an error naming host 1 as gone", err)
+	}
+	select {
+	case <-rts[1].Done():
+		t.Error("host 2 stopped: the test means it to run on")
+	default:
 	}
 }
