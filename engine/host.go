@@ -556,7 +556,8 @@ func (r *Runtime) ClusterStats(ctx context.Context) (Stats, error) {
 // is re-sent every resend interval until answered (it or its reply may be lost),
 // until the host says goodbye, ctx ends or this engine stops; the error then names
 // the hosts that did not answer, and those that said goodbye (before they were asked
-// or while awaited), for what ("their stats").
+// or while awaited, and also when this engine had stopped before asking), for what
+// ("their stats").
 func (r *Runtime) ask(ctx context.Context, hosts []int, op uint8, body []byte, what string) (map[int][]byte, error) {
 	var peers, gone []int
 	replies := make(chan *transport.Message, len(hosts))
@@ -582,20 +583,21 @@ func (r *Runtime) ask(ctx context.Context, hosts []int, op uint8, body []byte, w
 		}
 		r.host.mu.Unlock()
 	}()
-	select {
-	case <-r.done:
-		if len(hosts) > 0 {
-			// Its host endpoint no longer runs: no reply could be read.
-			return nil, fmt.Errorf("engine: this engine has stopped: hosts %v not asked for %s", hosts, what)
-		}
-	default:
-	}
 	errGone := func() error {
 		if gone == nil {
 			return nil
 		}
 		slices.Sort(gone)
 		return fmt.Errorf("engine: hosts %v have finished (said goodbye): %s are not included", gone, what)
+	}
+	select {
+	case <-r.done:
+		if len(hosts) > 0 {
+			// Its host endpoint no longer runs: no reply could be read. The hosts that
+			// had said goodbye before are named as such: it knows why they are missing.
+			return nil, errors.Join(fmt.Errorf("engine: this engine has stopped: hosts %v not asked for %s", hosts, what), errGone())
+		}
+	default:
 	}
 	out := map[int][]byte{}
 	if len(peers) == 0 {

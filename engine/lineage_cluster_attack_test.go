@@ -649,3 +649,72 @@ func TestClusterStatsStopsWaitingForAHostThatSaysGoodbye(t *testing.T) {
 	default:
 	}
 }
+
+// An engine that has stopped still names the hosts that had said goodbye before it
+// did: it said only that it had stopped and asked nobody. Host 2 here has no spout:
+// once host 1 (the spout's) leaves, its input ends and it finishes on its own.
+func TestClusterAnswersOfAStoppedEngineNameTheHostsThatLeft(t *testing.T) {
+	c := &testtopo.Counted{Roots: 20, Fanout: 2, FailEvery: 5, SinkTasks: 2}
+	topo, err := c.Topology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tasks: src 1, fan 2, sink 3 and 4, acker 5.
+	of := map[int]int{1: 1, 2: 2, 3: 2, 4: 1, 5: 1}
+	tr := transport.NewLocal()
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cut1, cut := context.WithCancel(context.Background())
+	defer cut()
+	var rts []*engine.Runtime
+	var recs []*lineage.Recorder
+	for h := 1; h <= 2; h++ {
+		lc := lineage.DefaultConfig()
+		lc.Sample = 1
+		rec, err := lineage.New(lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := context.Background()
+		if h == 1 {
+			start = cut1
+		}
+		rt, err := engine.Start(start, topo, cfg, engine.WithTransport(tr),
+			engine.WithAssignment(engine.Assignment{Host: h, Of: of}), engine.WithLineage(rec), engine.WithSerialization())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts, recs = append(rts, rt), append(recs, rec)
+	}
+	defer func() {
+		for _, rt := range rts {
+			_ = rt.Stop(context.Background())
+			<-rt.Done()
+		}
+	}()
+	waitTree(t, recs[0], "19", func(tr lineage.Tree) bool { return tr.Outcome == lineage.Completed })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cut()
+	<-rts[0].Done()
+	select {
+	case <-rts[1].Done():
+	case <-ctx.Done():
+		t.Fatal("host 2 did not finish once host 1, the spout's, had left")
+	}
+	want := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "stopped") || !strings.Contains(err.Error(), "hosts [1] have finished (said goodbye)") {
+			t.Errorf("%s of host 2, stopped after host 1 left: %v; want an error saying it stopped and naming host 1 as gone", what, err)
+		}
+	}
+	trees, err := rts[1].ClusterTrees(ctx, lineage.Failed, 3)
+	if len(trees) != 0 {
+		t.Errorf("ClusterTrees of host 2 (no spout), stopped: %d trees, want none", len(trees))
+	}
+	want("ClusterTrees", err)
+	_, _, _, err = rts[1].ClusterTree(ctx, "3")
+	want("ClusterTree", err)
+	_, err = rts[1].ClusterStats(ctx)
+	want("ClusterStats", err)
+}
