@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/cluster/natsnode"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/sink"
+)
+
+// metricOf reads one sample of /metrics whose line starts with prefix ("" and
+// false if the process does not answer in 2s or has none).
+func metricOf(url, prefix string) (string, bool) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url + "/metrics")
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			f := strings.Fields(line)
+			return f[len(f)-1], true
+		}
+	}
+	return "", false
+}
+
+// The holder of the log spout's lease is SIGSTOPped mid-ingest for longer than
+// its lease (a long GC pause, a VM frozen), then SIGCONTed. The other serve
+// process takes the log spout over; the paused one, back, must know it lost the
+// lease and read nothing more (one reader at a time), its offset writes must not
+// move the committed offset back, and it must answer for events the other
+// processed. Every line ends PROCESSED, once in the sink and in the stream.
+func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
+	dir := t.TempDir()
+	node, err := natsnode.Start(context.Background(), natsnode.Config{DataDir: dir + "/nats", Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
+	// A sink each: a SQLite file shared with a stopped process stays locked by
+	// its open transaction, which would stop the other too (a shared sink for
+	// real is a server, PostgreSQL).
+	serveArgs := func(name string) []string {
+		return []string{"serve", "--log", "jetstream", "--nats", node.ClientURL(), "--nats-data", node.DataDir(),
+			"--pipeline", "orders", "--data", dir + "/" + name, "--sink", dir + "/" + name + ".db", "--addr", freeAddr(t),
+			"--spout-lease-ttl", "2s", "--log-level", "warn"}
+	}
+	a := startServeChild(t, serveArgs("a")...)
+	aPid := a.cmd.Process.Pid
+	// Runs before startServeChild's SIGKILL (cleanups run last first): never
+	// leave a stopped process behind.
+	t.Cleanup(func() { _ = syscall.Kill(aPid, syscall.SIGCONT) })
+	b := startServeChild(t, serveArgs("b")...)
+	if v, _ := metricOf(a.url, "gale_jslog_spout_lease_held "); v != "1" {
+		t.Fatalf("the first serve does not hold the lease (%q)", v)
+	}
+
+	nc, err := node.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	leaseKV, err := js.KeyValue(ctx, "gale-loglease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docsKV, err := js.KeyValue(ctx, "gale-logdocs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderPid := func() int {
+		e, err := leaseKV.Get(ctx, "spout")
+		if err != nil {
+			return 0
+		}
+		var l struct{ Holder string }
+		_ = json.Unmarshal(e.Value(), &l)
+		for _, c := range []*child{a, b} {
+			if strings.Contains(l.Holder, fmt.Sprintf("-%d (", c.cmd.Process.Pid)) {
+				return c.cmd.Process.Pid
+			}
+		}
+		return -1
+	}
+	// The committed offset, watched throughout: it never goes back.
+	var mu sync.Mutex
+	var offsets []uint64
+	var regress []string
+	watchDone := make(chan struct{})
+	stopWatch := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			e, err := docsKV.Get(ctx, "committed")
+			if err != nil {
+				continue
+			}
+			c, _ := strconv.ParseUint(string(e.Value()), 10, 64)
+			mu.Lock()
+			if n := len(offsets); n > 0 && c < offsets[n-1] {
+				regress = append(regress, fmt.Sprintf("%d after %d", c, offsets[n-1]))
+			}
+			offsets = append(offsets, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		select {
+		case <-watchDone:
+		default:
+			close(stopWatch)
+			<-watchDone
+		}
+	}()
+
+	var dbs []*sink.DB
+	for _, name := range []string{"a", "b"} {
+		db, err := sink.Open(ctx, dir+"/"+name+".db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		dbs = append(dbs, db)
+	}
+	// rows counts the lines in both sinks, and the distinct ids among them.
+	rows := func() (n, distinct int) {
+		ids := map[string]bool{}
+		for _, db := range dbs {
+			r, err := db.SQL.Query("SELECT event_id FROM order_lines")
+			if err != nil {
+				continue
+			}
+			for r.Next() {
+				var id string
+				_ = r.Scan(&id)
+				ids[id] = true
+				n++
+			}
+			_ = r.Close()
+		}
+		return n, len(ids)
+	}
+	in, err := openInputs(retailFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	type result struct {
+		rep *ingestReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := runIngest(ictx, &ingest.Client{URL: b.url}, in, defaultIngestOptions(), newIngestProgress(nil, ""))
+		done <- result{rep, err}
+	}()
+	waitRows := func(n int, within time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+			if _, got := rows(); got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				_, got := rows()
+				t.Fatalf("%d lines in the sinks after %v, want %d", got, within, n)
+			}
+		}
+	}
+	waitRows(1500, 2*time.Minute)
+	if err := syscall.Kill(aPid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	_, stoppedAt := rows()
+	for deadline := time.Now().Add(20 * time.Second); holderPid() != b.cmd.Process.Pid; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease holder is pid %d 20s after the holder's SIGSTOP, want the second serve's %d", holderPid(), b.cmd.Process.Pid)
+		}
+	}
+	tookOver := time.Now()
+	waitRows(stoppedAt+500, time.Minute) // the second reads the log now
+	if err := syscall.Kill(aPid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("paused at %d rows; the second serve took over; SIGCONT %v after the takeover", stoppedAt, time.Since(tookOver).Round(time.Millisecond))
+	// Back, the first knows it lost the lease, and from then on emits nothing.
+	var emitted string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		held, ok := metricOf(a.url, "gale_jslog_spout_lease_held ")
+		if ok && held == "0" {
+			emitted, _ = metricOf(a.url, `gale_emitted_total{component="events"`)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first serve says it holds the lease (%q) 10s after SIGCONT", held)
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rep.Sent != 7419 || r.rep.Final["PROCESSED"] != 7419 || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
+		t.Fatalf("report %+v", r.rep)
+	}
+	if after, _ := metricOf(a.url, `gale_emitted_total{component="events"`); after != emitted {
+		t.Errorf("the paused serve emitted %s tuples in all, %s when it knew it lost the lease: it read the log while the other held it", after, emitted)
+	}
+	if p := holderPid(); p != b.cmd.Process.Pid {
+		t.Errorf("lease holder pid %d at the end, want the second serve's %d", p, b.cmd.Process.Pid)
+	}
+	n, distinct := rows()
+	if distinct != 7419 {
+		t.Errorf("order_lines: %d ids in the two sinks, want 7,419", distinct)
+	}
+	t.Logf("%d rows in the two sinks: %d lines processed by both (at least once: the paused one's trees in flight)", n, n-distinct)
+	// The first answers for events the second processed (the last one sent, say).
+	var lastID string
+	_ = dbs[1].SQL.QueryRow("SELECT event_id FROM order_lines ORDER BY rowid DESC LIMIT 1").Scan(&lastID)
+	if st, found, err := (&ingest.Client{URL: a.url}).Status(ctx, lastID); err != nil || !found || st.Status != ingest.Processed {
+		t.Errorf("the first serve's status of %s: %+v %v, want PROCESSED", lastID, st, err)
+	}
+	if resp, err := http.Get(a.url + "/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("the first serve's /readyz after SIGCONT: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// Fenced writes are told once, not at every flush.
+	if n := strings.Count(a.stderr.String(), "committed offset not moved"); n > 3 {
+		t.Errorf("the paused serve logged %d times that its offset was not moved", n)
+	}
+	close(stopWatch)
+	<-watchDone
+	mu.Lock()
+	if len(regress) > 0 {
+		t.Errorf("the committed offset went back: %v", regress)
+	}
+	if len(offsets) == 0 {
+		t.Error("the committed offset was never read")
+	} else {
+		t.Logf("committed offset read %d times, last %d", len(offsets), offsets[len(offsets)-1])
+	}
+	mu.Unlock()
+	stopServe(t, a)
+	stopServe(t, b)
+	ids := streamIDs(t, js, 1)
+	if len(ids) != 7419 {
+		t.Errorf("the stream holds %d ids, want 7,419", len(ids))
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Errorf("%s stored %d times", id, n)
+		}
+	}
+}
