@@ -739,6 +739,14 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 	st, _ = s.tr.Persisted(s.now(), id, nrec.Seq, nrec.Generation)
 	s.docs[id] = st
 	s.dead[id] = false
+	if sl, ok := s.log.(spoutLease); ok {
+		if _, held := sl.Holding(); !held {
+			// Another serve process's spout runs it: held here, it would stay
+			// PERSISTED in this process's answers for good. Its document (next
+			// flush) and the log say the rest.
+			s.tr.Forget(id)
+		}
+	}
 	s.wakeLocked(id)
 	s.mu.Unlock()
 	return st, nil

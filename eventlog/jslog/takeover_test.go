@@ -318,3 +318,32 @@ func TestDeposedHolderNoFenceStorm(t *testing.T) {
 		t.Fatalf("in a second, the deposed holder logged %d warnings of an offset not moved and counted %d fenced writes; want at most 2", n, f)
 	}
 }
+
+// A dead letter resubmitted (POST /v1/events/{id}:retry) through a serve
+// process that does not hold the lease: the holder processes the new
+// generation, and the process it went through must answer PROCESSED, not the
+// PERSISTED it kept in memory (no spout of its own will ever move it on).
+func TestResubmitThroughANonHolder(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	la := openLeased(t, url, "a")
+	lb := openLeased(t, url, "b")
+	sa := newCtlSink("o0")
+	startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond, Tracker: ingest.TrackerConfig{MaxAttempts: 1}}, sa)
+	b, _ := startServeWith(t, lb, ingest.Config{FlushEvery: 5 * time.Millisecond}, newCtlSink())
+	ctx := context.Background()
+	sa.hold["o0"] <- errors.New("bad line")
+	if r := b.Submit(ctx, orderEvents(0, 1), ingest.LevelProcessed, 10*time.Second)[0]; r.Status.Status != ingest.FailedFinal {
+		t.Fatalf("o0: %+v, want FAILED_FINAL", r)
+	}
+	sa.hold["o0"] <- nil // fixed: the next attempt succeeds
+	if st, err := b.Resubmit(ctx, "o0"); err != nil || st.Status != ingest.Persisted || st.Generation != 1 {
+		t.Fatalf("resubmit through b: %+v %v", st, err)
+	}
+	waitStored(t, lb, "o0", ingest.Processed, 10*time.Second)
+	if st, err := b.Status("o0"); err != nil || st.Status != ingest.Processed || st.Generation != 1 {
+		t.Fatalf("b's status of o0 after a processed it: %+v %v", st, err)
+	}
+	if r := b.Submit(ctx, orderEvents(0, 1), ingest.LevelProcessed, 3*time.Second)[0]; r.Err != nil || !r.Duplicate || r.Status.Status != ingest.Processed {
+		t.Fatalf("resend of o0 to b: %+v", r)
+	}
+}
