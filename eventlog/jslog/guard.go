@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -46,6 +47,11 @@ func (l *Log) GuardStatus(guarded func(doc []byte) bool, replaces func(stored, d
 // guardTries bounds the looks at a document that other writers keep changing.
 const guardTries = 4
 
+// guardWorkers bounds the documents written on a look at once: a takeover
+// writes one per record pending (the log spout's startRecovered), and one after
+// the other they would double the time it takes.
+const guardWorkers = 16
+
 // putGuarded writes docs, each on a look at the stored one.
 func (l *Log) putGuarded(g *statusGuard, docs []guardedDoc) error {
 	if len(docs) == 0 {
@@ -53,26 +59,50 @@ func (l *Log) putGuarded(g *statusGuard, docs []guardedDoc) error {
 	}
 	ctx, cancel := l.op(context.Background())
 	defer cancel()
+	work := make(chan guardedDoc)
+	errs := make(chan error, len(docs))
+	var wg sync.WaitGroup
+	for range min(len(docs), guardWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range work {
+				errs <- l.putGuardedOne(ctx, g, d)
+			}
+		}()
+	}
 	for _, d := range docs {
-		key := docKey(eventlog.Status, d.id)
-		for try := 1; ; try++ {
-			e, err := l.docs.Get(ctx, key)
-			switch {
-			case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-				_, err = l.docs.Create(ctx, key, d.doc)
-			case err != nil:
-			case !g.replaces(e.Value(), d.doc):
-				l.cfg.Logger.Debug("jslog: status document not written: the stored one is further along", "event_id", d.id)
-			default:
-				_, err = l.docs.Update(ctx, key, d.doc, e.Revision())
-			}
-			if err == nil {
-				break
-			}
-			if (!isWrongLastSeq(err) && !errors.Is(err, jetstream.ErrKeyExists)) || try == guardTries {
-				return fmt.Errorf("%w: document %s: %w", ErrNotStored, key, err)
-			}
+		work <- d
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+func (l *Log) putGuardedOne(ctx context.Context, g *statusGuard, d guardedDoc) error {
+	key := docKey(eventlog.Status, d.id)
+	for try := 1; ; try++ {
+		e, err := l.docs.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+			_, err = l.docs.Create(ctx, key, d.doc)
+		case err != nil:
+		case !g.replaces(e.Value(), d.doc):
+			l.cfg.Logger.Debug("jslog: status document not written: the stored one is further along", "event_id", d.id)
+		default:
+			_, err = l.docs.Update(ctx, key, d.doc, e.Revision())
+		}
+		if err == nil {
+			return nil
+		}
+		if (!isWrongLastSeq(err) && !errors.Is(err, jetstream.ErrKeyExists)) || try == guardTries {
+			return fmt.Errorf("%w: document %s: %w", ErrNotStored, key, err)
+		}
+	}
 }
