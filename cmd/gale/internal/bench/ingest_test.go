@@ -72,3 +72,30 @@ func TestJetStreamRows(t *testing.T) {
 		}
 	}
 }
+
+// Every JetStream row's client is on the node that leads its stream, for R1 and
+// R3 alike, so a raw row and the log row compared with it have the leader in the
+// same place.
+func TestOpenLogOnTheLeader(t *testing.T) {
+	ctx := context.Background()
+	c, err := startJSCluster(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	for _, replicas := range []int{1, 3, 1, 3} {
+		l, js, leader, err := c.openLog(ctx, replicas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := l.Stream().Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Cluster.Leader != leader || js.Conn().ConnectedServerName() != leader || l.Replicas() != replicas {
+			t.Errorf("R%d: stream leader %s, row said %s, its client on %s, %d replicas", replicas,
+				info.Cluster.Leader, leader, js.Conn().ConnectedServerName(), l.Replicas())
+		}
+		c.drop(l)
+	}
+}
