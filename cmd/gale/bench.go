@@ -158,5 +158,6 @@ the disk to measure, and are removed afterwards.`,
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	f.BoolVar(&o.Metrics, "metrics", false, "rows 3 and 4 with gale serve's ingest metrics, gathered every second (their cost)")
 	f.BoolVar(&o.Auth, "auth", false, "rows 3 and 4 behind gale serve's access checks, each request with a bearer token (their cost)")
+	f.IntVar(&o.Slices, "slices", 1, "run rows 5 and 6, and 7 and 8, in turns of --duration/N each (a fresh stream each), added up: both rows of a pair see the same share of a machine whose load drifts")
 	return c
 }

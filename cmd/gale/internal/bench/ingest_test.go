@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +98,40 @@ func TestOpenLogOnTheLeader(t *testing.T) {
 				info.Cluster.Leader, leader, js.Conn().ConnectedServerName(), l.Replicas())
 		}
 		c.drop(l)
+	}
+}
+
+// With --slices, each raw row and its log row run in turns: each row adds up its
+// slices (every publish and answer a success, as many latencies as requests), and
+// the log rows are still given as a fraction of the raw ones.
+func TestJetStreamRowsInSlices(t *testing.T) {
+	f, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, err := orders.ReadCSV(f, "2010-12-01.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := IngestOptions{Dir: t.TempDir(), Events: evs[:200], Rows: []int{5, 6, 7, 8}, Clients: 4,
+		Duration: 400 * time.Millisecond, Slices: 2}
+	rows, err := Ingest(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	for i, r := range rows {
+		if r.Num != i+5 || r.Events == 0 || r.Errors != 0 || r.Latency.Count() != r.Requests || !strings.HasSuffix(r.Name, "in 2 slices") {
+			t.Errorf("row %d %s: %d events, %d requests, %d latencies, %d errors", r.Num, r.Name, r.Events, r.Requests, r.Latency.Count(), r.Errors)
+		}
+		if r.Elapsed < o.Duration {
+			t.Errorf("row %d: elapsed %v, want its two slices of %v each", r.Num, r.Elapsed, o.Duration/2)
+		}
+		if log := r.Num == 6 || r.Num == 8; log != (r.VsRaw > 0) || log && r.RawNum != r.Num-1 {
+			t.Errorf("row %d: vs raw %v (row %d)", r.Num, r.VsRaw, r.RawNum)
+		}
 	}
 }
