@@ -59,13 +59,23 @@ func (c *counts) source(name string) *sourceCounts {
 
 func (c *counts) event(ev *event.Event, st Status) { c.source(ev.Source).status[st].Add(1) }
 
-// persisted counts the answer of the log for new records whose counters are srcs.
-func (c *counts) persisted(srcs []*sourceCounts, err error) {
-	st := Persisted
-	if err != nil {
-		st = FailedRetryable
-	}
-	for _, sc := range srcs {
+// persisted counts the log's answer for new records whose counters are srcs (errs:
+// each one's error, nil if durable): PERSISTED or FAILED_RETRYABLE, after ACCEPTED
+// for one taken in optimistically (opt: counted once the log says it is new). One
+// an insertLog refused as stored already (stored, may be nil) was never new: its
+// answer counts it a duplicate.
+func (c *counts) persisted(srcs []*sourceCounts, opt []bool, errs []error, stored []bool) {
+	for j, sc := range srcs {
+		if stored != nil && stored[j] {
+			continue
+		}
+		if opt[j] {
+			sc.status[Accepted].Add(1)
+		}
+		st := Persisted
+		if errs[j] != nil {
+			st = FailedRetryable
+		}
 		sc.status[st].Add(1)
 	}
 }

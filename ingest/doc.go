@@ -28,6 +28,10 @@
 // backoff without holding back later events, and dead-letters at max attempts; it
 // records attempts durably before running events that were pending at a restart, so
 // a poison event that crashes the process ends as a dead letter, not a crash loop.
+// On a log whose append is itself the dedupe (the JetStream log: a record of an id
+// it holds is refused), an answer that waits for the log (ack=persisted, processed)
+// does not look a new id up first: the event is appended at once, and only a
+// refusal is looked up and answered the duplicate or conflict it is.
 // Handler is the HTTP API on top, and Client its Go client. Who may call the API,
 // from where and how much is package access's (ingest/access): gale serve puts its
 // Guard in front of Handler and passes Guard.Admit as HTTPOptions.Admit, which

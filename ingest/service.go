@@ -255,12 +255,21 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	for i := range evs {
 		hashes[i] = evs[i].Hash()
 	}
+	// opt: the event goes to an insertLog unlooked-up (see insertLog).
+	ins, _ := s.log.(insertLog)
+	var opt []bool
+	if ins != nil {
+		opt = make([]bool, len(evs))
+		for i := range evs {
+			opt[i] = s.levelOf(evs[i], level) > LevelAccepted
+		}
+	}
 	// Ids the log's in-memory filter may know are looked up in the durable index
 	// first, outside the lock (true duplicates: a resent file holds the lock for
 	// nobody). A durable status never goes away (but by Trim, past the window).
 	known := make([]*EventStatus, len(evs))
 	for i := range evs {
-		if s.log.MayContain(evs[i].ID) {
+		if (opt == nil || !opt[i]) && s.log.MayContain(evs[i].ID) {
 			k, err := s.durableStatus(evs[i].ID)
 			if err != nil {
 				res[i] = retryable(evs[i].ID, err)
@@ -272,6 +281,8 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	now := s.now()
 	var recs []*event.Record
 	var srcs []*sourceCounts                 // recs' sources' counters
+	var recOpt []bool                        // recs' opt
+	var evOf []int                           // recs' indexes in evs
 	recOf := make([]*event.Record, len(evs)) // non-nil: a new event, and its record
 	// One lock for the decision: an id leaves memory only once its record is
 	// durable (then the index knows it), so "not held, and not in the index"
@@ -284,8 +295,9 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 			continue
 		}
 		id := evs[i].ID
+		optimistic := opt != nil && opt[i]
 		known := known[i]
-		if known == nil && !s.tr.Has(id) && s.log.MayContain(id) {
+		if known == nil && !optimistic && !s.tr.Has(id) && s.log.MayContain(id) {
 			k, err := s.durableStatus(id)
 			if err != nil {
 				res[i] = retryable(id, err)
@@ -293,43 +305,66 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 			}
 			known = k
 		}
-		v, st := s.tr.Receive(now, &evs[i], hashes[i], known)
+		var v Verdict
+		var st EventStatus
+		if optimistic {
+			v, st = s.tr.ReceiveTentative(now, &evs[i], hashes[i])
+		} else {
+			v, st = s.tr.Receive(now, &evs[i], hashes[i], known)
+		}
 		switch v {
 		case Fresh:
 			recOf[i] = &event.Record{ReceivedAt: now, Hash: hashes[i], Event: evs[i]}
 			recs = append(recs, recOf[i])
 			sc := s.counts.source(evs[i].Source)
-			sc.status[Accepted].Add(1)
+			if !optimistic { // else once the log says it is new (counts.persisted)
+				sc.status[Accepted].Add(1)
+			}
 			srcs = append(srcs, sc)
+			recOpt = append(recOpt, optimistic)
+			evOf = append(evOf, i)
 			res[i] = Result{Status: st}
-		case Duplicate:
-			s.counts.dups.Add(1)
+		case Duplicate: // counted once answered (below)
 			res[i] = Result{Status: st, Duplicate: true}
 		case Conflict:
-			// The request's hash under the stored one's rule, so the two compare.
-			mine := hashes[i]
-			if r, ok := event.HashRuleOf(st.PayloadHash); ok && r != mine.Rule {
-				mine = evs[i].HashAs(r)
-			}
-			res[i] = Result{Status: st, Err: fmt.Errorf("%w: stored %s, this request %s",
-				ErrConflict, st.PayloadHash, mine)}
+			res[i] = conflict(&evs[i], hashes[i], st)
 		}
 	}
 	s.mu.Unlock()
 
-	var appendErr, refused error
+	var refused error
+	appendErrs := make([]error, len(evs)) // per new event: its append's error
+	stored := make([]bool, len(evs))      // per new event: refused, its id stored already
 	appended := make(chan struct{})
 	if len(recs) > 0 {
-		if err := s.log.Submit(recs, func(err error) {
-			s.appended(recs, err)
-			s.counts.persisted(srcs, err)
-			appendErr = err
+		done := func(errs []error) {
+			var ex []bool // recs refused: their id is stored already
+			if ins != nil {
+				ex = make([]bool, len(recs))
+				for j, err := range errs {
+					ex[j] = err != nil && recOpt[j] && ins.Exists(err)
+				}
+			}
+			s.appended(recs, errs, ex)
+			s.counts.persisted(srcs, recOpt, errs, ex)
+			for j, err := range errs {
+				appendErrs[evOf[j]] = err
+				stored[evOf[j]] = ex != nil && ex[j]
+			}
 			close(appended)
-		}); err != nil {
+		}
+		var err error
+		if ins != nil {
+			err = ins.SubmitEach(recs, done)
+		} else {
+			err = s.log.Submit(recs, func(err error) { done(sameErr(err, len(recs))) })
+		}
+		if err != nil {
 			// Refused at once (overloaded, failed, closed): not even ACCEPTED.
-			s.appended(recs, err)
-			s.counts.persisted(srcs, err)
-			appendErr, refused = err, err
+			errs := sameErr(err, len(recs))
+			s.appended(recs, errs, nil)
+			s.counts.persisted(srcs, recOpt, errs, nil)
+			refused = err
 			close(appended)
 		}
 	} else {
@@ -369,11 +404,17 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 				res[i] = retryable(evs[i].ID, fmt.Errorf("answer abandoned before the sync: %w", ctx.Err()))
 				continue
 			}
-			if appendErr != nil {
-				res[i] = retryable(evs[i].ID, appendErr)
+			if stored[i] {
+				// Not new after all: answered as a duplicate (waiting as one,
+				// below) or a conflict, from the stored record.
+				var dup bool
+				if res[i], dup = s.storedAnswer(&evs[i], hashes[i], appendErrs[i]); !dup {
+					continue
+				}
+			} else if appendErrs[i] != nil {
+				res[i] = retryable(evs[i].ID, appendErrs[i])
 				continue
-			}
-			if lvl == LevelPersisted {
+			} else if lvl == LevelPersisted {
 				// Durable now; processing may be further along, PERSISTED stays true.
 				res[i].Status.Status, res[i].Status.Seq = Persisted, recOf[i].Seq
 				continue
@@ -386,9 +427,18 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 			until = func(Status) bool { return true }
 		}
 		st, err := s.waitFor(ctx, evs[i].ID, until, deadline)
+		// A duplicate of a copy that was not stored after all: the log holds the
+		// id with other content (another serve process stored it meanwhile).
+		conflicted := err == nil && res[i].Duplicate && st.PayloadHash != "" &&
+			!event.MatchesString(st.PayloadHash, &evs[i], hashes[i])
+		if res[i].Duplicate && !conflicted {
+			s.counts.dups.Add(1)
+		}
 		switch {
 		case err != nil:
 			res[i] = retryable(evs[i].ID, err)
+		case conflicted:
+			res[i] = conflict(&evs[i], hashes[i], st)
 		case st.Status == FailedRetryable:
 			res[i] = Result{Status: st, Duplicate: res[i].Duplicate, Err: errors.New(st.LastError)}
 		default:
@@ -409,14 +459,20 @@ func retryable(id string, err error) Result {
 	return Result{Status: EventStatus{EventID: id, Status: FailedRetryable, LastError: err.Error()}, Err: err}
 }
 
-// appended is the log's answer for a group of new records (writer goroutine).
-func (s *Service) appended(recs []*event.Record, err error) {
+// appended is the log's answer for a group of new records (writer goroutine):
+// errs[i] is recs[i]'s error, nil if it is durable. stored[i] (stored may be nil)
+// says an insertLog refused recs[i] because its id is stored already: its tentative
+// entry is dropped without a failure (Tracker.Refused), and its waiters read the
+// stored record.
+func (s *Service) appended(recs []*event.Record, errs []error, stored []bool) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range recs {
-		if err != nil {
-			s.tr.PersistFailed(now, r.Event.ID, err)
+	for i, r := range recs {
+		if stored != nil && stored[i] {
+			s.tr.Refused(r.Event.ID)
+		} else if errs[i] != nil {
+			s.tr.PersistFailed(now, r.Event.ID, errs[i])
 		} else if st, _ := s.tr.Persisted(now, r.Event.ID, r.Seq, r.Generation); st.Status == Persisted && st.Attempts == 0 {
 			// Durable and not yet taken by the spout: its status now lives in the
 			// log (the dedupe entry says PERSISTED), so memory holds only events

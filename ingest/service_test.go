@@ -111,7 +111,7 @@ func startRigWith(t *testing.T, fs vfs.FS, bolt topology.Bolt, cfg Config, tune 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Log = l
+	cfg.Log = rigLog(l)
 	cfg.Logger = quiet()
 	if cfg.Tracker.BackoffBase == 0 {
 		cfg.Tracker.BackoffBase = time.Millisecond

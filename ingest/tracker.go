@@ -72,6 +72,9 @@ type entry struct {
 	hash        event.ContentHash
 	genAttempts int
 	tbuf        [4]Transition // the first transitions, without a second allocation
+	// tentative: received by ReceiveTentative and not yet taken or failed by the
+	// log, so its receipt is not counted in Steps yet.
+	tentative bool
 }
 
 // NewTracker returns an empty tracker.
@@ -145,6 +148,41 @@ func (t *Tracker) Receive(now int64, ev *event.Event, hash event.ContentHash, kn
 	return Fresh, e.light()
 }
 
+// ReceiveTentative is Receive for an event whose id the caller did not look up,
+// because it publishes it to a log that refuses a record of an id it holds already
+// (an optimistic insert, see insertLog). The same verdicts for a held id;
+// otherwise Fresh, held as ACCEPTED, with its receipt counted in Steps only once
+// the log takes it (Persisted) or fails it (PersistFailed): if the log says the
+// id was stored already, Refused drops it and it was never received as new.
+func (t *Tracker) ReceiveTentative(now int64, ev *event.Event, hash event.ContentHash) (Verdict, EventStatus) {
+	v, st := t.Receive(now, ev, hash, nil)
+	if v == Fresh {
+		t.steps[StepReceived]-- // counted by Receive under the caller's same lock: never seen
+		t.m[ev.ID].tentative = true
+	}
+	return v, st
+}
+
+// counted counts a tentative event's receipt, now that it is known to be new.
+func (t *Tracker) counted(e *entry) {
+	if e.tentative {
+		e.tentative = false
+		t.steps[StepReceived]++
+	}
+}
+
+// Refused drops a tentative event (ReceiveTentative) the log refused because its
+// id was stored already, unless the log's reader took it meanwhile (then it holds
+// the stored record and stays). It reports whether it dropped it.
+func (t *Tracker) Refused(id string) bool {
+	e, ok := t.m[id]
+	if !ok || !e.tentative || e.st.Status != Accepted {
+		return false
+	}
+	delete(t.m, id)
+	return true
+}
+
 // Persisted records that the event's log record (seq, generation) is durable. It
 // changes only an ACCEPTED event: the log's reader may see a record before its
 // appender is told, and whichever comes second is a no-op.
@@ -153,6 +191,7 @@ func (t *Tracker) Persisted(now int64, id string, seq uint64, gen uint32) (Event
 	if !ok {
 		return EventStatus{}, false
 	}
+	t.counted(e)
 	if e.st.Status != Accepted {
 		return e.snapshot(), true
 	}
@@ -170,6 +209,7 @@ func (t *Tracker) PersistFailed(now int64, id string, err error) EventStatus {
 		return EventStatus{EventID: id, Status: FailedRetryable, LastError: err.Error()}
 	}
 	delete(t.m, id)
+	t.counted(e)
 	e.st.LastError = err.Error()
 	t.step(e, Transition{Step: StepFailed, Status: FailedRetryable, At: now, Error: err.Error()})
 	return e.snapshot()

@@ -50,7 +50,9 @@ func benchIngestCmd() *cobra.Command {
 Rows 3, 4, 6 and 8 run gale's ingest service in this process without a topology, so
 they measure PERSISTED answers. Rows 5 to 8 run on three embedded NATS nodes (as gale
 nats starts them: JetStream fsyncs every write, sync_interval: always) routed to each
-other on loopback in this process, started once, with a fresh stream per row; the
+other on loopback in this process, started once, with a fresh stream per row and the
+row's client connected to the node that leads that stream (where the leader sits
+changes the rate a lot, so raw and log rows are compared with it in the same place); the
 output gives rows 6 and 8 as a fraction of rows 5 and 7 (the replicated log against
 raw JetStream at the same replicas and sync). Events are real order lines (--data
 CSV files), each sent with a fresh event_id. Files go under --dir, which must be on
@@ -156,5 +158,6 @@ the disk to measure, and are removed afterwards.`,
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	f.BoolVar(&o.Metrics, "metrics", false, "rows 3 and 4 with gale serve's ingest metrics, gathered every second (their cost)")
 	f.BoolVar(&o.Auth, "auth", false, "rows 3 and 4 behind gale serve's access checks, each request with a bearer token (their cost)")
+	f.IntVar(&o.Slices, "slices", 1, "run rows 5 and 6, and 7 and 8, in turns of --duration/N each (a fresh stream each), added up: both rows of a pair see the same share of a machine whose load drifts")
 	return c
 }

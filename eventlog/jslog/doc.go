@@ -14,7 +14,10 @@
 //     generation expecting the id's current last seq: the server refuses a second
 //     record of an id, so two serve processes, or a resend whose first answer was
 //     lost, never store it twice (the loser gets ErrExists; its resend is a
-//     duplicate). No separate index can disagree with the records.
+//     duplicate). No separate index can disagree with the records. So the
+//     ingest service publishes a new id without a Lookup first: SubmitEach says
+//     per record which ones the stream refused (Exists), and only those are
+//     looked up, to answer the duplicate or conflict.
 //   - PERSISTED: Submit's done runs once every record's PubAck came back: the
 //     record is stored on a quorum of the replicas. A publish not acknowledged
 //     within the timeout (no quorum: a minority partition; the server gone) is

@@ -256,6 +256,24 @@ func (l *Log) op(ctx context.Context) (context.Context, context.CancelFunc) {
 // id's last record is the one before it: so two serve processes (or a resend whose
 // first answer was lost) never store an id twice; the loser gets ErrExists.
 func (l *Log) Submit(recs []*event.Record, done func(error)) error {
+	return l.SubmitEach(recs, func(errs []error) {
+		var first error
+		for _, err := range errs {
+			if err != nil {
+				first = err
+				break
+			}
+		}
+		done(first)
+	})
+}
+
+// SubmitEach is Submit with an outcome per record: done gets errs, errs[i] nil if
+// recs[i] is stored (its Seq set), else wrapping ErrExists (its id, or the
+// generation before it, is not as expected: the stream refused it, nothing was
+// written; Lookup finds what is stored) or ErrNotStored. So a batch where one id is
+// stored already has its other records answered on their own.
+func (l *Log) SubmitEach(recs []*event.Record, done func(errs []error)) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
@@ -296,11 +314,12 @@ func (l *Log) Submit(recs []*event.Record, done func(error)) error {
 	return nil
 }
 
-// await waits for every record's acknowledgement, bounded by the timeout.
-func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture, floor uint64) error {
+// await waits for every record's acknowledgement, bounded by the timeout, and
+// returns each record's outcome (nil: stored).
+func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture, floor uint64) []error {
 	t := time.NewTimer(l.cfg.Timeout)
 	defer t.Stop()
-	var first error
+	errs := make([]error, len(recs))
 	defer func() {
 		// Stored, refused or not confirmed (and maybe stored later): either way an
 		// absence seen before now is stale.
@@ -312,7 +331,7 @@ func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture, floor u
 		select {
 		case ack := <-f.Ok():
 			if ack.Sequence <= floor {
-				first = cmpErr(first, l.reusedSeq(recs[i], ack.Sequence, floor))
+				errs[i] = l.reusedSeq(recs[i], ack.Sequence, floor)
 				continue
 			}
 			recs[i].Seq = ack.Sequence
@@ -325,24 +344,24 @@ func (l *Log) await(recs []*event.Record, futs []jetstream.PubAckFuture, floor u
 		case err := <-f.Err():
 			var apiErr *jetstream.APIError
 			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-				err = fmt.Errorf("%w: %q", ErrExists, recs[i].Event.ID)
+				errs[i] = fmt.Errorf("%w: %q", ErrExists, recs[i].Event.ID)
 			} else {
-				err = fmt.Errorf("%w: %q: %w", ErrNotStored, recs[i].Event.ID, err)
+				errs[i] = fmt.Errorf("%w: %q: %w", ErrNotStored, recs[i].Event.ID, err)
 			}
-			first = cmpErr(first, err)
 		case <-t.C:
-			return cmpErr(first, fmt.Errorf("%w within %v: %q and %d after it", ErrNotStored, l.cfg.Timeout, recs[i].Event.ID, len(recs)-i-1))
+			errs[i] = fmt.Errorf("%w within %v: %q and %d after it", ErrNotStored, l.cfg.Timeout, recs[i].Event.ID, len(recs)-i-1)
+			for j := i + 1; j < len(recs); j++ {
+				errs[j] = fmt.Errorf("%w within %v: %q", ErrNotStored, l.cfg.Timeout, recs[j].Event.ID)
+			}
+			return errs
 		}
 	}
-	return first
+	return errs
 }
 
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
-}
+// Exists reports whether err (one of SubmitEach's) is the stream's refusal of a
+// record whose id has one already (ErrExists).
+func (l *Log) Exists(err error) bool { return errors.Is(err, ErrExists) }
 
 // Append is Submit that waits.
 func (l *Log) Append(ctx context.Context, recs ...*event.Record) error {

@@ -60,6 +60,11 @@ type IngestOptions struct {
 	// with a tokens file of one write:* token that every request sends, to measure
 	// its cost.
 	Auth bool
+	// Slices, above 1, runs each raw JetStream row and the log row compared with it
+	// in turns, Duration/Slices at a time (each slice on a fresh stream; the pair's
+	// order alternates), and adds the slices up: on a machine whose load drifts,
+	// both rows see the same share of it.
+	Slices int
 }
 
 // Row is one measured line.
@@ -134,8 +139,9 @@ func Ingest(ctx context.Context, o IngestOptions) ([]Row, error) {
 		}
 		return js, err
 	}
-	jsRow := func(f func(context.Context, IngestOptions, *jsCluster, int) (Row, error), replicas int) func() (Row, error) {
-		return func() (Row, error) {
+	type runner = func(IngestOptions) (Row, error)
+	jsRow := func(f func(context.Context, IngestOptions, *jsCluster, int) (Row, error), replicas int) runner {
+		return func(o IngestOptions) (Row, error) {
 			c, err := cluster()
 			if err != nil {
 				return Row{}, fmt.Errorf("bench: the NATS cluster: %w", err)
@@ -143,21 +149,37 @@ func Ingest(ctx context.Context, o IngestOptions) ([]Row, error) {
 			return f(ctx, o, c, replicas)
 		}
 	}
-	byNum := map[int]int{} // row number -> index in rows
-	for i, run := range []func() (Row, error){
-		func() (Row, error) { return diskRow(ctx, o, 1, recBytes) },
-		func() (Row, error) { return diskRow(ctx, o, o.Clients, recBytes) },
-		func() (Row, error) { return httpRow(ctx, o, false) },
-		func() (Row, error) { return httpRow(ctx, o, true) },
+	runs := []runner{
+		func(o IngestOptions) (Row, error) { return diskRow(ctx, o, 1, recBytes) },
+		func(o IngestOptions) (Row, error) { return diskRow(ctx, o, o.Clients, recBytes) },
+		func(o IngestOptions) (Row, error) { return httpRow(ctx, o, false) },
+		func(o IngestOptions) (Row, error) { return httpRow(ctx, o, true) },
 		jsRow(rawJSRow, 1),
 		jsRow(jsLogRow, 1),
 		jsRow(rawJSRow, 3),
 		jsRow(jsLogRow, 3),
-	} {
+	}
+	byNum := map[int]int{} // row number -> index in rows
+	for i := 0; i < len(runs); i++ {
 		if !want(i + 1) {
 			continue
 		}
-		r, err := run()
+		if (i+1 == 5 || i+1 == 7) && o.Slices > 1 && want(i+2) {
+			raw, lg, err := slicedPair(o, runs[i], runs[i+1])
+			raw.Num, lg.Num = i+1, i+2
+			for _, r := range []Row{raw, lg} {
+				if r.Name != "" {
+					byNum[r.Num] = len(rows)
+					rows = append(rows, r)
+				}
+			}
+			if err != nil {
+				return rows, err
+			}
+			i++
+			continue
+		}
+		r, err := runs[i](o)
 		r.Num = i + 1
 		if err != nil {
 			if r.Name != "" {
@@ -178,6 +200,50 @@ func Ingest(ctx context.Context, o IngestOptions) ([]Row, error) {
 		}
 	}
 	return rows, nil
+}
+
+// slicedPair runs raw and its log row in o.Slices turns of o.Duration/o.Slices
+// each, raw first in the even turns and the log first in the odd ones, and adds
+// each one's turns up.
+func slicedPair(o IngestOptions, raw, log func(IngestOptions) (Row, error)) (Row, Row, error) {
+	n := o.Slices
+	o.Duration /= time.Duration(n)
+	var out [2]Row
+	for k := range n {
+		for j := range 2 {
+			if k%2 == 1 {
+				j = 1 - j
+			}
+			r, err := []func(IngestOptions) (Row, error){raw, log}[j](o)
+			out[j] = addSlice(out[j], r, n)
+			if err != nil {
+				return out[0], out[1], err
+			}
+		}
+	}
+	return out[0], out[1], nil
+}
+
+// addSlice adds slice r of n to the row acc.
+func addSlice(acc, r Row, n int) Row {
+	if r.Name == "" {
+		return acc
+	}
+	// Each slice's stream has its own leader (the client is on it, whichever).
+	name, _, _ := strings.Cut(r.Name, ", client on the stream leader ")
+	name += fmt.Sprintf(", client on the stream leader, in %d slices", n)
+	if acc.Latency == nil {
+		acc.Latency = &engine.Histogram{}
+	}
+	acc.Name = name
+	acc.Requests += r.Requests
+	acc.Events += r.Events
+	acc.Errors += r.Errors
+	acc.Elapsed += r.Elapsed
+	if r.Latency != nil {
+		acc.Latency.Merge(r.Latency)
+	}
+	return acc
 }
 
 // MaxRow is the number of the last row.

@@ -21,11 +21,12 @@ import (
 
 // jsCluster is three embedded NATS nodes (cluster/natsnode: JetStream with
 // sync_interval: always) routed to each other on loopback in this process, and
-// one client connection to the first, shared by the JetStream rows.
+// one client connection to each. A row uses the connection to the node that leads
+// its stream (see openLog).
 type jsCluster struct {
 	nodes []*natsnode.Node
-	nc    *nats.Conn
-	js    jetstream.JetStream
+	ncs   []*nats.Conn
+	jss   []jetstream.JetStream
 	n     int // streams made, for fresh names
 }
 
@@ -69,21 +70,26 @@ func startJSCluster(ctx context.Context, dir string) (*jsCluster, error) {
 			return nil, err
 		}
 	}
-	var err error
-	if c.nc, err = c.nodes[0].Connect(nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})); err != nil {
-		c.close()
-		return nil, err
-	}
-	if c.js, err = jetstream.New(c.nc); err != nil {
-		c.close()
-		return nil, err
+	for _, n := range c.nodes {
+		nc, err := n.Connect(nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.ncs = append(c.ncs, nc)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.jss = append(c.jss, js)
 	}
 	return c, nil
 }
 
 func (c *jsCluster) close() {
-	if c.nc != nil {
-		c.nc.Close()
+	for _, nc := range c.ncs {
+		nc.Close()
 	}
 	for _, n := range c.nodes {
 		n.Shutdown()
@@ -93,20 +99,55 @@ func (c *jsCluster) close() {
 	}
 }
 
-// openLog opens a jslog.Log on a fresh stream of the given replicas. Right after
-// the cluster forms, a stream of 3 replicas may not find its peers yet: creation
-// is retried for a while.
-func (c *jsCluster) openLog(ctx context.Context, replicas int) (*jslog.Log, error) {
+// openLog opens a jslog.Log on a fresh stream of the given replicas, through the
+// connection to the node that leads the stream, and returns that node's JetStream
+// context and name. Where the leader sits against the client's node changes the
+// rate a lot (a publish to a leader elsewhere crosses a route both ways), and a
+// fresh stream's leader is any node: so every row's client is on its stream
+// leader's node, the same for a raw row and the log row it is compared with.
+// Right after the cluster forms, a stream of 3 replicas may not find its peers
+// yet: creation is retried for a while.
+func (c *jsCluster) openLog(ctx context.Context, replicas int) (*jslog.Log, jetstream.JetStream, string, error) {
 	c.n++
 	prefix := fmt.Sprintf("bench%dr%d", c.n, replicas)
+	cfg := jslog.Config{JS: c.jss[0], Prefix: prefix, Replicas: replicas,
+		Durability: fmt.Sprintf("replicated:%d+fsync", replicas)}
 	deadline := time.Now().Add(30 * time.Second)
+	var l *jslog.Log
 	for {
-		l, err := jslog.Open(ctx, jslog.Config{JS: c.js, Prefix: prefix, Replicas: replicas,
-			Durability: fmt.Sprintf("replicated:%d+fsync", replicas)})
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
-			return l, err
+		var err error
+		l, err = jslog.Open(ctx, cfg)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return nil, nil, "", err
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	for {
+		info, err := l.Stream().Info(ctx)
+		if err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
+			for i, n := range c.nodes {
+				if n.Name() != info.Cluster.Leader {
+					continue
+				}
+				if i == 0 {
+					return l, c.jss[0], n.Name(), nil
+				}
+				_ = l.Close()
+				cfg.JS = c.jss[i]
+				if l, err = jslog.Open(ctx, cfg); err != nil {
+					return nil, nil, "", err
+				}
+				return l, c.jss[i], n.Name(), nil
+			}
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			c.drop(l)
+			return nil, nil, "", fmt.Errorf("bench: no leader for stream %s: %v", l.Name(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -115,19 +156,23 @@ func (c *jsCluster) drop(l *jslog.Log) {
 	_ = l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = c.js.DeleteStream(ctx, l.Name())
-	_ = c.js.DeleteKeyValue(ctx, l.Name()+"docs")
+	_ = c.jss[0].DeleteStream(ctx, l.Name())
+	_ = c.jss[0].DeleteKeyValue(ctx, l.Name()+"docs")
 }
 
 // jsLogRow is the single-event HTTP row on the JetStream log (gale serve --log
 // jetstream) at the given replicas.
 func jsLogRow(ctx context.Context, o IngestOptions, c *jsCluster, replicas int) (Row, error) {
-	l, err := c.openLog(ctx, replicas)
+	l, _, leader, err := c.openLog(ctx, replicas)
 	if err != nil {
 		return Row{}, err
 	}
 	defer c.drop(l)
-	return serveRow(ctx, o, false, l)
+	r, err := serveRow(ctx, o, false, l)
+	if r.Name != "" {
+		r.Name += ", client on the stream leader " + leader
+	}
+	return r, err
 }
 
 // rawJSRow publishes what the JetStream log stores, with no HTTP and no ingest
@@ -136,14 +181,14 @@ func jsLogRow(ctx context.Context, o IngestOptions, c *jsCluster, replicas int) 
 // log's headers (expected stream, expected last subject sequence 0), and wait for
 // its PubAck before the next. The ceiling of the log's row at the same replicas.
 func rawJSRow(ctx context.Context, o IngestOptions, c *jsCluster, replicas int) (Row, error) {
-	l, err := c.openLog(ctx, replicas) // the log's stream, as it configures it
+	l, js, leader, err := c.openLog(ctx, replicas) // the log's stream, as it configures it
 	if err != nil {
 		return Row{}, err
 	}
 	defer c.drop(l)
 	subj := l.Stream().CachedInfo().Config.Subjects[0]
 	subj = subj[:len(subj)-1] // PREFIX.log.
-	row := Row{Name: fmt.Sprintf("raw JetStream R%d (replicated:%d+fsync): sync publish per record, %d publishers, no HTTP", replicas, replicas, o.Clients)}
+	row := Row{Name: fmt.Sprintf("raw JetStream R%d (replicated:%d+fsync): sync publish per record, %d publishers, no HTTP, client on the stream leader %s", replicas, replicas, o.Clients, leader)}
 	hists := make([]engine.Histogram, o.Clients)
 	var n, errs atomic.Uint64
 	var firstErr atomic.Pointer[error]
@@ -164,7 +209,7 @@ func rawJSRow(ctx context.Context, o IngestOptions, c *jsCluster, replicas int) 
 				m.Data = r.Encode(nil)
 				t0 := time.Now()
 				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := c.js.PublishMsg(pctx, m, jetstream.WithExpectStream(l.Name()), jetstream.WithExpectLastSequencePerSubject(0))
+				_, err := js.PublishMsg(pctx, m, jetstream.WithExpectStream(l.Name()), jetstream.WithExpectLastSequencePerSubject(0))
 				cancel()
 				if err != nil {
 					errs.Add(1)
