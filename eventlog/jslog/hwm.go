@@ -121,6 +121,28 @@ func (l *Log) writeMark(ctx context.Context) error {
 	}
 }
 
+// readMark raises this process's copy of the mark to the stored one.
+func (l *Log) readMark(ctx context.Context) error {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	e, err := l.docs.Get(ctx, hwmKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("jslog: high-water mark: %w", err)
+	}
+	h, err := strconv.ParseUint(string(e.Value()), 10, 64)
+	if err != nil {
+		return fmt.Errorf("jslog: high-water mark %q: %w", e.Value(), err)
+	}
+	if h > l.hwm.Load() {
+		l.hwm.Store(h)
+		l.hwmRev = e.Revision()
+	}
+	return nil
+}
+
 // Mark is the high-water mark as this process last read or wrote it.
 func (l *Log) Mark() uint64 { return l.hwm.Load() }
 
@@ -196,6 +218,11 @@ func (l *Log) reusedSeq(r *event.Record, seq, floor uint64) error {
 // checkTail looks whether the stream now ends below the mark (the lease loop
 // does, every TTL/3, so an idle process learns it too).
 func (l *Log) checkTail(ctx context.Context) error {
+	// The stored mark, which the others raise too: this process may not have
+	// seen the upper records itself.
+	if err := l.readMark(ctx); err != nil {
+		return err
+	}
 	mark := max(l.hwm.Load(), l.durable.Load()) // before the look: every seq up to it is given out
 	info, err := l.stream.Info(ctx)
 	if err != nil {

@@ -280,9 +280,10 @@ func (l *Log) SubmitEach(recs []*event.Record, done func(errs []error)) error {
 	if err := l.tailErr(); err != nil {
 		return err // the seqs it would get were given out before (hwm.go)
 	}
-	// Every seq up to floor was given out before this publish: a record acked
-	// at one of them went to a stream that lost its tail.
-	floor := l.durable.Load()
+	// Every seq up to floor was given out before this publish (seen here, or
+	// in the mark): a record acked at one of them went to a stream that lost
+	// its tail.
+	floor := max(l.durable.Load(), l.hwm.Load())
 	futs := make([]jetstream.PubAckFuture, len(recs))
 	for i, r := range recs {
 		expect := uint64(0)

@@ -154,3 +154,32 @@ func TestStreamLosesItsTailWhileServing(t *testing.T) {
 		t.Fatalf("o5 after the salvage: %+v, want PROCESSED at seq 6", r)
 	}
 }
+
+// A process that never saw the upper records itself (idle, or taking events in
+// through another while it holds the lease) learns of a lost tail too: the
+// mark it compares the stream's end with is the stored one, raised by the
+// others, not only its own.
+func TestLostTailSeenByAnIdleProcess(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	js := openJS(t, url)
+	la := openLeased(t, url, "a")
+	lb := openLeased(t, url, "b")
+	appendN(t, lb, 1, 5)
+	if err := lb.Apply(&eventlog.Write{}); err != nil { // b writes the mark: 5
+		t.Fatal(err)
+	}
+	if lb.Mark() != 5 {
+		t.Fatalf("mark %d, want 5", lb.Mark())
+	}
+	loseTail(t, js, 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for la.Damaged() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("a does not see the stream ending at 2, below the mark 5 (a's mark %d)", la.Mark())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := la.Append(context.Background(), rec("x", 0, `{}`)); !errors.Is(err, ErrLost) {
+		t.Fatalf("a's append once the tail is lost: %v, want ErrLost", err)
+	}
+}
