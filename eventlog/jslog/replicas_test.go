@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gale-stream/gale/internal/natstest"
 )
@@ -65,13 +66,30 @@ func TestOpenKeepsTheReplicas(t *testing.T) {
 	}
 	appendN(t, l, 1, 3)
 	_ = l.Close()
+	// A loaded machine's cluster may not answer every request at once: each
+	// call is tried again for a while.
+	again := func(what string, f func() error) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := f()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 	replicas := func() (stream, docs int) {
 		t.Helper()
 		for _, name := range []string{"t-log", "KV_t-logdocs"} {
-			s, err := js.Stream(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
+			var s jetstream.Stream
+			again("stream "+name, func() (err error) {
+				s, err = js.Stream(ctx, name)
+				return err
+			})
 			n := s.CachedInfo().Config.Replicas
 			if name == "t-log" {
 				stream = n
@@ -81,17 +99,20 @@ func TestOpenKeepsTheReplicas(t *testing.T) {
 		}
 		return
 	}
-	if _, err := Salvage(ctx, Config{JS: js, Prefix: "t", Timeout: 5 * time.Second}, false); err != nil {
-		t.Fatal(err)
-	}
+	again("salvage", func() error {
+		_, err := Salvage(ctx, Config{JS: js, Prefix: "t", Timeout: 5 * time.Second}, false)
+		return err
+	})
 	if s, d := replicas(); s != 3 || d != 3 {
 		t.Fatalf("after a salvage: the stream has %d replicas, the documents' bucket %d; want 3 each", s, d)
 	}
-	l2, err := Open(ctx, Config{JS: js, Prefix: "t", Replicas: 1, Timeout: 5 * time.Second, LeaseTTL: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = l2.Close()
+	again("Open at 1 replica", func() error {
+		l2, err := Open(ctx, Config{JS: js, Prefix: "t", Replicas: 1, Timeout: 5 * time.Second, LeaseTTL: time.Second})
+		if err == nil {
+			_ = l2.Close()
+		}
+		return err
+	})
 	if s, d := replicas(); s != 3 || d != 3 {
 		t.Fatalf("after an Open at 1 replica: the stream has %d replicas, the documents' bucket %d; want 3 each", s, d)
 	}
