@@ -450,6 +450,7 @@ func (h *retryHeap) Pop() any {
 func (s *Service) begin(rec *event.Record) bool {
 	id := rec.Event.ID
 	s.mu.Lock()
+	s.supersededLocked(rec)
 	held := s.tr.Has(id)
 	s.mu.Unlock()
 	var dv durableView
@@ -619,6 +620,7 @@ func (s *Service) startRecovered(recs []event.Record) error {
 		}
 		id := rec.Event.ID
 		s.mu.Lock()
+		s.supersededLocked(rec)
 		held := s.tr.Has(id)
 		s.mu.Unlock()
 		if held {
@@ -669,6 +671,29 @@ func (s *Service) deadLetterLocked(rec *event.Record, st EventStatus) {
 	s.finished[id] = true
 	s.offsets.Done(rec.Seq)
 	s.cfg.Logger.Warn("event dead-lettered", "event_id", id, "attempts", st.Attempts, "last_error", st.LastError)
+}
+
+// supersededLocked lets go of what is held of rec's event for a generation
+// older than rec's (s.mu held). On a log several serve processes share, a dead
+// letter can be resubmitted through another process while this one still holds
+// the finished old generation (its document stored, the flush that forgets it
+// not done yet): the new generation's record must run, not be taken for an
+// older one and skipped. A document of the old generation still pending here
+// goes too: the new generation's replaces it, and its dead letter is deleted.
+func (s *Service) supersededLocked(rec *event.Record) {
+	id := rec.Event.ID
+	e, ok := s.tr.m[id]
+	if !ok || e.st.Generation >= rec.Generation {
+		return
+	}
+	s.tr.Forget(id)
+	delete(s.finished, id)
+	if d, pending := s.docs[id]; pending && d.Generation < rec.Generation {
+		delete(s.docs, id)
+		delete(s.dead, id)
+		delete(s.unsynced, id)
+	}
+	s.wakeLocked(id)
 }
 
 // durableView is what the log knows of an event id not held in memory.
