@@ -73,9 +73,12 @@ With --log jetstream --nats URL it salvages gale serve --log jetstream's stream:
 records the seqs answered PERSISTED that JetStream lost (a gap past the committed
 offset, or a stream ending below the high-water mark), and fills a lost tail with
 filler records so that no seq is given out twice. Stop every serve process sharing
-the stream first. Stop gale serve first. After it, gale serve starts,
-logs the lost ranges and lists them at GET /v1/lost: clients should send those events
-again. A log that gale log check finds intact is refused (exit 2) unless --force.`,
+the stream first: it refuses while one holds the log spout's lease, unless --force.
+A stream with nothing lost is left as it is.
+
+Stop gale serve first. After it, gale serve starts, logs the lost ranges and lists
+them at GET /v1/lost: clients should send those events again. A Pebble log that gale
+log check finds intact is refused (exit 2) unless --force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch logKind {
