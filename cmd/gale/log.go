@@ -161,12 +161,12 @@ func salvageJetStream(cmd *cobra.Command, nf *clusterFlags, force bool) error {
 		return err
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "stream %s-log: committed offset %d, last seq %d, high-water mark %d\n", nf.prefix, rep.Committed, rep.LastSeq, rep.Mark)
+	fmt.Fprintf(w, "stream %s-log: committed offset %d (every seq below it finished), last seq %d, high-water mark %d (the highest seq known stored)\n", nf.prefix, rep.Committed, rep.LastSeq, rep.Mark)
 	if rep.Filled > 0 {
 		fmt.Fprintf(w, "filled: %d filler records after seq %d, so that no seq up to the mark is given out twice\n", rep.Filled, rep.LastSeq)
 	}
 	if len(rep.Lost) == 0 {
-		fmt.Fprintln(w, "lost: nothing new (no gap past the committed offset, the stream reaches the mark)")
+		fmt.Fprintln(w, "lost: nothing not recorded before (no gap past the committed offset, the stream reaches the mark); nothing written")
 	}
 	for _, r := range rep.Lost {
 		fmt.Fprintf(w, "lost: seqs %d..%d (%d events; ids unknown: the records are gone): %s\n", r.From, r.To, r.To-r.From+1, r.Reason)

@@ -264,7 +264,7 @@ Endpoints:
 				return err
 			}
 			if s.JSLog != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log on JetStream stream %s (%d replicas) at %s; sink %s; listening on %s\n",
+				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log on JetStream stream %s (replicas: %d) at %s; sink %s; listening on %s\n",
 					o.Pipeline, s.JSLog.Name(), s.JSLog.Replicas(), f.cluster.url, s.DB, s.URL())
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: PERSISTED means %s: %s\n", s.Options.Ingest.Durability, s.DurabilityWhy)
 				if _, held := s.JSLog.Holding(); held {
@@ -305,7 +305,7 @@ Endpoints:
 	f.registerNetwork(c)
 	f.cluster.registerAs(c.Flags(), "nats-timeout", "")
 	c.Flags().Lookup("nats-timeout").Usage = "how long the command waits for the cluster; with --log jetstream, if given, also the bound of each call to the stream and of a request's wait for its acknowledgement (FAILED_RETRYABLE past it; not given: 10s)"
-	c.Flags().IntVar(&f.workers, "workers", 1, "with --nats, how many gale workers run the pipeline's bolts")
+	c.Flags().IntVar(&f.workers, "workers", 1, "with --nats, how many gale workers run the pipeline's bolts (0 with --log jetstream unless given: the pipeline in this process)")
 	c.Flags().StringVar(&f.workerName, "worker-name", "", "with --nats, this process's worker name (default serve-HOST)")
 	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
 	c.Flags().StringVar(&f.logKind, "log", "pebble", "the event log: pebble (DATA/log, fsynced: PERSISTED means fsync) or jetstream (a stream PREFIX-log on --nats, --replicas copies; the Pebble-only metrics, group commits, fsync latency and damaged files, are not exported)")

@@ -275,7 +275,12 @@ func Salvage(ctx context.Context, cfg Config, force bool) (*SalvageReport, error
 	defer l.Close()
 	if kv, err := l.js.KeyValue(ctx, cfg.Prefix+"-loglease"); err == nil && !force {
 		if e, err := kv.Get(ctx, leaseKey); err == nil {
-			return nil, fmt.Errorf("jslog: salvage: a serve process holds the log spout's lease (%s): stop every serve process sharing the log first, or force", e.Value())
+			holder := string(e.Value())
+			var li LeaseInfo
+			if json.Unmarshal(e.Value(), &li) == nil && li.Holder != "" {
+				holder = li.Holder
+			}
+			return nil, fmt.Errorf("jslog: salvage: a serve process (%s) holds the log spout's lease: stop every serve process sharing the log first (or force it: gale log salvage --force)", holder)
 		}
 	}
 	info, err := l.stream.Info(ctx)
