@@ -220,6 +220,25 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 			t.Fatalf("the first serve says it holds the lease (%q) 10s after SIGCONT", held)
 		}
 	}
+	// A NextTuple call under way when SIGSTOP struck finishes after SIGCONT (it
+	// checked the lease before the pause), and counters reach /metrics at the
+	// task's next flush: let the count settle, then it must not move again. One
+	// call emits at most a recovered chunk (32 records).
+	first := emitted
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		time.Sleep(500 * time.Millisecond)
+		now, _ := metricOf(a.url, `gale_emitted_total{component="events"`)
+		if now == emitted {
+			break
+		}
+		emitted = now
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused serve's spout still emits 10s after it knew it lost the lease (%s, then %s)", first, emitted)
+		}
+	}
+	if f, e := atoiOr(first), atoiOr(emitted); e-f > 32 {
+		t.Errorf("the paused serve emitted %d tuples after it knew it lost the lease, more than one NextTuple call's", e-f)
+	}
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -228,7 +247,7 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 		t.Fatalf("report %+v", r.rep)
 	}
 	if after, _ := metricOf(a.url, `gale_emitted_total{component="events"`); after != emitted {
-		t.Errorf("the paused serve emitted %s tuples in all, %s when it knew it lost the lease: it read the log while the other held it", after, emitted)
+		t.Errorf("the paused serve emitted %s tuples in all, %s once its count settled after it knew it lost the lease: it read the log while the other held it", after, emitted)
 	}
 	if p := holderPid(); p != b.cmd.Process.Pid {
 		t.Errorf("lease holder pid %d at the end, want the second serve's %d", p, b.cmd.Process.Pid)
@@ -276,4 +295,10 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 			t.Errorf("%s stored %d times", id, n)
 		}
 	}
+}
+
+// atoiOr is a metric's value as an integer (0 if it is not one).
+func atoiOr(v string) int {
+	f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	return int(f)
 }
