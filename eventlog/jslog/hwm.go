@@ -1,6 +1,7 @@
 package jslog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -325,7 +326,7 @@ func Salvage(ctx context.Context, cfg Config, force bool) (*SalvageReport, error
 	}
 	if len(rep.Lost) > 0 {
 		all := append(slices.Clone(l.lost), rep.Lost...)
-		slices.SortFunc(all, func(a, b eventlog.LostRange) int { return int64cmp(a.From, b.From) })
+		slices.SortFunc(all, func(a, b eventlog.LostRange) int { return cmp.Compare(a.From, b.From) })
 		b, _ := json.Marshal(all)
 		if _, err := l.docs.Put(ctx, lostKey, b); err != nil {
 			return rep, fmt.Errorf("jslog: salvage: recording lost ranges: %w", err)
@@ -352,16 +353,6 @@ func Salvage(ctx context.Context, cfg Config, force bool) (*SalvageReport, error
 // beforeFiller, when set (tests), runs before each filler is appended; an error
 // cuts the salvage off there.
 var beforeFiller func(seq uint64) error
-
-func int64cmp(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // scan reads up to max messages from seq from on and returns their seqs and the
 // runs of seqs missing between from and the last one read.

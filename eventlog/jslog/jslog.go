@@ -512,10 +512,10 @@ func (l *Log) ReadSeq(seq uint64) (event.Record, bool, error) {
 	return r, true, nil
 }
 
-// Read returns up to max records from seq from on, in order, without waiting for
+// Read returns up to n records from seq from on, in order, without waiting for
 // more: what an ordered consumer positioned at from has ready.
-func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
-	if max <= 0 {
+func (l *Log) Read(from uint64, n int) ([]event.Record, error) {
+	if n <= 0 {
 		return nil, nil
 	}
 	l.rmu.Lock()
@@ -532,13 +532,13 @@ func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
 	defer cancel()
 	if l.rd == nil || l.next != from {
 		c, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
-			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max64(from, 1)})
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1)})
 		if err != nil {
 			return nil, fmt.Errorf("jslog: reader at seq %d: %w", from, err)
 		}
 		l.rd, l.next = c, from
 	}
-	batch, err := l.rd.FetchNoWait(max)
+	batch, err := l.rd.FetchNoWait(n)
 	if err != nil {
 		l.rd = nil
 		return nil, fmt.Errorf("jslog: read from seq %d: %w", from, err)
@@ -580,13 +580,6 @@ func (l *Log) Read(from uint64, max int) ([]event.Record, error) {
 		return out, fmt.Errorf("jslog: read from seq %d: %w", from, err)
 	}
 	return out, nil
-}
-
-func max64(a, b uint64) uint64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // Apply stores w's documents, then moves the committed offset: a crash in between

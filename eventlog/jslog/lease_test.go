@@ -10,12 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
-	"github.com/gale-stream/gale/topology"
 )
 
 func openLeased(t *testing.T, url, holder string) *Log {
@@ -221,26 +219,8 @@ func TestOnStatusChange(t *testing.T) {
 // sink that acks) on l.
 func startServe(t *testing.T, l *Log) (*ingest.Service, *ackSink) {
 	t.Helper()
-	svc, err := ingest.New(ingest.Config{Log: l, FlushEvery: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sink := &ackSink{seen: map[string]int{}}
-	b := topology.NewBuilder()
-	b.SetSpout("log", svc.Spout(), 1).Output(ingest.SpoutFields...)
-	b.SetBolt("sink", func() topology.Bolt { return sink }, 1).ShuffleGrouping("log")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := engine.Start(context.Background(), topo, topology.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = rt.Stop(context.Background())
-		_ = svc.Close()
-	})
+	svc, _ := startServeWith(t, l, ingest.Config{FlushEvery: 5 * time.Millisecond}, sink)
 	return svc, sink
 }
 
