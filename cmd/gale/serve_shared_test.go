@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,38 +24,18 @@ import (
 // offset once the lease expires, and every line ends PROCESSED, once in the sink
 // and once in the stream.
 func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
-	dir := t.TempDir()
-	node, err := natsnode.Start(context.Background(), natsnode.Config{DataDir: dir + "/nats", Host: "127.0.0.1", Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
-	sinkPath := dir + "/sink.db"
-	serveArgs := func(name string) []string {
-		return []string{"serve", "--log", "jetstream", "--nats", node.ClientURL(), "--nats-data", node.DataDir(),
-			"--pipeline", "orders", "--data", dir + "/" + name, "--sink", sinkPath, "--addr", freeAddr(t),
-			"--spout-lease-ttl", "2s", "--log-level", "warn"}
-	}
-	a := startServeChild(t, serveArgs("a")...)
-	b := startServeChild(t, serveArgs("b")...)
+	sr := startSharedServes(t, func(dir, _ string) string { return dir + "/sink.db" })
+	a, b := sr.a, sr.b
 	if !strings.Contains(a.stderr.String(), "holds the log spout's lease: it reads the log") {
 		t.Fatalf("the first serve does not say it holds the lease:\n%s", a.stderr.String())
 	}
 	metric := func(c *child, name string) string {
 		t.Helper()
-		resp, err := http.Get(c.url + "/metrics")
-		if err != nil {
-			t.Fatal(err)
+		v, ok := metricOf(c.url, name+" ")
+		if !ok {
+			t.Fatalf("%s: no %s in /metrics", c.url, name)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				return v
-			}
-		}
-		t.Fatalf("%s: no %s in /metrics", c.url, name)
-		return ""
+		return v
 	}
 	if ma, mb := metric(a, "gale_jslog_spout_lease_held"), metric(b, "gale_jslog_spout_lease_held"); ma != "1" || mb != "0" {
 		t.Fatalf("gale_jslog_spout_lease_held: %s on the first, %s on the second; want 1 and 0", ma, mb)
@@ -66,30 +44,7 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	if s := b.stderr.String(); !strings.Contains(s, "-"+aPid+" (") || !strings.Contains(s, "takes the spout over if the lease is free for 2s") {
 		t.Fatalf("the second serve does not name the first as the lease's holder:\n%s", s)
 	}
-
-	nc, err := node.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaseKV, err := js.KeyValue(context.Background(), "gale-loglease")
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder := func() string {
-		e, err := leaseKV.Get(context.Background(), "spout")
-		if err != nil {
-			return ""
-		}
-		var l struct{ Holder string }
-		_ = json.Unmarshal(e.Value(), &l)
-		return l.Holder
-	}
-	db, err := sink.Open(context.Background(), sinkPath)
+	db, err := sink.Open(context.Background(), sr.dir+"/sink.db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,21 +54,9 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 		return
 	}
 
-	in, err := openInputs(retailFiles(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	type result struct {
-		rep *ingestReport
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := runIngest(ctx, &ingest.Client{URL: b.url}, in, defaultIngestOptions(), newIngestProgress(nil, ""))
-		done <- result{rep, err}
-	}()
+	done := ingestRetail(t, ctx, b.url)
 	// kill -9 the holder once it has processed a fair part (bounded wait).
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if n, _ := rows(); n >= 2000 {
@@ -123,8 +66,8 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 			t.Fatalf("the first serve processed %d lines in 2 minutes", func() int { n, _ := rows(); return n }())
 		}
 	}
-	if h := holder(); !strings.Contains(h, "-"+aPid+" (") {
-		t.Fatalf("lease holder %q before the kill, want the first serve (pid %s)", h, aPid)
+	if !sr.holds(a) {
+		t.Fatalf("lease holder %q before the kill, want the first serve (pid %s)", sr.holder(), aPid)
 	}
 	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -139,8 +82,8 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	if r.rep.Sent != 7419 || r.rep.Final["PROCESSED"] != 7419 || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
 		t.Fatalf("report %+v", r.rep)
 	}
-	if h, bPid := holder(), fmt.Sprint(b.cmd.Process.Pid); !strings.Contains(h, "-"+bPid+" (") {
-		t.Fatalf("lease holder %q after the kill, want the second serve (pid %s)", h, bPid)
+	if !sr.holds(b) {
+		t.Fatalf("lease holder %q after the kill, want the second serve (pid %d)", sr.holder(), b.cmd.Process.Pid)
 	}
 	if mb := metric(b, "gale_jslog_spout_lease_held"); mb != "1" {
 		t.Errorf("gale_jslog_spout_lease_held %s on the second after the takeover, want 1", mb)
@@ -150,7 +93,7 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	}
 	t.Logf("the first serve was killed at %d rows; the ingest ended %v later", killedAt, time.Since(killed).Round(time.Millisecond))
 	stopServe(t, b)
-	ids := streamIDs(t, js, 1)
+	ids := streamIDs(t, sr.js, 1)
 	if len(ids) != 7419 {
 		t.Errorf("the stream holds %d ids, want 7,419", len(ids))
 	}
@@ -159,4 +102,83 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 			t.Errorf("%s stored %d times", id, n)
 		}
 	}
+}
+
+// sharedServes is one embedded node and two gale serve --log jetstream processes
+// sharing its stream (orders pipeline, a 2 s lease), a started first so that it
+// holds the lease.
+type sharedServes struct {
+	dir     string
+	node    *natsnode.Node
+	a, b    *child
+	js      jetstream.JetStream
+	leaseKV jetstream.KeyValue
+}
+
+// startSharedServes starts them; sinkOf gives each serve's --sink from the test's
+// directory and the serve's name (a, b).
+func startSharedServes(t *testing.T, sinkOf func(dir, name string) string) *sharedServes {
+	t.Helper()
+	r := &sharedServes{dir: t.TempDir()}
+	var err error
+	r.node, err = natsnode.Start(context.Background(), natsnode.Config{DataDir: r.dir + "/nats", Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.node.Shutdown(); r.node.WaitForShutdown() })
+	args := func(name string) []string {
+		return []string{"serve", "--log", "jetstream", "--nats", r.node.ClientURL(), "--nats-data", r.node.DataDir(),
+			"--pipeline", "orders", "--data", r.dir + "/" + name, "--sink", sinkOf(r.dir, name), "--addr", freeAddr(t),
+			"--spout-lease-ttl", "2s", "--log-level", "warn"}
+	}
+	r.a = startServeChild(t, args("a")...)
+	r.b = startServeChild(t, args("b")...)
+	nc, err := r.node.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if r.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	if r.leaseKV, err = r.js.KeyValue(context.Background(), "gale-loglease"); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// holder is the lease's holder as stored ("" if none).
+func (r *sharedServes) holder() string {
+	e, err := r.leaseKV.Get(context.Background(), "spout")
+	if err != nil {
+		return ""
+	}
+	var l struct{ Holder string }
+	_ = json.Unmarshal(e.Value(), &l)
+	return l.Holder
+}
+
+// holds reports whether the stored holder is the process c.
+func (r *sharedServes) holds(c *child) bool {
+	return strings.Contains(r.holder(), fmt.Sprintf("-%d (", c.cmd.Process.Pid))
+}
+
+type ingestResult struct {
+	rep *ingestReport
+	err error
+}
+
+// ingestRetail sends the retail lines to url at ack=processed in the background.
+func ingestRetail(t *testing.T, ctx context.Context, url string) <-chan ingestResult {
+	t.Helper()
+	in, err := openInputs(retailFiles(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan ingestResult, 1)
+	go func() {
+		rep, err := runIngest(ctx, &ingest.Client{URL: url}, in, defaultIngestOptions(), newIngestProgress(nil, ""))
+		done <- ingestResult{rep, err}
+	}()
+	return done
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/sink"
 )
@@ -46,57 +42,26 @@ func metricOf(url, prefix string) (string, bool) {
 // move the committed offset back, and it must answer for events the other
 // processed. Every line ends PROCESSED, once in the sink and in the stream.
 func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
-	dir := t.TempDir()
-	node, err := natsnode.Start(context.Background(), natsnode.Config{DataDir: dir + "/nats", Host: "127.0.0.1", Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
 	// A sink each: a SQLite file shared with a stopped process stays locked by
 	// its open transaction, which would stop the other too (a shared sink for
 	// real is a server, PostgreSQL).
-	serveArgs := func(name string) []string {
-		return []string{"serve", "--log", "jetstream", "--nats", node.ClientURL(), "--nats-data", node.DataDir(),
-			"--pipeline", "orders", "--data", dir + "/" + name, "--sink", dir + "/" + name + ".db", "--addr", freeAddr(t),
-			"--spout-lease-ttl", "2s", "--log-level", "warn"}
-	}
-	a := startServeChild(t, serveArgs("a")...)
+	sr := startSharedServes(t, func(dir, name string) string { return dir + "/" + name + ".db" })
+	a, b, dir, js := sr.a, sr.b, sr.dir, sr.js
 	aPid := a.cmd.Process.Pid
 	// Runs before startServeChild's SIGKILL (cleanups run last first): never
 	// leave a stopped process behind.
 	t.Cleanup(func() { _ = syscall.Kill(aPid, syscall.SIGCONT) })
-	b := startServeChild(t, serveArgs("b")...)
 	if v, _ := metricOf(a.url, "gale_jslog_spout_lease_held "); v != "1" {
 		t.Fatalf("the first serve does not hold the lease (%q)", v)
 	}
-
-	nc, err := node.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	leaseKV, err := js.KeyValue(ctx, "gale-loglease")
-	if err != nil {
-		t.Fatal(err)
-	}
 	docsKV, err := js.KeyValue(ctx, "gale-logdocs")
 	if err != nil {
 		t.Fatal(err)
 	}
 	holderPid := func() int {
-		e, err := leaseKV.Get(ctx, "spout")
-		if err != nil {
-			return 0
-		}
-		var l struct{ Holder string }
-		_ = json.Unmarshal(e.Value(), &l)
 		for _, c := range []*child{a, b} {
-			if strings.Contains(l.Holder, fmt.Sprintf("-%d (", c.cmd.Process.Pid)) {
+			if sr.holds(c) {
 				return c.cmd.Process.Pid
 			}
 		}
@@ -165,21 +130,9 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 		}
 		return n, len(ids)
 	}
-	in, err := openInputs(retailFiles(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	type result struct {
-		rep *ingestReport
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := runIngest(ictx, &ingest.Client{URL: b.url}, in, defaultIngestOptions(), newIngestProgress(nil, ""))
-		done <- result{rep, err}
-	}()
+	done := ingestRetail(t, ictx, b.url)
 	waitRows := func(n int, within time.Duration) {
 		t.Helper()
 		for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
