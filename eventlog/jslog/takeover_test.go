@@ -137,7 +137,7 @@ func TestDeposedHolderStaleFailure(t *testing.T) {
 	la := openLeased(t, url, "a")
 	lb := openLeased(t, url, "b")
 	sa := newCtlSink("o0")
-	a, _ := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond}, sa)
+	a, rta := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond}, sa)
 	sb := newCtlSink()
 	b, _ := startServeWith(t, lb, ingest.Config{FlushEvery: 5 * time.Millisecond}, sb)
 	ctx := context.Background()
@@ -156,13 +156,17 @@ func TestDeposedHolderStaleFailure(t *testing.T) {
 		t.Fatalf("b's sink saw o0 %d times, want 1", n)
 	}
 	sa.hold["o0"] <- errors.New("the sink timed out") // the old tree ends, failed
-	// Give a's spout and flusher time to record it (it flushes every 5ms).
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if st := storedStatus(t, lb, "o0"); st == nil || st.Status != ingest.Processed {
-			t.Fatalf("o0's stored status after the deposed holder's tree failed: %+v, want PROCESSED (b processed it)", st)
+	// Once a's spout has had the failure, a stops: its stop flushes whatever it
+	// recorded, so the stored status below is final.
+	for deadline := time.Now().Add(10 * time.Second); rta.Stats().Components["log"].Failed == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a's spout never had o0's failure")
 		}
-		time.Sleep(50 * time.Millisecond)
+	}
+	_ = rta.Stop(ctx)
+	_ = a.Close()
+	if st := storedStatus(t, lb, "o0"); st == nil || st.Status != ingest.Processed {
+		t.Fatalf("o0's stored status after the deposed holder's tree failed: %+v, want PROCESSED (b processed it)", st)
 	}
 	r := b.Submit(ctx, orderEvents(0, 1), ingest.LevelProcessed, 3*time.Second)[0]
 	if r.Err != nil || !r.Duplicate || r.Status.Status != ingest.Processed {
