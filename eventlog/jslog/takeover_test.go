@@ -227,7 +227,7 @@ func TestDeposedHolderStaleDeadLetter(t *testing.T) {
 	la := openLeased(t, url, "a")
 	lb := openLeased(t, url, "b")
 	sa := newCtlSink("o0")
-	a, _ := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond,
+	a, rta := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond,
 		Tracker: ingest.TrackerConfig{MaxAttempts: 1}}, sa)
 	sb := newCtlSink()
 	b, _ := startServeWith(t, lb, ingest.Config{FlushEvery: 5 * time.Millisecond}, sb)
@@ -251,7 +251,8 @@ func TestDeposedHolderStaleDeadLetter(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond) // a flushes every 5ms
+	_ = rta.Stop(ctx) // a's stop flushes whatever it recorded
+	_ = a.Close()
 	st := storedStatus(t, lb, "o0")
 	if st == nil || st.Status != ingest.Processed || st.Attempts != 1 {
 		t.Fatalf("o0's stored status after the deposed holder's tree failed: %+v, want PROCESSED after 1 attempt (b's)", st)
