@@ -211,27 +211,9 @@ func checkOnce(t *testing.T, counts map[string]int, n int) {
 // each input's record exactly once, while the failed transaction's records are
 // in the log (a read_uncommitted consumer sees them).
 func TestSinkTransactionFailedCommit(t *testing.T) {
-	cl := newCluster(t, 1, "out")
-	h := cl.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 1,
-		When: func(r kmsg.Request) bool { return r.(*kmsg.EndTxnRequest).Commit }})
-	sink, err := NewSink(cl.ListenAddrs(), "out", WithTransactions("gale-out", 20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 60
-	st := newTxnStats(n)
-	rt := startSinkTopology(t, sink, st, 2)
-	st.waitAcked(t)
-	stop(t, rt)
-	if got := h.Hits(); got != 1 {
-		t.Errorf("the commit fault answered %d commits, want 1", got)
-	}
-	st.mu.Lock()
-	fails, reasons := st.fails, st.reasons
-	st.mu.Unlock()
-	if fails == 0 {
-		t.Error("no input failed: the failed commit's inputs were acked")
-	}
+	cl, reasons := runTxnUnderFault(t, n, kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 1,
+		When: func(r kmsg.Request) bool { return r.(*kmsg.EndTxnRequest).Commit }}, "the failed commit")
 	for _, r := range reasons {
 		if !strings.Contains(r, kerr.UnknownServerError.Message) {
 			t.Errorf("an input failed with %q, want the commit's error", r)
@@ -324,26 +306,9 @@ func TestSinkTransactionAcksAfterCommit(t *testing.T) {
 // inputs failed with that error; their replays commit in a later transaction,
 // and a read_committed consumer sees each record exactly once.
 func TestSinkTransactionFailedProduce(t *testing.T) {
-	cl := newCluster(t, 1, "out")
-	h := cl.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: 1})
-	sink, err := NewSink(cl.ListenAddrs(), "out", WithTransactions("gale-out", 20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 60
-	st := newTxnStats(n)
-	rt := startSinkTopology(t, sink, st, 2)
-	st.waitAcked(t)
-	stop(t, rt)
-	if got := h.Hits(); got != 1 {
-		t.Errorf("the produce fault answered %d requests, want 1", got)
-	}
-	st.mu.Lock()
-	fails, reasons := st.fails, st.reasons
-	st.mu.Unlock()
-	if fails == 0 {
-		t.Error("no input failed: the aborted transaction's inputs were acked")
-	}
+	cl, reasons := runTxnUnderFault(t, n, kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: 1},
+		"the aborted transaction")
 	for _, r := range reasons {
 		if !strings.Contains(r, "transaction aborted") || !strings.Contains(r, kerr.InvalidRecord.Message) {
 			t.Errorf("an input failed with %q, want the aborted transaction's produce error", r)
@@ -406,4 +371,33 @@ func TestSinkTransactionFenced(t *testing.T) {
 	if err := next.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
 		t.Error(err)
 	}
+}
+
+// runTxnUnderFault sends n inputs through a transactional sink (two tasks) on a
+// one-broker cluster that answers fault once, until every input is acked, and
+// returns the cluster and the reasons the failed inputs were given. That the
+// fault struck exactly once, and that some input failed (the inputs of what the
+// fault struck were not acked), are checked here.
+func runTxnUnderFault(t *testing.T, n int, fault kfake.Fault, what string) (*kfake.Cluster, []string) {
+	t.Helper()
+	cl := newCluster(t, 1, "out")
+	h := cl.Fault(fault)
+	sink, err := NewSink(cl.ListenAddrs(), "out", WithTransactions("gale-out", 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newTxnStats(n)
+	rt := startSinkTopology(t, sink, st, 2)
+	st.waitAcked(t)
+	stop(t, rt)
+	if got := h.Hits(); got != 1 {
+		t.Errorf("the fault answered %d requests, want 1", got)
+	}
+	st.mu.Lock()
+	fails, reasons := st.fails, st.reasons
+	st.mu.Unlock()
+	if fails == 0 {
+		t.Errorf("no input failed: %s's inputs were acked", what)
+	}
+	return cl, reasons
 }
