@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -503,29 +505,9 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 
 	// Every one ends PROCESSED (the status waits for the sink's commit), once in
 	// the sink.
-	for id := range persisted {
-		for {
-			st, found, err := client.Status(ctx, id)
-			if err == nil && found && st.Status == ingest.Processed {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s: %+v found %v, %v", id, st, found, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitProcessed(t, ctx, client, slices.Collect(maps.Keys(persisted)))
 	stopServe(t, c)
-	db, err := sink.Open(context.Background(), dir+"/data/sink.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var rows, distinct int
-	if err := db.SQL.QueryRow("SELECT count(*), count(DISTINCT event_id) FROM events").Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != len(persisted) || distinct != len(persisted) {
+	if rows, distinct := eventRows(t, dir+"/data/sink.db"); rows != len(persisted) || distinct != len(persisted) {
 		t.Errorf("sink: %d rows, %d ids; want %d each", rows, distinct, len(persisted))
 	}
 }
@@ -567,4 +549,35 @@ func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]in
 		}
 	}
 	return ids
+}
+
+// waitProcessed polls each id's status until it is PROCESSED; ctx bounds it.
+func waitProcessed(t *testing.T, ctx context.Context, client *ingest.Client, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		for {
+			st, found, err := client.Status(ctx, id)
+			if err == nil && found && st.Status == ingest.Processed {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s never PROCESSED: %+v found %v, %v", id, st, found, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// eventRows counts the rows of the events pipeline's sink at path, and their ids.
+func eventRows(t *testing.T, path string) (rows, distinct int) {
+	t.Helper()
+	db, err := sink.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.SQL.QueryRow("SELECT count(*), count(DISTINCT event_id) FROM events").Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	return rows, distinct
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
-	"github.com/gale-stream/gale/sink"
 )
 
 // routeProxy forwards TCP connections from a loopback port to a NATS node's route
@@ -392,29 +391,13 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 	// later leader may commit it (C's log was the longest), then the resend finds it.
 	t.Logf("after the heal (%d sends, %v): of the %d events sent while cut off, %d answered as duplicates: %v",
 		tries, time.Since(healed).Round(time.Millisecond), len(during), len(dupDuring), dupDuring)
-	for _, ev := range all {
-		for {
-			st, found, err := client.Status(ctx, ev.ID)
-			if err == nil && found && st.Status == ingest.Processed {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s never PROCESSED: %+v found %v, %v", ev.ID, st, found, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	allIDs := make([]string, len(all))
+	for i, ev := range all {
+		allIDs[i] = ev.ID
 	}
+	waitProcessed(t, ctx, client, allIDs)
 	stopServe(t, srv)
-	db, err := sink.Open(context.Background(), dir+"/data/sink.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var rows, distinct int
-	if err := db.SQL.QueryRow("SELECT count(*), count(DISTINCT event_id) FROM events").Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != len(all) || distinct != len(all) {
+	if rows, distinct := eventRows(t, dir+"/data/sink.db"); rows != len(all) || distinct != len(all) {
 		t.Errorf("sink: %d rows, %d ids; want %d each", rows, distinct, len(all))
 	}
 }
