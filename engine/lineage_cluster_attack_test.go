@@ -267,38 +267,7 @@ func TestClusterTreesConcurrentAndAfterStops(t *testing.T) {
 	}
 	// Tasks: src 1, fan 2, sink 3 and 4, acker 5.
 	of := map[int]int{1: 1, 2: 2, 3: 2, 4: 1, 5: 1}
-	tr := transport.NewLocal()
-	cfg := topology.DefaultConfig()
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	var rts []*engine.Runtime
-	var recs []*lineage.Recorder
-	// Host 1 is cut off by its start context (a stop would stop host 2 as well).
-	cut1, cut := context.WithCancel(context.Background())
-	defer cut()
-	for h := 1; h <= 2; h++ {
-		lc := lineage.DefaultConfig()
-		lc.Sample = 1
-		rec, err := lineage.New(lc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := context.Background()
-		if h == 1 {
-			start = cut1
-		}
-		rt, err := engine.Start(start, topo, cfg, engine.WithTransport(tr),
-			engine.WithAssignment(engine.Assignment{Host: h, Of: of}), engine.WithLineage(rec), engine.WithSerialization())
-		if err != nil {
-			t.Fatal(err)
-		}
-		rts, recs = append(rts, rt), append(recs, rec)
-	}
-	defer func() {
-		for _, rt := range rts {
-			_ = rt.Stop(context.Background())
-			<-rt.Done()
-		}
-	}()
+	rts, recs, cut := startCuttable(t, topo, of)
 	waitTree(t, recs[0], "19", func(tr lineage.Tree) bool { return tr.Outcome == lineage.Completed })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -656,37 +625,7 @@ func TestClusterAnswersOfAStoppedEngineNameTheHostsThatLeft(t *testing.T) {
 	}
 	// Tasks: src 1, fan 2, sink 3 and 4, acker 5.
 	of := map[int]int{1: 1, 2: 2, 3: 2, 4: 1, 5: 1}
-	tr := transport.NewLocal()
-	cfg := topology.DefaultConfig()
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cut1, cut := context.WithCancel(context.Background())
-	defer cut()
-	var rts []*engine.Runtime
-	var recs []*lineage.Recorder
-	for h := 1; h <= 2; h++ {
-		lc := lineage.DefaultConfig()
-		lc.Sample = 1
-		rec, err := lineage.New(lc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := context.Background()
-		if h == 1 {
-			start = cut1
-		}
-		rt, err := engine.Start(start, topo, cfg, engine.WithTransport(tr),
-			engine.WithAssignment(engine.Assignment{Host: h, Of: of}), engine.WithLineage(rec), engine.WithSerialization())
-		if err != nil {
-			t.Fatal(err)
-		}
-		rts, recs = append(rts, rt), append(recs, rec)
-	}
-	defer func() {
-		for _, rt := range rts {
-			_ = rt.Stop(context.Background())
-			<-rt.Done()
-		}
-	}()
+	rts, recs, cut := startCuttable(t, topo, of)
 	waitTree(t, recs[0], "19", func(tr lineage.Tree) bool { return tr.Outcome == lineage.Completed })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -712,4 +651,43 @@ func TestClusterAnswersOfAStoppedEngineNameTheHostsThatLeft(t *testing.T) {
 	want("ClusterTree", err)
 	_, err = rts[1].ClusterStats(ctx)
 	want("ClusterStats", err)
+}
+
+// startCuttable starts topo on two hosts of a local transport, tasks placed by of,
+// each recording every tree; host 1 runs on a start context that cut ends (a
+// stop would stop host 2 as well). Both are stopped when the test ends.
+func startCuttable(t *testing.T, topo *topology.Topology, of map[int]int) ([]*engine.Runtime, []*lineage.Recorder, context.CancelFunc) {
+	t.Helper()
+	tr := transport.NewLocal()
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cut1, cut := context.WithCancel(context.Background())
+	t.Cleanup(cut)
+	var rts []*engine.Runtime
+	var recs []*lineage.Recorder
+	t.Cleanup(func() {
+		for _, rt := range rts {
+			_ = rt.Stop(context.Background())
+			<-rt.Done()
+		}
+	})
+	for h := 1; h <= 2; h++ {
+		lc := lineage.DefaultConfig()
+		lc.Sample = 1
+		rec, err := lineage.New(lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := context.Background()
+		if h == 1 {
+			start = cut1
+		}
+		rt, err := engine.Start(start, topo, cfg, engine.WithTransport(tr),
+			engine.WithAssignment(engine.Assignment{Host: h, Of: of}), engine.WithLineage(rec), engine.WithSerialization())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts, recs = append(rts, rt), append(recs, rec)
+	}
+	return rts, recs, cut
 }
