@@ -219,7 +219,7 @@ func (l *Log) chooseMarkSync(opts Options) string {
 	if opts.SeparateMarkSync {
 		return "fdatasync: Options.SeparateMarkSync"
 	}
-	ok, why := walFlushable(l.mark.f)
+	ok, why := walFlushable(l.mark.f, opts.Dir)
 	if !ok {
 		return "fdatasync: " + why
 	}

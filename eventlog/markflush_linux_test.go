@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -83,7 +84,8 @@ func TestExt4Options(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// As this machine's kernel gives them for a fast_commit file system on loop0.
+	// As a 5.x/6.1 kernel gave them for a fast_commit file system on loop0 (6.18's
+	// name no fast-commit flag: testdata/ext4/options-6.18-fast_commit).
 	write(filepath.Join(sys, "7:0", "uevent"), "MAJOR=7\nMINOR=0\nDEVNAME=loop0\nDEVTYPE=disk\n")
 	write(filepath.Join(proc, "loop0", "options"), "rw\nbsddf\njournal_checksum\nbarrier\nfc_debug_force\ndata=ordered\n")
 	name, opts, err := ext4Options(sys, proc, "7:0")
@@ -96,6 +98,120 @@ func TestExt4Options(t *testing.T) {
 	write(filepath.Join(sys, "8:1", "uevent"), "MAJOR=8\nMINOR=1\nDEVNAME=sda1\n")
 	if _, _, err := ext4Options(sys, proc, "8:1"); err == nil || !strings.Contains(err.Error(), "sda1") {
 		t.Fatalf("device without ext4 options: %v", err)
+	}
+}
+
+func readTestdata(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "ext4", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Both kernels' ways of saying "fast commits": the old one names fc_debug_force
+// among the options, 6.18 names nothing there and counts in fc_info.
+func TestFastCommitSignalsOfBothKernels(t *testing.T) {
+	if why := ext4Fallback([]string{"rw", "barrier", "fc_debug_force", "data=ordered"}); !strings.Contains(why, "fast commits") {
+		t.Fatalf("old kernel's options: %q, want fast commits named", why)
+	}
+	opts618 := strings.Fields(readTestdata(t, "options-6.18-fast_commit"))
+	if why := ext4Fallback(opts618); why != "" {
+		t.Fatalf("6.18's options of a fast_commit file system: %q; they name nothing, fc_info must tell", why)
+	}
+	for _, c := range []struct {
+		file                string
+		commits, ineligible uint64
+	}{
+		{"fc_info-6.18-fast_commit", 1, 1},
+		{"fc_info-6.18-plain", 0, 0},
+	} {
+		commits, ineligible, err := parseFCInfo(readTestdata(t, c.file))
+		if err != nil || commits != c.commits || ineligible != c.ineligible {
+			t.Fatalf("%s: %d commits, %d ineligible, %v; want %d, %d", c.file, commits, ineligible, err, c.commits, c.ineligible)
+		}
+	}
+	if _, _, err := parseFCInfo("fc stats:\n3 commits\n"); err == nil || !strings.Contains(err.Error(), "ineligible") {
+		t.Fatalf("fc_info without its ineligible line: %v", err)
+	}
+	if _, _, err := parseFCInfo("x commits\n0 ineligible\n"); err == nil || !strings.Contains(err.Error(), `"x commits"`) {
+		t.Fatalf("fc_info with a bad count: %v", err)
+	}
+	for file, want := range map[string]bool{"superblock-fast_commit": true, "superblock-plain": false} {
+		got, err := parseSuperBlock([]byte(readTestdata(t, file)))
+		if err != nil || got != want {
+			t.Fatalf("%s: fast_commit %v, %v; want %v", file, got, err, want)
+		}
+	}
+	if _, err := parseSuperBlock(make([]byte, 1024)); err == nil {
+		t.Fatal("zeros read as an ext4 super block")
+	}
+}
+
+// fastCommits on captured text: the counters are read, a probe is run when they
+// are 0, the super block is the second source, and no answer means fcUnknown.
+func TestFastCommitsDecides(t *testing.T) {
+	fcText, plainText := readTestdata(t, "fc_info-6.18-fast_commit"), readTestdata(t, "fc_info-6.18-plain")
+	sbFC, sbPlain := readTestdata(t, "superblock-fast_commit"), readTestdata(t, "superblock-plain")
+	type files struct{ fcInfo, afterProbe, superBlock string }
+	for _, c := range []struct {
+		name     string
+		f        files
+		noFCSys  bool // the kernel's features list lacks fast_commit
+		probeErr error
+		want     fcAnswer
+		probes   int
+		why      string
+	}{
+		{"counted already", files{fcText, fcText, ""}, false, nil, fcOn, 0, "counts 2"},
+		{"counted after a probe", files{plainText, fcText, ""}, false, nil, fcOn, 1, "after a journaled fdatasync"},
+		{"never counted", files{plainText, plainText, ""}, false, nil, fcOff, fcProbes, "stayed at 0"},
+		{"never counted, super block says fast_commit", files{plainText, plainText, sbFC}, false, nil, fcOn, fcProbes, "super block has fast_commit"},
+		{"never counted, super block agrees", files{plainText, plainText, sbPlain}, false, nil, fcOff, fcProbes, "no fast_commit"},
+		{"probe refused, no super block", files{plainText, plainText, ""}, false, errors.New("read-only"), fcUnknown, 1, "probe: read-only"},
+		{"probe refused, super block", files{plainText, plainText, sbPlain}, false, errors.New("read-only"), fcOff, 1, "no fast_commit"},
+		{"no fc_info, kernel without fast commits", files{"", "", ""}, true, nil, fcOff, 0, "no fast commits"},
+		{"no fc_info, no super block", files{"", "", ""}, false, nil, fcUnknown, 0, "fast-commit counters"},
+		{"no fc_info, super block", files{"", "", sbFC}, false, nil, fcOn, 0, "super block has fast_commit"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			p := ext4Paths{proc: filepath.Join(root, "proc"), features: filepath.Join(root, "features"), dev: filepath.Join(root, "dev")}
+			for _, d := range []string{filepath.Join(p.proc, "loop0"), p.features, p.dev} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !c.noFCSys {
+				if err := os.WriteFile(filepath.Join(p.features, "fast_commit"), []byte("supported\n"), 0o444); err != nil {
+					t.Fatal(err)
+				}
+			}
+			info := filepath.Join(p.proc, "loop0", "fc_info")
+			put := func(path, text string) {
+				if text == "" {
+					return
+				}
+				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put(info, c.f.fcInfo)
+			put(filepath.Join(p.dev, "loop0"), strings.Repeat("\x00", 1024)+c.f.superBlock)
+			probes := 0
+			got, why := fastCommits(p, "loop0", func() error {
+				probes++
+				if c.probeErr != nil {
+					return c.probeErr
+				}
+				put(info, c.f.afterProbe)
+				return nil
+			})
+			if got != c.want || probes != c.probes || !strings.Contains(why, c.why) {
+				t.Fatalf("got %d after %d probes (%q), want %d after %d, the reason naming %q", got, probes, why, c.want, c.probes, c.why)
+			}
+		})
 	}
 }
 
@@ -159,11 +275,26 @@ func TestMarkSyncOnFastCommitExt4(t *testing.T) {
 		mkfs []string
 		want string
 	}{
+		// On 6.18 the options name no fast-commit flag: found by the fc_info probe.
 		{"fast_commit", []string{"-O", "fast_commit"}, "fdatasync: ext4 on "},
 		{"journal", nil, "wal-flush: ext4 on "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mnt := mountExt4(t, c.mkfs...)
+			// Freshly mounted, nothing synced yet: the answer comes from the probe.
+			var st unix.Stat_t
+			if err := unix.Stat(mnt, &st); err != nil {
+				t.Fatal(err)
+			}
+			name, _, err := ext4Options("/sys/dev/block", "/proc/fs/ext4", fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fc, how := fastCommits(hostExt4, name, func() error { return journaledSync(mnt) })
+			if (fc == fcOn) != (c.name == "fast_commit") || fc == fcUnknown {
+				t.Fatalf("fastCommits on a fresh mount: %d (%s)", fc, how)
+			}
+			t.Logf("fresh mount: %s", how)
 			l, err := Open(Options{Dir: filepath.Join(mnt, "log")})
 			if err != nil {
 				t.Fatal(err)
@@ -173,7 +304,7 @@ func TestMarkSyncOnFastCommitExt4(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(got, c.want) || (c.name == "fast_commit") != strings.Contains(got, "fast commits") {
+			if !strings.HasPrefix(got, c.want) || (c.name == "fast_commit") != strings.Contains(got, "uses fast commits") {
 				t.Fatalf("MarkSync = %q, want it to start with %q and name fast commits only for fast_commit", got, c.want)
 			}
 			if len(acked) != 20 {
