@@ -57,7 +57,7 @@ func (s *spoutExec) EmitTo(stream string, values tuple.Values, msgID any) error 
 // EmitDirect implements topology.SpoutCollector.
 func (s *spoutExec) EmitDirect(task int, stream string, values tuple.Values, msgID any) error {
 	if task < 0 {
-		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
+		return s.e.refused(fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task))
 	}
 	return s.emit(stream, task, values, msgID)
 }
@@ -77,7 +77,7 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 	}
 	so, targets, err := e.targets(stream, direct, values)
 	if err != nil {
-		return err
+		return e.refused(err)
 	}
 	e.stats.emitted++
 	tracked := msgID != nil && len(e.acks) > 0 && len(targets) > 0

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"log/slog"
 	"slices"
 	"time"
 )
@@ -197,4 +198,34 @@ func (w *treeWatch) due(now int64) (treeReport, bool) {
 	}
 	w.warned, w.lastWarn = true, now
 	return r, true
+}
+
+// warn logs a warning of kind for component comp through log (the task's logger, or
+// the runtime's), unless one was logged in the warnEvery before; attrs are its
+// details, the first error in full among them.
+func (r *Runtime) warn(log *slog.Logger, comp, kind string, attrs ...any) {
+	now := r.nanotime()
+	r.warns.mu.Lock()
+	ok, suppressed := r.warns.gate.pass(warnKey{comp, kind}, now)
+	r.warns.mu.Unlock()
+	if !ok {
+		return
+	}
+	attrs = append([]any{"kind", kind}, attrs...)
+	if suppressed > 0 {
+		attrs = append(attrs, "more_since_last_warning", suppressed)
+	}
+	log.Warn(warnMsg(kind), attrs...)
+}
+
+// flushWarnings logs, once the tasks have exited, the warnings not logged since their
+// component and kind's last line.
+func (r *Runtime) flushWarnings() {
+	r.warns.mu.Lock()
+	rest := r.warns.gate.unreported()
+	r.warns.mu.Unlock()
+	for _, c := range rest {
+		r.log.Warn(warnMsg(c.kind)+": more since the last warning, until the stop",
+			"component", c.comp, "kind", c.kind, "more_since_last_warning", c.n)
+	}
 }
