@@ -100,8 +100,9 @@ type Runtime struct {
 
 	// warns limits and counts the warnings about a wrong topology (warn.go).
 	warns struct {
-		mu   sync.Mutex
-		gate warnGate
+		mu    sync.Mutex
+		gate  warnGate
+		trees map[string]*treeWatch // by spout component
 	}
 
 	sendErrs atomic.Uint64 // messages the transport refused

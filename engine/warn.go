@@ -2,9 +2,13 @@ package engine
 
 import (
 	"cmp"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/gale-stream/gale/lineage"
 )
 
 // A wrong topology must not be silent: what it does wrong is logged at WARN, at most
@@ -216,6 +220,141 @@ func (r *Runtime) warn(log *slog.Logger, comp, kind string, attrs ...any) {
 		attrs = append(attrs, "more_since_last_warning", suppressed)
 	}
 	log.Warn(warnMsg(kind), attrs...)
+}
+
+// treesEndedBadly counts a spout task's trees that failed or timed out (the spout's
+// goroutine). Without lineage the rate is checked here; with it, after each sweep,
+// once the tasks holding timed-out trees have had a chance to say so.
+func (r *Runtime) treesEndedBadly(comp string, now int64, evs []treeEnd) {
+	r.warns.mu.Lock()
+	w := r.warns.trees[comp]
+	if w == nil {
+		if r.warns.trees == nil {
+			r.warns.trees = map[string]*treeWatch{}
+		}
+		w = &treeWatch{}
+		r.warns.trees[comp] = w
+	}
+	for _, ev := range evs {
+		w.add(now, ev.reason, ev.timedOut, 1)
+	}
+	r.warns.mu.Unlock()
+	if r.lin == nil {
+		r.checkTrees()
+	}
+}
+
+// treeEnd is a tree that failed or timed out.
+type treeEnd struct {
+	reason   string
+	timedOut bool
+}
+
+// checkTrees warns about each spout component whose trees fail or time out faster
+// than treeRate.
+func (r *Runtime) checkTrees() {
+	now := r.nanotime()
+	type due struct {
+		comp string
+		rep  treeReport
+	}
+	var dues []due
+	r.warns.mu.Lock()
+	for comp, w := range r.warns.trees {
+		if rep, ok := w.due(now); ok {
+			dues = append(dues, due{comp, rep})
+		}
+	}
+	r.warns.mu.Unlock()
+	for _, d := range dues {
+		r.warnTrees(d.comp, d.rep)
+	}
+}
+
+// maxReasonsLogged bounds the reasons a line lists, most frequent first.
+const maxReasonsLogged = 5
+
+// warnTrees logs a spout component's failing trees: how many in the window, by
+// reason, and with lineage the components that failed them and those holding the
+// timed-out ones (from the newest of its trees the recorder kept).
+func (r *Runtime) warnTrees(comp string, rep treeReport) {
+	var reasons []string
+	for i, rc := range rep.reasons {
+		if i == maxReasonsLogged {
+			reasons = append(reasons, fmt.Sprintf("%d more reasons", len(rep.reasons)-i))
+			break
+		}
+		reason := rc.reason
+		if reason == "" {
+			reason = "failed with no reason (FailWith gives one)"
+		}
+		reasons = append(reasons, fmt.Sprintf("%s (%d)", lineage.ClipReason(reason), rc.n))
+	}
+	attrs := []any{"component", comp, "kind", warnTrees,
+		"in_last_10s", rep.failed + rep.timedOut, "failed", rep.failed, "timed_out", rep.timedOut,
+		"reasons", strings.Join(reasons, "; ")}
+	if r.lin == nil {
+		what := "holds them"
+		if rep.timedOut == 0 {
+			what = "failed them"
+		}
+		attrs = append(attrs, "lineage", "off: start the engine with engine.WithLineage to see which component "+what)
+	} else {
+		if rep.failed > 0 {
+			attrs = append(attrs, "failed_by", r.linComponents(comp, lineage.Failed))
+		}
+		if rep.timedOut > 0 {
+			attrs = append(attrs, "held_by", r.linComponents(comp, lineage.TimedOut))
+		}
+	}
+	r.log.Warn(warnMsg(warnTrees), attrs...)
+}
+
+// linTrees is how many of a spout's newest failed (or timed-out) trees the lineage
+// recorder is asked about for a warning.
+const linTrees = 100
+
+// linComponents names, from the newest trees of spout comp that ended with o, the
+// components that failed them (Failed) or held a tuple of them (TimedOut), with how
+// many tuples each, most first.
+func (r *Runtime) linComponents(comp string, o lineage.Outcome) string {
+	by := map[string]int{}
+	trees := 0
+	for _, t := range r.lin.Recent(o, linTrees) {
+		if t.Spout != comp {
+			continue
+		}
+		full, ok := r.lin.Lookup(rootAttr(t.Root))
+		if !ok {
+			continue
+		}
+		trees++
+		if o == lineage.Failed {
+			for _, f := range full.Fails {
+				by[f.Component]++
+			}
+		} else {
+			for _, h := range full.Holders {
+				by[h.Component]++
+			}
+		}
+	}
+	if len(by) == 0 {
+		if o == lineage.Failed {
+			return fmt.Sprintf("no fail point recorded in the newest %d trees", trees)
+		}
+		return fmt.Sprintf("no task reported holding a tuple of the newest %d trees (lost in transport, or acked too late)", trees)
+	}
+	comps := make([]string, 0, len(by))
+	for c := range by {
+		comps = append(comps, c)
+	}
+	slices.SortFunc(comps, func(a, b string) int { return cmp.Or(cmp.Compare(by[b], by[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(comps))
+	for i, c := range comps {
+		parts[i] = fmt.Sprintf("%s (%d tuples)", c, by[c])
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(" in the newest %d trees", trees)
 }
 
 // flushWarnings logs, once the tasks have exited, the warnings not logged since their
