@@ -101,7 +101,7 @@ func (b *boltExec) EmitTo(stream string, values tuple.Values, anchors ...*tuple.
 // EmitDirect implements topology.OutputCollector.
 func (b *boltExec) EmitDirect(task int, stream string, values tuple.Values, anchors ...*tuple.Tuple) error {
 	if task < 0 {
-		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
+		return b.e.refused(fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task))
 	}
 	return b.emit(stream, task, values, anchors)
 }
@@ -122,7 +122,7 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 	}
 	so, targets, err := e.targets(stream, direct, values)
 	if err != nil {
-		return err
+		return e.refused(err)
 	}
 	e.stats.emitted++
 	var misuseErr error
@@ -377,6 +377,7 @@ func (b *boltExec) execute(t *tuple.Tuple, pos int32) {
 		return b.basic.Execute(t, bc)
 	}()
 	if err != nil {
+		b.rt.warn(b.e.log, b.e.comp.ID, warnBoltError, "err", err)
 		_ = b.finishAt(t, tupleinternal.Failed, fmt.Errorf("bolt %q: %w", b.e.comp.ID, err).Error(), pos)
 		return
 	}
@@ -634,7 +635,7 @@ func (c *basicCollector) EmitDirect(task int, stream string, values tuple.Values
 		return err
 	}
 	if task < 0 {
-		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
+		return c.b.e.refused(fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task))
 	}
 	return c.b.emit(stream, task, values, cur[:])
 }

@@ -55,7 +55,20 @@
 // that received it and is guarded by that task's collector mutex; that is why only the
 // receiving task may ack, fail or anchor to a tuple. A BasicCollector is valid only
 // during its Execute. Misuse is counted per component and kind (the Misuse* names),
-// logged once per task and kind, and returned as topology.ErrMisuse.
+// logged as a warning (below), and returned as topology.ErrMisuse.
+//
+// # Warnings
+//
+// A wrong topology is logged at WARN on Config.Logger (slog.Default() unless set):
+// an emit refused (an undeclared stream, values not matching the declared fields, a
+// direct emit mismatch, a value the codec cannot encode), each kind of misuse, an
+// error a BasicBolt returns (its input is failed), and a spout's trees failing or
+// timing out at more than 10 a second over 10 s, with their reasons and, with
+// WithLineage, the components that failed them or hold the timed-out ones. Each
+// component and kind is logged at most once per 10 s (on the engine's clock): the
+// first error of those 10 s in full, and the number not logged since the line before
+// (more_since_last_warning); those not logged when the tasks exit are counted in a
+// last line then. A line about trees counts those of its 10 s, by reason.
 //
 // # Timeouts
 //

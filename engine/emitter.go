@@ -54,7 +54,6 @@ type emitter struct {
 	scratch []int
 	encBuf  []byte // WithSerialization: the values encoded at emit, to check them
 	stats   taskStats
-	logged  map[string]bool
 	stopped bool
 	log     *slog.Logger
 	// pub is a copy of stats made at every flush, so that Stats never waits for mu,
@@ -80,7 +79,6 @@ func newEmitter(rt *Runtime, ep *endpoint, comp *topology.Component, log *slog.L
 		streams: map[string]*streamOut{},
 		edges:   map[int]*outEdge{},
 		acks:    make([][]acker.Msg, len(rt.ackerTasks)),
-		logged:  map[string]bool{},
 	}
 	e.stats.misuse = map[string]uint64{}
 	for id, st := range comp.Streams {
@@ -427,7 +425,8 @@ func (e *emitter) flushAcks() {
 	}
 }
 
-// misuse counts one misuse and logs the first of each kind per task (mu held).
+// misuse counts one misuse and warns about it, at most once per component and kind
+// per warnEvery (mu held).
 func (e *emitter) misuse(kind string, t *tuple.Tuple) error {
 	e.stats.misuse[kind]++
 	e.publish()
@@ -435,12 +434,17 @@ func (e *emitter) misuse(kind string, t *tuple.Tuple) error {
 	if t != nil {
 		root, stream = t.Root(), t.SourceStream()
 	}
-	if !e.logged[kind] {
-		e.logged[kind] = true
-		e.log.Warn("misuse ignored (further ones of this kind are only counted)",
-			"kind", kind, "stream", stream, "root", fmt.Sprintf("%016x", root))
-	}
-	return fmt.Errorf("%w: %s in %q task %d (stream %q, root %016x)", topology.ErrMisuse, kind, e.comp.ID, e.task, stream, root)
+	err := fmt.Errorf("%w: %s in %q task %d (stream %q, root %016x)", topology.ErrMisuse, kind, e.comp.ID, e.task, stream, root)
+	e.rt.warn(e.log, e.comp.ID, kind, "err", err, "stream", stream, "root", fmt.Sprintf("%016x", root))
+	return err
+}
+
+// refused warns about an emit refused with err (unknown stream, values not matching
+// the declared fields, a direct emit mismatch, a value the codec cannot encode), at
+// most once per component per warnEvery, and returns err.
+func (e *emitter) refused(err error) error {
+	e.rt.warn(e.log, e.comp.ID, warnRefusedEmit, "err", err)
+	return err
 }
 
 // reportError counts an error and logs it; past the first 10 of a task only every

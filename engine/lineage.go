@@ -219,6 +219,7 @@ func (r *Runtime) runSweeper() {
 			return
 		case <-t.C:
 			r.sweep()
+			r.checkTrees() // once the tasks holding trees just timed out were asked
 			r.flushForward()
 		}
 	}

@@ -32,8 +32,9 @@ func (s *syncBuffer) String() string {
 }
 
 // Each misuse is ignored for the tree (the tree's outcome is still right), counted per
-// component and kind, returned as ErrMisuse, and logged once per task and kind with
-// component, task, stream and root.
+// component and kind, returned as ErrMisuse, and logged at most once per component and
+// kind per 10 s, with component, task, stream, root and the error in full; the 19
+// not logged are counted in a line at the stop.
 func TestMisuseIsReported(t *testing.T) {
 	type result struct {
 		acks, fails int
@@ -144,13 +145,17 @@ func TestMisuseIsReported(t *testing.T) {
 			}
 			mu.Unlock()
 			out := logs.String()
-			if n := strings.Count(out, "kind="+tc.kind); n != 1 {
-				t.Fatalf("logged %d times, want once:\n%s", n, out)
+			if n := strings.Count(out, "kind="+tc.kind); n != 2 {
+				t.Fatalf("logged %d times, want once and once at the stop:\n%s", n, out)
 			}
-			for _, attr := range []string{"component=a", "task=", "stream=default", "root="} {
-				if !strings.Contains(out, attr) {
+			first, last, _ := strings.Cut(strings.TrimSpace(out), "\n")
+			for _, attr := range []string{"level=WARN", "component=a", "task=", "stream=default", "root=", `err="gale: misuse: ` + tc.kind} {
+				if !strings.Contains(first, attr) {
 					t.Fatalf("log lacks %s:\n%s", attr, out)
 				}
+			}
+			if !strings.Contains(last, "component=a kind="+tc.kind+" more_since_last_warning=19") {
+				t.Fatalf("the stop's line does not count the 19 misuses not logged:\n%s", out)
 			}
 		})
 	}

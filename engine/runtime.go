@@ -98,6 +98,13 @@ type Runtime struct {
 	endpoints map[int]*endpoint // hosted tasks
 	host      hostState
 
+	// warns limits and counts the warnings about a wrong topology (warn.go).
+	warns struct {
+		mu    sync.Mutex
+		gate  warnGate
+		trees map[string]*treeWatch // by spout component
+	}
+
 	sendErrs atomic.Uint64 // messages the transport refused
 	stray    atomic.Uint64 // messages no handler expected
 	// unreachable counts messages to a host endpoint not registered.
@@ -176,6 +183,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	r.realClock = r.clock == clock.Real()
 	r.epoch = r.clock.Now()
 	r.epochUnix = r.epoch.UnixNano()
+	r.warns.gate.every = int64(warnEvery)
 	ownTransport := r.transport == nil
 	if ownTransport {
 		r.transport = transport.NewLocal()
@@ -264,6 +272,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 	go func() {
 		r.tasksWG.Wait()
 		close(r.workersDone)
+		r.flushWarnings() // no task is left to add to them
 		ackersWG.Wait()
 		close(tasksDone)
 		<-hostDone

@@ -31,7 +31,8 @@ type spoutExec struct {
 	outs      []acker.Outcome
 	calls     []spoutCall // Ack and Fail calls to make, reused
 	now       int64
-	ended     []uint64 // failed roots to report to the held-list sweep
+	ended     []uint64  // failed roots to report to the held-list sweep
+	bad       []treeEnd // trees failed or timed out, for the warning about their rate
 	// skip is the time max spout pending held NextTuple back: total, and since when
 	// it does now, if on; Stats reads them under mu. (Not since == 0 for "not now":
 	// a fake clock may read 0 when the spout fills up.)
@@ -57,7 +58,7 @@ func (s *spoutExec) EmitTo(stream string, values tuple.Values, msgID any) error 
 // EmitDirect implements topology.SpoutCollector.
 func (s *spoutExec) EmitDirect(task int, stream string, values tuple.Values, msgID any) error {
 	if task < 0 {
-		return fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task)
+		return s.e.refused(fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task))
 	}
 	return s.emit(stream, task, values, msgID)
 }
@@ -77,7 +78,7 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 	}
 	so, targets, err := e.targets(stream, direct, values)
 	if err != nil {
-		return err
+		return e.refused(err)
 	}
 	e.stats.emitted++
 	tracked := msgID != nil && len(e.acks) > 0 && len(targets) > 0
@@ -182,6 +183,7 @@ func (s *spoutExec) drainOutcomes() {
 		case spoutFailed:
 			s.e.stats.failed++
 			calls = append(calls, spoutCall{msgID: ev.MsgID, reason: ev.Reason})
+			s.bad = append(s.bad, treeEnd{reason: ev.Reason})
 			if s.rt.lin != nil {
 				s.lineageEnd(ev, lineage.Failed)
 				s.ended = append(s.ended, o.Root)
@@ -197,6 +199,7 @@ func (s *spoutExec) drainOutcomes() {
 	s.pending.Store(int64(s.state.Pending()))
 	s.e.mu.Unlock()
 	clear(s.outs)
+	s.endedBadly()
 	if len(s.ended) > 0 {
 		s.rt.treesEnded(s.now, s.ended)
 		s.ended = s.ended[:0]
@@ -253,6 +256,7 @@ func (s *spoutExec) tick() {
 	calls := s.calls[:0]
 	for _, ev := range expired {
 		calls = append(calls, spoutCall{msgID: ev.MsgID, reason: ev.Reason})
+		s.bad = append(s.bad, treeEnd{reason: ev.Reason, timedOut: true})
 		if s.rt.lin != nil {
 			s.lineageEnd(ev, lineage.TimedOut)
 			s.ended = append(s.ended, ev.Root)
@@ -265,7 +269,18 @@ func (s *spoutExec) tick() {
 	s.e.mu.Lock()
 	s.e.stats.timedOut += uint64(len(expired))
 	s.e.mu.Unlock()
+	s.endedBadly()
 	s.deliver(calls)
+}
+
+// endedBadly counts the trees just failed or timed out for the warning about their
+// rate.
+func (s *spoutExec) endedBadly() {
+	if len(s.bad) > 0 {
+		s.rt.treesEndedBadly(s.e.comp.ID, s.now, s.bad)
+		clear(s.bad)
+		s.bad = s.bad[:0]
+	}
 }
 
 func (s *spoutExec) run() {

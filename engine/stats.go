@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// Misuse kinds, counted per component and logged once per task and kind.
+// Misuse kinds, counted per component and logged at most once per component and kind
+// per 10 s (see the package doc's Warnings).
 const (
 	MisuseDoubleAck      = "double-ack"        // Ack of an input already acked
 	MisuseDoubleFail     = "double-fail"       // Fail of an input already failed

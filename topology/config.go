@@ -45,7 +45,9 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful drain of Stop when its context has no deadline.
 	// Default 30 s.
 	ShutdownTimeout time.Duration
-	// Logger receives warnings (misuse, reported errors). Default slog.Default().
+	// Logger receives warnings (refused emits, misuse, a BasicBolt's errors, trees
+	// failing or timing out fast: see the engine package) and reported errors.
+	// Default slog.Default(), which writes to stderr unless the program sets another.
 	Logger *slog.Logger
 	// LatencyMetrics records execute and process latency histograms per bolt task (one
 	// clock read per input). Counters and the spout's complete latency are always

@@ -54,7 +54,7 @@
 // bolts may ack from their own goroutines. Misuse is reported, never silently absorbed:
 // a double ack or fail, an ack after a fail, anchoring to a finished tuple (R3) or
 // acking in a task that did not receive the tuple is ignored for the tree, counted,
-// logged once and returned as ErrMisuse. A panic in a bolt fails the input and is
+// logged (at most once per component and kind per 10 s) and returned as ErrMisuse. A panic in a bolt fails the input and is
 // reported; the task goes on. Cycles, which can deadlock under backpressure
 // (STORM-3637), and timeouts disabled together with max spout pending (STORM-3514)
 // are refused when the topology is built and configured.

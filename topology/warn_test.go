@@ -1,0 +1,248 @@
+package topology_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/clock"
+	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// The README's example (example_test.go) with each of the two faults issue 25 §3
+// found silent, run on a fake clock with the engine's log captured: each must be
+// reported at WARN, naming the component and what went wrong.
+
+// splitTwo is the example's Split emitting two values where one field ("word") is
+// declared: every emit is refused, Execute returns the error, and the line's tree
+// fails and is replayed at once, for ever.
+type splitTwo struct{ topology.BaseBasicBolt }
+
+func (*splitTwo) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
+	for _, w := range strings.Fields(t.StringByField("line")) {
+		if err := out.Emit(tuple.Values{w, 1}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countNoAck is the example's Count without c.Out.Ack(t): every tree waits out the
+// message timeout and is replayed, for ever.
+type countNoAck struct{ Count }
+
+func (c *countNoAck) Execute(t *tuple.Tuple) {
+	c.mu.Lock()
+	c.counts[t.StringByField("word")]++
+	c.mu.Unlock()
+}
+
+// logLines captures a JSON slog handler's lines; safe for the engine's concurrent
+// writes.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// find returns the lines whose attributes include every one of match (compared as
+// printed), in order.
+func (l *logLines) find(t *testing.T, match map[string]string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	text := l.buf.String()
+	l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		ok := true
+		for k, v := range match {
+			if got, has := m[k]; !has || fmt.Sprint(got) != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// wait returns the first line matching, waiting for it (a generous bound turns a
+// line never logged into a failure).
+func (l *logLines) wait(t *testing.T, match map[string]string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if ls := l.find(t, match); len(ls) > 0 {
+			return ls[0]
+		}
+		if time.Now().After(deadline) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Fatalf("no log line with %v; the log:\n%s", match, l.buf.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runFault starts the example's topology with split and count in place of its own,
+// on a fake clock, logging to a buffer; with lineage when lin. At the test's end the
+// engine is stopped hard (a fake clock nobody advances never reaches a graceful
+// stop's deadline): call the returned stop to do it earlier.
+func runFault(t *testing.T, lines []string, split func() topology.BasicBolt, count func(*sync.Mutex, map[string]int) topology.Bolt, lin bool) (*engine.Runtime, *clock.Fake, *logLines, func()) {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	b := topology.NewBuilder()
+	b.SetSpout("lines", func() topology.Spout { return &LineSpout{lines: lines, done: make(chan struct{})} }, 1).
+		Output("line")
+	b.SetBasicBolt("split", split, 2).ShuffleGrouping("lines").Output("word")
+	b.SetBolt("count", func() topology.Bolt { return count(&mu, counts) }, 2).FieldsGrouping("split", "word")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logLines{}
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	fake := clock.NewFake(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := []engine.Option{engine.WithClock(fake)}
+	if lin {
+		rec, err := lineage.New(lineage.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, engine.WithLineage(rec))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rt, err := engine.Start(ctx, topo, cfg, opts...)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stop := func() {
+		cancel()
+		select {
+		case <-rt.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("tasks still running after a hard stop")
+		}
+	}
+	t.Cleanup(stop)
+	return rt, fake, logs, stop
+}
+
+func exampleSplit() topology.BasicBolt { return &Split{} }
+func exampleCount(mu *sync.Mutex, counts map[string]int) topology.Bolt {
+	return &Count{mu: mu, counts: counts}
+}
+
+// Split emits two values where one field is declared: the refused emit and the
+// error Split returns with it are logged once each (the fake clock stands still, so
+// the 10 s never pass), with the error in full and the component; the trees failing
+// at thousands a second are logged with their reason; at the stop, the number of
+// refused emits and errors not logged since is.
+func TestWarnSplitEmitsTwoValues(t *testing.T) {
+	const refused = `gale: values do not match declared fields: stream "default" of "split" declares 1 fields [word], emit has 2 values`
+	for _, lin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lineage=%v", lin), func(t *testing.T) {
+			_, _, logs, stop := runFault(t, []string{"the cat sat", "on the mat", "the end"},
+				func() topology.BasicBolt { return &splitTwo{} }, exampleCount, lin)
+			logs.wait(t, map[string]string{"level": "WARN", "msg": "emit refused", "component": "split",
+				"kind": "refused-emit", "err": refused})
+			logs.wait(t, map[string]string{"level": "WARN", "msg": "bolt returned an error: its input is failed",
+				"component": "split", "kind": "bolt-error", "err": refused})
+			trees := logs.wait(t, map[string]string{"level": "WARN", "component": "lines", "kind": "trees-failing"})
+			if r := fmt.Sprint(trees["reasons"]); !strings.Contains(r, `bolt "split": `+refused) {
+				t.Errorf("trees line's reasons %q lack the bolt's error", r)
+			}
+			if lin {
+				if f := fmt.Sprint(trees["failed_by"]); !strings.HasPrefix(f, "split (") {
+					t.Errorf("trees line's failed_by %q, want split", f)
+				}
+			} else if l := fmt.Sprint(trees["lineage"]); !strings.Contains(l, "engine.WithLineage") {
+				t.Errorf("trees line's lineage %q does not say how to turn it on", l)
+			}
+			stop()
+			for _, kind := range []string{"refused-emit", "bolt-error"} {
+				lines := logs.find(t, map[string]string{"component": "split", "kind": kind})
+				if len(lines) != 2 {
+					t.Fatalf("%d lines of kind %s, want the first and one at the stop: %v", len(lines), kind, lines)
+				}
+				if n, _ := lines[1]["more_since_last_warning"].(float64); n < 1 || lines[1]["err"] != nil {
+					t.Errorf("the stop's line %v, want the count of %s not logged since the first", lines[1], kind)
+				}
+			}
+		})
+	}
+}
+
+// Count does not ack: the trees wait out the message timeout (30 s of fake time)
+// and time out together, which is logged with the reason and, with lineage on, the
+// component holding them (count), or, with it off, how to turn it on. The README's
+// three lines would time out at 3 per 37.5 s, below the 10 per second warned about:
+// the input here is 200 lines.
+func TestWarnCountDoesNotAck(t *testing.T) {
+	lines := make([]string, 200)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("line %d of the cat on the mat", i)
+	}
+	for _, lin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lineage=%v", lin), func(t *testing.T) {
+			rt, fake, logs, _ := runFault(t, lines, exampleSplit,
+				func(mu *sync.Mutex, counts map[string]int) topology.Bolt {
+					return &countNoAck{Count{mu: mu, counts: counts}}
+				}, lin)
+			// Every line's words reach count (and are held there), then the clock
+			// moves a rotation (a quarter timeout) at a time until they time out.
+			cfg := rt.Config()
+			deadline := time.Now().Add(20 * time.Second)
+			for rt.Stats().Components["count"].Executed < 200*8 {
+				if time.Now().After(deadline) {
+					t.Fatalf("count executed %d words", rt.Stats().Components["count"].Executed)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			for rt.Stats().Components["lines"].TimedOut < 200 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d trees timed out after %v", rt.Stats().Components["lines"].TimedOut, fake.Since(rt.Started()))
+				}
+				fake.Advance(cfg.MessageTimeout / 4)
+				time.Sleep(5 * time.Millisecond)
+			}
+			trees := logs.wait(t, map[string]string{"level": "WARN", "component": "lines", "kind": "trees-failing"})
+			if r := fmt.Sprint(trees["reasons"]); !strings.Contains(r, "message timeout: tree not complete after 30s (200)") {
+				t.Errorf("trees line's reasons %q, want the 200 timeouts", r)
+			}
+			if lin {
+				if h := fmt.Sprint(trees["held_by"]); !strings.HasPrefix(h, "count (") {
+					t.Errorf("trees line's held_by %q, want count", h)
+				}
+			} else if l := fmt.Sprint(trees["lineage"]); !strings.Contains(l, "engine.WithLineage") {
+				t.Errorf("trees line's lineage %q does not say how to turn it on", l)
+			}
+		})
+	}
+}
