@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,10 @@ type spoutExec struct {
 	now       int64
 	ended     []uint64  // failed roots to report to the held-list sweep
 	bad       []treeEnd // trees failed or timed out, for the warning about their rate
+	// timedOutIDs are message ids whose tree timed out and has not been acked since:
+	// one that times out again is a replay that keeps timing out, warned about
+	// whatever the rate (a bolt that never acks is slow to show otherwise).
+	timedOutIDs map[any]struct{}
 	// skip is the time max spout pending held NextTuple back: total, and since when
 	// it does now, if on; Stats reads them under mu. (Not since == 0 for "not now":
 	// a fake clock may read 0 when the spout fills up.)
@@ -177,6 +182,9 @@ func (s *spoutExec) drainOutcomes() {
 			s.e.stats.acked++
 			s.e.stats.latency.Record(ev.Latency)
 			calls = append(calls, spoutCall{msgID: ev.MsgID, ack: true})
+			if len(s.timedOutIDs) > 0 && comparableID(ev.MsgID) {
+				delete(s.timedOutIDs, ev.MsgID)
+			}
 			if s.rt.sampled(o.Root) {
 				s.lineageEnd(ev, lineage.Completed)
 			}
@@ -256,7 +264,7 @@ func (s *spoutExec) tick() {
 	calls := s.calls[:0]
 	for _, ev := range expired {
 		calls = append(calls, spoutCall{msgID: ev.MsgID, reason: ev.Reason})
-		s.bad = append(s.bad, treeEnd{reason: ev.Reason, timedOut: true})
+		s.bad = append(s.bad, treeEnd{reason: ev.Reason, timedOut: true, again: s.timedOutAgain(ev.MsgID)})
 		if s.rt.lin != nil {
 			s.lineageEnd(ev, lineage.TimedOut)
 			s.ended = append(s.ended, ev.Root)
@@ -271,6 +279,38 @@ func (s *spoutExec) tick() {
 	s.e.mu.Unlock()
 	s.endedBadly()
 	s.deliver(calls)
+}
+
+// maxTimedOutIDs bounds the message ids a spout task remembers as timed out; past
+// it they are forgotten and remembered afresh.
+const maxTimedOutIDs = 4096
+
+// timedOutAgain remembers that msgID's tree timed out and says whether it had
+// already, with no ack in between.
+func (s *spoutExec) timedOutAgain(msgID any) bool {
+	if !comparableID(msgID) {
+		return false
+	}
+	if _, ok := s.timedOutIDs[msgID]; ok {
+		return true
+	}
+	if s.timedOutIDs == nil || len(s.timedOutIDs) >= maxTimedOutIDs {
+		s.timedOutIDs = map[any]struct{}{}
+	}
+	s.timedOutIDs[msgID] = struct{}{}
+	return false
+}
+
+// comparableID says whether a message id can be a map key (a spout may use any
+// value as its id; a slice cannot be).
+func comparableID(id any) bool {
+	switch id.(type) {
+	case nil:
+		return false
+	case string, int, int64, uint64, int32, uint32:
+		return true
+	}
+	return reflect.ValueOf(id).Comparable()
 }
 
 // endedBadly counts the trees just failed or timed out for the warning about their

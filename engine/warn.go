@@ -15,7 +15,8 @@ import (
 // once per component and kind per warnEvery, each line with the first error of its
 // period in full and the number not logged since the line before. The kinds: a
 // refused emit, each kind of misuse (the Misuse* names), a BasicBolt's error, and a
-// spout's trees failing or timing out at more than treeRate a second over warnEvery.
+// spout's trees failing or timing out at more than treeRate a second over warnEvery,
+// or a replayed tree timing out again (its message never completes, whatever the rate).
 // What was not logged when the engine stops is logged then, in one line per
 // component and kind.
 
@@ -130,17 +131,14 @@ type treeWatch struct {
 type treeSec struct {
 	sec              int64
 	failed, timedOut uint64
+	again            uint64 // of timedOut, replays that timed out again
 	reasons          map[string]uint64
 }
 
 // add counts n trees that failed (or timed out) at now for reason.
 func (w *treeWatch) add(now int64, reason string, timedOut bool, n uint64) {
 	sec := now / int64(time.Second)
-	b := &w.secs[sec%int64(warnSecs)]
-	if b.sec != sec {
-		b.sec, b.failed, b.timedOut = sec, 0, 0
-		clear(b.reasons)
-	}
+	b := w.bucket(sec)
 	if timedOut {
 		b.timedOut += n
 	} else {
@@ -155,9 +153,27 @@ func (w *treeWatch) add(now int64, reason string, timedOut bool, n uint64) {
 	b.reasons[reason] += n
 }
 
+// bucket readies the bucket of second sec.
+func (w *treeWatch) bucket(sec int64) *treeSec {
+	b := &w.secs[sec%int64(warnSecs)]
+	if b.sec != sec {
+		b.sec, b.failed, b.timedOut, b.again = sec, 0, 0, 0
+		clear(b.reasons)
+	}
+	return b
+}
+
+// addAgain counts n of the timed-out trees added at now as replays that timed out
+// again: a message that never completes. Any of them in the window is warned about,
+// whatever the rate.
+func (w *treeWatch) addAgain(now int64, n uint64) {
+	w.bucket(now / int64(time.Second)).again += n
+}
+
 // treeReport is what a tree watch's window holds.
 type treeReport struct {
 	failed, timedOut uint64
+	again            uint64        // timed out again on replay
 	reasons          []reasonCount // most first
 }
 
@@ -176,6 +192,7 @@ func (w *treeWatch) window(now int64) treeReport {
 		if b.sec > sec-int64(warnSecs) && b.sec <= sec {
 			r.failed += b.failed
 			r.timedOut += b.timedOut
+			r.again += b.again
 			for k, n := range b.reasons {
 				by[k] += n
 			}
@@ -190,14 +207,14 @@ func (w *treeWatch) window(now int64) treeReport {
 	return r
 }
 
-// due reports the window when its trees came faster than treeRate and no warning was
-// given in the warnEvery before now.
+// due reports the window when its trees came faster than treeRate, or a replay timed
+// out again, and no warning was given in the warnEvery before now.
 func (w *treeWatch) due(now int64) (treeReport, bool) {
 	if w.warned && now-w.lastWarn < int64(warnEvery) {
 		return treeReport{}, false
 	}
 	r := w.window(now)
-	if r.failed+r.timedOut <= treeRate*uint64(warnSecs) {
+	if r.failed+r.timedOut <= treeRate*uint64(warnSecs) && r.again == 0 {
 		return treeReport{}, false
 	}
 	w.warned, w.lastWarn = true, now
@@ -237,6 +254,9 @@ func (r *Runtime) treesEndedBadly(comp string, now int64, evs []treeEnd) {
 	}
 	for _, ev := range evs {
 		w.add(now, ev.reason, ev.timedOut, 1)
+		if ev.again {
+			w.addAgain(now, 1)
+		}
 	}
 	r.warns.mu.Unlock()
 	if r.lin == nil {
@@ -248,6 +268,7 @@ func (r *Runtime) treesEndedBadly(comp string, now int64, evs []treeEnd) {
 type treeEnd struct {
 	reason   string
 	timedOut bool
+	again    bool // timed out, as its message id's tree had before with no ack since
 }
 
 // checkTrees warns about each spout component whose trees fail or time out faster
@@ -307,7 +328,14 @@ func (r *Runtime) warnTrees(comp string, rep treeReport) {
 			attrs = append(attrs, "held_by", r.linComponents(comp, lineage.TimedOut))
 		}
 	}
-	r.log.Warn(warnMsg(warnTrees), attrs...)
+	msg := warnMsg(warnTrees)
+	if rep.again > 0 {
+		attrs = append(attrs, "timed_out_again", rep.again)
+		if rep.failed+rep.timedOut <= treeRate*uint64(warnSecs) {
+			msg = "replayed trees timing out again: their messages never complete"
+		}
+	}
+	r.log.Warn(msg, attrs...)
 }
 
 // linTrees is how many of a spout's newest failed (or timed-out) trees the lineage

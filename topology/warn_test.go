@@ -246,3 +246,57 @@ func TestWarnCountDoesNotAck(t *testing.T) {
 		})
 	}
 }
+
+// The README's own three lines with Count not acking: they time out far below the
+// rate warned about, but each is replayed and times out again, which is warned about
+// whatever the rate, naming the component holding them (lineage on) or how to see it.
+func TestWarnReplayTimesOutAgain(t *testing.T) {
+	for _, lin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lineage=%v", lin), func(t *testing.T) {
+			rt, fake, logs, _ := runFault(t, []string{"the cat sat", "on the mat", "the end"}, exampleSplit,
+				func(mu *sync.Mutex, counts map[string]int) topology.Bolt {
+					return &countNoAck{Count{mu: mu, counts: counts}}
+				}, lin)
+			cfg := rt.Config()
+			deadline := time.Now().Add(20 * time.Second)
+			// Two rounds: the three trees time out, are replayed, and time out again.
+			for round := uint64(1); round <= 2; round++ {
+				for rt.Stats().Components["count"].Executed < 8*round {
+					if time.Now().After(deadline) {
+						t.Fatalf("round %d: count executed %d words", round, rt.Stats().Components["count"].Executed)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				for rt.Stats().Components["lines"].TimedOut < 3*round {
+					if time.Now().After(deadline) {
+						t.Fatalf("round %d: %d trees timed out", round, rt.Stats().Components["lines"].TimedOut)
+					}
+					fake.Advance(cfg.MessageTimeout / 4)
+					time.Sleep(5 * time.Millisecond)
+				}
+				if round == 1 && !lin {
+					// Three timeouts, none a replay's: below the rate, nothing to say
+					// yet (without lineage the check runs as the spout counts them).
+					if ls := logs.find(t, map[string]string{"component": "lines"}); len(ls) > 0 {
+						t.Errorf("a warning after three first timeouts: %v", ls)
+					}
+				}
+			}
+			trees := logs.wait(t, map[string]string{"level": "WARN", "component": "lines", "kind": "trees-failing",
+				"msg": "replayed trees timing out again: their messages never complete"})
+			if n, _ := trees["timed_out_again"].(float64); n < 1 {
+				t.Errorf("trees line %v lacks timed_out_again", trees)
+			}
+			if r := fmt.Sprint(trees["reasons"]); !strings.Contains(r, "message timeout: tree not complete after 30s") {
+				t.Errorf("trees line's reasons %q, want the timeouts", r)
+			}
+			if lin {
+				if h := fmt.Sprint(trees["held_by"]); !strings.HasPrefix(h, "count (") {
+					t.Errorf("trees line's held_by %q, want count", h)
+				}
+			} else if l := fmt.Sprint(trees["lineage"]); !strings.Contains(l, "engine.WithLineage") {
+				t.Errorf("trees line's lineage %q does not say how to turn it on", l)
+			}
+		})
+	}
+}
