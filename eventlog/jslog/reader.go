@@ -119,7 +119,11 @@ func (r *reader) feed(after <-chan struct{}) {
 			return
 		}
 		if made {
-			r.l.cfg.Logger.Warn("jslog: the log reader's consumer failed; making a new one", "seq", next, "err", err)
+			lvl := slog.LevelWarn
+			if errors.Is(err, errReconnected) {
+				lvl = slog.LevelInfo
+			}
+			r.l.cfg.Logger.Log(context.Background(), lvl, "jslog: the log reader's consumer failed; making a new one", "seq", next, "err", err)
 			if time.Since(start) >= readerRetryMax {
 				wait = 0 // it worked for a while: make the next one at once
 				continue
@@ -168,11 +172,31 @@ func (r *reader) consume(next *uint64) (made bool, err error) {
 		return false, err
 	}
 	defer it.Stop()
+	// After a reconnect the consumer may be gone (a restarted node's memory), and
+	// its pulls would go unanswered until two heartbeats are missed: make a new
+	// one at once, as an ordered consumer does.
+	nc := l.js.Conn()
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
+	cctx, ccancel := context.WithCancelCause(r.ctx)
+	defer ccancel(nil)
+	go func() {
+		select {
+		case _, ok := <-reconnected:
+			if ok {
+				ccancel(errReconnected)
+			}
+		case <-cctx.Done():
+		}
+	}()
 	r.setFailure(nil)
 	var dseq uint64 // the consumer's seq of the last message: they come one after another
 	for {
-		m, err := it.Next(jetstream.NextContext(r.ctx))
+		m, err := it.Next(jetstream.NextContext(cctx))
 		if err != nil {
+			if cause := context.Cause(cctx); cause != nil && r.ctx.Err() == nil {
+				err = cause
+			}
 			return true, err
 		}
 		md, err := m.Metadata()
@@ -187,11 +211,13 @@ func (r *reader) consume(next *uint64) (made bool, err error) {
 		case r.msgs <- m:
 			*next = md.Sequence.Stream + 1
 			r.signal()
-		case <-r.ctx.Done():
-			return true, r.ctx.Err()
+		case <-cctx.Done():
+			return true, context.Cause(cctx)
 		}
 	}
 }
+
+var errReconnected = errors.New("reconnected")
 
 // deleteConsumer deletes the stream's consumer name, if it is there (made says
 // whether it is known to have been made: its failed delete is worth a warning).

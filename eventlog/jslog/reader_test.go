@@ -3,6 +3,7 @@ package jslog
 import (
 	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,5 +238,46 @@ func TestReadStopsAtABadRecordWithoutChurn(t *testing.T) {
 	if after := countsOf(t, srv); after.api != before.api || after.consumers != before.consumers {
 		t.Fatalf("100 Reads at the bad record: %d API requests, consumers %d -> %d; want none, and no change",
 			after.api-before.api, before.consumers, after.consumers)
+	}
+}
+
+// The server restarts under an idle reader: its memory consumer is gone, and the
+// reader makes a new one once reconnected (not only when it has missed two
+// heartbeats), reads on from where it stopped, and there is one consumer, none
+// once closed.
+func TestReaderAfterARestartedServer(t *testing.T) {
+	dir := t.TempDir()
+	srv := natstest.Run(t, natstest.JetStream(t, dir))
+	port := srv.Addr().(*net.TCPAddr).Port
+	js := openJS(t, srv.ClientURL())
+	l := open(t, js)
+	appendN(t, l, 1, 2)
+	if recs, err := readTo(t, l, 1, 2, 10); err != nil || len(recs) != 2 {
+		t.Fatalf("read: %d records, %v", len(recs), err)
+	}
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	srv = natstest.Run(t, natstest.JetStream(t, dir), natstest.Port(port))
+	var err error
+	for range 100 { // until the stream is back
+		if err = l.Append(context.Background(), rec("e3", 0, `{}`)); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := readTo(t, l, 3, 3, 10); err != nil || len(recs) != 1 || recs[0].Event.ID != "e3" {
+		t.Fatalf("read after the restart: %+v, %v", recs, err)
+	}
+	if c := countsOf(t, srv).consumers; c != 1 {
+		t.Fatalf("%d consumers after the restart, want the reader's", c)
+	}
+	if err := l.Close(); err != nil { // before the server's cleanup stops it
+		t.Fatal(err)
+	}
+	if c := countsOf(t, srv).consumers; c != 0 {
+		t.Fatalf("%d consumers left after Close", c)
 	}
 }
