@@ -3,6 +3,7 @@ package jslog
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -291,28 +292,16 @@ func Salvage(ctx context.Context, cfg Config, force bool) (*SalvageReport, error
 	rep := &SalvageReport{Committed: l.committed.Load(), LastSeq: info.State.LastSeq, Mark: l.hwm.Load()}
 	now := time.Now().UnixNano()
 	// Gaps from the committed offset to the stream's end.
-	next := rep.Committed
-	for next <= info.State.LastSeq {
-		recs, gaps, err := l.scan(next, 1024)
+	if rep.Committed <= info.State.LastSeq {
+		lost, err := l.scanGaps(ctx, rep.Committed, info.State.LastSeq)
 		if err != nil {
 			return rep, err
 		}
-		if len(recs) == 0 && len(gaps) == 0 {
-			if next <= info.State.LastSeq { // the end was deleted
-				gaps = append(gaps, [2]uint64{next, info.State.LastSeq})
-			}
-		}
-		for _, g := range gaps {
+		for _, g := range lost {
 			if !l.lostCovers(g[0], g[1]) {
 				rep.Lost = append(rep.Lost, eventlog.LostRange{From: g[0], To: g[1], At: now,
 					Reason: fmt.Sprintf("missing from stream %s (salvage)", l.name)})
 			}
-			next = max(next, g[1]+1)
-		}
-		if len(recs) > 0 {
-			next = max(next, recs[len(recs)-1]+1)
-		} else if len(gaps) == 0 {
-			break
 		}
 	}
 	// A tail lost below the mark: recorded lost first, then filled so that no
@@ -350,36 +339,95 @@ func Salvage(ctx context.Context, cfg Config, force bool) (*SalvageReport, error
 	return rep, nil
 }
 
+// scanGaps returns the runs of seqs from..last missing from the stream.
+func (l *Log) scanGaps(ctx context.Context, from, last uint64) ([][2]uint64, error) {
+	sc, err := l.newScanner(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.close()
+	var lost [][2]uint64
+	next := from
+	for next <= last {
+		recs, gaps, err := sc.scan(1024)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 && len(gaps) == 0 { // the end was deleted
+			gaps = append(gaps, [2]uint64{next, last})
+		}
+		for _, g := range gaps {
+			lost = append(lost, g)
+			next = max(next, g[1]+1)
+		}
+		if len(recs) > 0 {
+			next = max(next, recs[len(recs)-1]+1)
+		}
+	}
+	return lost, nil
+}
+
 // beforeFiller, when set (tests), runs before each filler is appended; an error
 // cuts the salvage off there.
 var beforeFiller func(seq uint64) error
 
-// scan reads up to max messages from seq from on and returns their seqs and the
-// runs of seqs missing between from and the last one read.
-func (l *Log) scan(from uint64, max int) (seqs []uint64, gaps [][2]uint64, err error) {
-	ctx, cancel := l.op(context.Background())
+// scanner reads the stream from a seq on, for Salvage, through one consumer it
+// makes once and deletes when done. (An ordered consumer's FetchNoWait made a new
+// consumer on the server each call, one per 1,024 records, and none was deleted.)
+type scanner struct {
+	l    *Log
+	c    jetstream.Consumer
+	name string
+	next uint64 // the seq after the last one read
+	dseq uint64 // the consumer's seq of the last message read
+}
+
+func (l *Log) newScanner(ctx context.Context, from uint64) (*scanner, error) {
+	name := l.cfg.Prefix + "-salvage-" + rand.Text()
+	ctx, cancel := l.op(ctx)
 	defer cancel()
-	c, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+	c, err := l.js.CreateConsumer(ctx, l.name, jetstream.ConsumerConfig{
+		Name: name, Description: "gale log salvage's scan of the log",
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, Replicas: 1,
+		InactiveThreshold: readerInactive,
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("jslog: scan from seq %d: %w", from, err)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			l.deleteConsumer(name, false) // made, maybe, its answer lost
+		}
+		return nil, fmt.Errorf("jslog: scan from seq %d: %w", from, err)
 	}
-	batch, err := c.FetchNoWait(max)
+	return &scanner{l: l, c: c, name: name, next: from}, nil
+}
+
+// close deletes the scanner's consumer.
+func (s *scanner) close() { s.l.deleteConsumer(s.name, true) }
+
+// scan reads up to max more messages and returns their seqs and the runs of seqs
+// missing between the last call's and the last one read now.
+func (s *scanner) scan(max int) (seqs []uint64, gaps [][2]uint64, err error) {
+	batch, err := s.c.FetchNoWait(max)
 	if err != nil {
-		return nil, nil, fmt.Errorf("jslog: scan from seq %d: %w", from, err)
+		return nil, nil, fmt.Errorf("jslog: scan from seq %d: %w", s.next, err)
 	}
-	expect := from
 	for m := range batch.Messages() {
 		md, err := m.Metadata()
 		if err != nil {
 			return seqs, gaps, err
 		}
-		s := md.Sequence.Stream
-		if s > expect {
-			gaps = append(gaps, [2]uint64{expect, s - 1})
+		if md.Sequence.Consumer != s.dseq+1 {
+			// Not a gap in the stream: messages lost on their way here. Recording
+			// them lost would be false.
+			return seqs, gaps, fmt.Errorf("jslog: scan from seq %d: messages lost on their way (consumer seq %d after %d); run it again", s.next, md.Sequence.Consumer, s.dseq)
 		}
-		seqs = append(seqs, s)
-		expect = s + 1
+		s.dseq = md.Sequence.Consumer
+		seq := md.Sequence.Stream
+		if seq > s.next {
+			gaps = append(gaps, [2]uint64{s.next, seq - 1})
+		}
+		seqs = append(seqs, seq)
+		s.next = seq + 1
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
 		return seqs, gaps, err

@@ -25,20 +25,15 @@ func appendN(t *testing.T, l *Log, from, n int) {
 	}
 }
 
+// seqsOf reads from seq from on to the log's end (Durable) and returns the seqs.
 func seqsOf(t *testing.T, l *Log, from uint64) ([]uint64, error) {
 	t.Helper()
+	recs, err := readTo(t, l, from, l.Durable(), 100)
 	var out []uint64
-	for range 20 {
-		recs, err := l.Read(from, 100)
-		for _, r := range recs {
-			out = append(out, r.Seq)
-			from = r.Seq + 1
-		}
-		if err != nil || len(recs) == 0 {
-			return out, err
-		}
+	for _, r := range recs {
+		out = append(out, r.Seq)
 	}
-	return out, nil
+	return out, err
 }
 
 // A record lost from the middle of the stream (nats-server#7549), past the

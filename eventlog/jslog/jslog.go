@@ -104,9 +104,12 @@ type Log struct {
 
 	guard atomic.Pointer[statusGuard] // GuardStatus's (guard.go)
 
-	rmu  sync.Mutex // the reader
-	rd   jetstream.Consumer
-	next uint64 // the seq the reader delivers next
+	// The reader (reader.go).
+	rmu     sync.Mutex
+	rd      *reader
+	next    uint64 // the seq after the last one Read took from rd
+	base    uint64 // the seq after the last record Read returned: from base to next, only fillers
+	readers sync.WaitGroup
 }
 
 // Open binds to (or creates) the stream and the documents' bucket, reads the
@@ -512,8 +515,10 @@ func (l *Log) ReadSeq(seq uint64) (event.Record, bool, error) {
 	return r, true, nil
 }
 
-// Read returns up to n records from seq from on, in order, without waiting for
-// more: what an ordered consumer positioned at from has ready.
+// Read returns up to n records from seq from on, in order, without waiting: what
+// the reader has read ahead of them (none at the stream's end, or while its
+// consumer is being made; an error while it cannot be). Reading on from where
+// the last call stopped costs the server nothing; another from makes a new reader.
 func (l *Log) Read(from uint64, n int) ([]event.Record, error) {
 	if n <= 0 {
 		return nil, nil
@@ -528,34 +533,26 @@ func (l *Log) Read(from uint64, n int) ([]event.Record, error) {
 		// the server), until a salvage records it and the log is opened again.
 		return nil, err
 	}
-	ctx, cancel := l.op(context.Background())
-	defer cancel()
-	if l.rd == nil || l.next != from {
-		c, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
-			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(from, 1)})
-		if err != nil {
-			return nil, fmt.Errorf("jslog: reader at seq %d: %w", from, err)
-		}
-		l.rd, l.next = c, from
-	}
-	batch, err := l.rd.FetchNoWait(n)
-	if err != nil {
-		l.rd = nil
-		return nil, fmt.Errorf("jslog: read from seq %d: %w", from, err)
+	if l.rd == nil || from < l.base || from > l.next {
+		l.moveReader(from)
 	}
 	var out []event.Record
 	filler := l.subj + fillerToken
-	for m := range batch.Messages() {
+	for len(out) < n {
+		m := l.rd.take()
+		if m == nil {
+			break
+		}
 		md, err := m.Metadata()
 		if err != nil {
-			l.rd = nil
-			return out, fmt.Errorf("jslog: read from seq %d: %w", from, err)
+			l.rd.head = m
+			return out, fmt.Errorf("jslog: read from seq %d: %w", l.next, err)
 		}
 		if seq := md.Sequence.Stream; seq > l.next && l.next >= l.committed.Load() && !l.lostCovers(l.next, seq-1) {
 			// Records missing past the committed offset (Trim deletes only below
 			// it) that no salvage recorded: stop before them, and say so.
 			gerr := l.gap(l.next, seq-1)
-			l.rd = nil
+			l.dropReader()
 			if len(out) > 0 {
 				return out, nil // the records before the gap; the next call says why it stops
 			}
@@ -567,19 +564,38 @@ func (l *Log) Read(from uint64, n int) ([]event.Record, error) {
 		}
 		r, err := event.Decode(m.Data())
 		if err != nil {
-			l.rd = nil
+			l.rd.head = m // and again at the next call: not read past
 			return out, fmt.Errorf("jslog: record at seq %d: %w", md.Sequence.Stream, err)
 		}
 		r.Seq = md.Sequence.Stream
 		out = append(out, r)
-		l.next = r.Seq + 1
+		l.next, l.base = r.Seq+1, r.Seq+1
 		l.seen(r.Seq)
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
-		l.rd = nil
-		return out, fmt.Errorf("jslog: read from seq %d: %w", from, err)
+	if len(out) == 0 {
+		if err := l.rd.failure(); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// moveReader replaces the reader with one at from (rmu held).
+func (l *Log) moveReader(from uint64) {
+	prev := l.rd
+	if prev != nil {
+		prev.stop()
+	}
+	l.rd = l.newReader(from, prev)
+	l.next, l.base = from, from
+}
+
+// dropReader stops the reader, if any (rmu held).
+func (l *Log) dropReader() {
+	if l.rd != nil {
+		l.rd.stop()
+		l.rd = nil
+	}
 }
 
 // Apply stores w's documents, then moves the committed offset: a crash in between
@@ -762,13 +778,18 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 
 const trimBatch = 10000
 
-// Close stops taking records and waits for Submit's waiters.
+// Close stops taking records, waits for Submit's waiters, and stops the reader
+// (its consumer deleted).
 func (l *Log) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
 	l.wg.Wait()
+	l.rmu.Lock()
+	l.dropReader()
+	l.rmu.Unlock()
 	l.closeWatch()
 	l.closeLease()
+	l.readers.Wait() // each has deleted its consumer (meanwhile: a server gone costs one timeout, not two)
 	return nil
 }

@@ -28,6 +28,33 @@ func openJS(t *testing.T, url string) jetstream.JetStream {
 	return js
 }
 
+// readTo reads from seq from on, n records a call, until it has read the record
+// at seq last or Read fails; between calls it waits for the reader (bounded).
+func readTo(t *testing.T, l *Log, from, last uint64, n int) ([]event.Record, error) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	var out []event.Record
+	for {
+		recs, err := l.Read(from, n)
+		if len(recs) > n {
+			t.Fatalf("Read(%d, %d): %d records", from, n, len(recs))
+		}
+		out = append(out, recs...)
+		if len(recs) > 0 {
+			from = recs[len(recs)-1].Seq + 1
+		}
+		if err != nil || from > last {
+			return out, err
+		}
+		select {
+		case <-l.readWake():
+		case <-deadline.C:
+			t.Fatalf("reading to seq %d: stuck at seq %d for 10s", last, from)
+		}
+	}
+}
+
 func rec(id string, gen uint32, payload string) *event.Record {
 	e := event.Event{ID: id, Source: "orders", Type: "order_line", Payload: []byte(payload)}
 	return &event.Record{ReceivedAt: time.Now().UnixNano(), Generation: gen, Hash: e.Hash(), Event: e}
@@ -79,7 +106,7 @@ func TestLogContract(t *testing.T) {
 	if e, _, _ := l.Lookup("a"); e.Seq != 4 || e.Generation != 1 {
 		t.Fatalf("Lookup(a) after generation 1: %+v", e)
 	}
-	recs, err := l.Read(1, 10)
+	recs, err := readTo(t, l, 1, 4, 10)
 	if err != nil || len(recs) != 4 {
 		t.Fatalf("Read(1, 10): %d records, %v", len(recs), err)
 	}
@@ -91,11 +118,20 @@ func TestLogContract(t *testing.T) {
 	if recs[1].Event.ID != "b/é ü" || string(recs[1].Event.Payload) != `{"n":2}` || recs[3].Generation != 1 {
 		t.Errorf("records read: %+v", recs)
 	}
-	if recs, err := l.Read(3, 1); err != nil || len(recs) != 1 || recs[0].Event.ID != "c" {
+	if recs, err := readTo(t, l, 3, 3, 1); err != nil || len(recs) != 1 || recs[0].Event.ID != "c" {
 		t.Fatalf("Read(3, 1): %+v %v", recs, err)
 	}
+	// Past the end: nothing, before and after the reader's consumer is made.
 	if recs, err := l.Read(5, 10); err != nil || len(recs) != 0 {
 		t.Fatalf("Read past the end: %+v %v", recs, err)
+	}
+	select {
+	case <-l.readWake():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader at seq 5 was not made in 10s")
+	}
+	if recs, err := l.Read(5, 10); err != nil || len(recs) != 0 {
+		t.Fatalf("Read past the end, with its consumer made: %+v %v", recs, err)
 	}
 	if r, ok, err := l.ReadSeq(2); err != nil || !ok || r.Event.ID != "b/é ü" || r.Seq != 2 {
 		t.Fatalf("ReadSeq(2): %+v %v %v", r, ok, err)

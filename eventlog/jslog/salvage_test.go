@@ -5,12 +5,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
@@ -181,5 +183,69 @@ func TestLostTailSeenByAnIdleProcess(t *testing.T) {
 	}
 	if err := la.Append(context.Background(), rec("x", 0, `{}`)); !errors.Is(err, ErrLost) {
 		t.Fatalf("a's append once the tail is lost: %v, want ErrLost", err)
+	}
+}
+
+// consumerCounter counts the consumers asked of JetStream through it.
+type consumerCounter struct {
+	jetstream.JetStream
+	n atomic.Int64
+}
+
+func (c *consumerCounter) OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	c.n.Add(1)
+	return c.JetStream.OrderedConsumer(ctx, stream, cfg)
+}
+
+func (c *consumerCounter) CreateConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	c.n.Add(1)
+	return c.JetStream.CreateConsumer(ctx, stream, cfg)
+}
+
+func (c *consumerCounter) CreateOrUpdateConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	c.n.Add(1)
+	return c.JetStream.CreateOrUpdateConsumer(ctx, stream, cfg)
+}
+
+// A salvage reads the stream through one consumer, whatever its length, and
+// deletes it when done: it used to make an ordered consumer per 1,024 records
+// and leave each on the server.
+func TestSalvageScansWithOneConsumer(t *testing.T) {
+	js := openJS(t, natstest.Run(t, natstest.JetStream(t, "")).ClientURL())
+	l := open(t, js)
+	ctx := context.Background()
+	const n = 2500 // three scans of 1,024
+	for i := 0; i < n; i += 500 {
+		var recs []*event.Record
+		for j := i; j < i+500; j++ {
+			recs = append(recs, rec(fmt.Sprintf("e%d", j), 0, `{}`))
+		}
+		if err := l.Append(ctx, recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.stream.DeleteMsg(ctx, 1500); err != nil { // JetStream loses seq 1500
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cc := &consumerCounter{JetStream: js}
+	rep, err := Salvage(ctx, Config{JS: cc, Prefix: "t"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Lost) != 1 || rep.Lost[0].From != 1500 || rep.Lost[0].To != 1500 {
+		t.Fatalf("salvage report %+v, want seq 1500 lost", rep)
+	}
+	if got := cc.n.Load(); got != 1 {
+		t.Errorf("the salvage asked for %d consumers, want 1", got)
+	}
+	info, err := js.Stream(ctx, "t-log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.CachedInfo().State.Consumers; c != 0 {
+		t.Errorf("%d consumers left on the stream after the salvage, want none", c)
 	}
 }
