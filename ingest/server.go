@@ -100,7 +100,8 @@ type Answer struct {
 	Error       string `json:"error,omitempty"`
 	// Durability says what PERSISTED means on this server (Config.Durability):
 	// "fsync" (the local log, fsynced), "replicated:N+fsync", "replicated:N" (stored
-	// by a quorum of N replicas, not fsynced by each) or "unknown".
+	// by a quorum of N replicas, not fsynced by each) or "unknown". Set exactly
+	// when Seq is: not on ACCEPTED answers, nor on invalid or refused events.
 	Durability string `json:"durability,omitempty"`
 	code       int
 	retryAfter time.Duration
@@ -294,7 +295,7 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 	// In line order, as sent.
 	sortAnswers(answers)
 	for i := range answers {
-		answers[i].Durability = h.s.Durability()
+		answers[i].sayDurability(h.s)
 	}
 	out := BatchAnswer{Results: answers, Counts: map[string]int{}}
 	allRetryable, sameCode := true, true
@@ -501,10 +502,20 @@ func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// writeAnswer writes the answer of one event, saying what PERSISTED means here.
+// writeAnswer writes the answer of one event, saying what PERSISTED means here
+// if it names a seq.
 func (h *handler) writeAnswer(w http.ResponseWriter, a Answer) {
-	a.Durability = h.s.Durability()
+	a.sayDurability(h.s)
 	writeAnswer(w, a)
+}
+
+// sayDurability sets the answer's Durability if it names a seq: the event is
+// (or was) in the log, and the word says what that is worth. An answer without
+// one (ACCEPTED, invalid, refused, not stored) has nothing it could qualify.
+func (a *Answer) sayDurability(s *Service) {
+	if a.Seq > 0 {
+		a.Durability = s.Durability()
+	}
 }
 
 func writeAnswer(w http.ResponseWriter, a Answer) {

@@ -73,8 +73,8 @@ type Config struct {
 	// a tree that timed out during or across an outage is replayed without charging
 	// the event an attempt, and Ready reports the sink unavailable.
 	Sink SinkHealth
-	// Durability says what PERSISTED means with this log, in every answer
-	// (Answer.Durability): "fsync" for the local Pebble log; for a replicated log
+	// Durability says what PERSISTED means with this log, in every answer that
+	// names a seq (Answer.Durability): "fsync" for the local Pebble log; for a replicated log
 	// "replicated:N+fsync" (N copies, each server fsyncing every write),
 	// "replicated:N" (N copies, not each fsynced) or "unknown". Default: the log's
 	// own Durability() string if it has one, else "fsync".
@@ -127,7 +127,7 @@ type Service struct {
 	closeOnce sync.Once
 	inflight  sync.WaitGroup // submissions under way, so Close can answer them all
 	counts    counts         // for metrics (counts.go)
-	// durability is the word every answer carries (Config.Durability, or what
+	// durability is the word every answer with a seq carries (Config.Durability, or what
 	// SetDurability said since).
 	durability atomic.Pointer[string]
 
@@ -212,10 +212,11 @@ type Result struct {
 	Err error
 }
 
-// Durability is what PERSISTED means now, the word every answer carries.
+// Durability is what PERSISTED means now, the word every answer that names a
+// seq carries.
 func (s *Service) Durability() string { return *s.durability.Load() }
 
-// SetDurability changes the word every answer carries from now on (the servers
+// SetDurability changes the word every answer with a seq carries from now on (the servers
 // of a replicated log changed how they sync, or can no longer be asked), and
 // returns the word before.
 func (s *Service) SetDurability(word string) (before string) {
