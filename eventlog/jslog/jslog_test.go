@@ -383,3 +383,34 @@ func TestServiceConcurrentResendsOnTheJetStreamLog(t *testing.T) {
 		t.Errorf("%d records stored, want %d", l.Durable(), ids)
 	}
 }
+
+// Lookup says when the record was stored: the stored message's timestamp, after
+// its receipt and no later than the acknowledgement, the same after a reopen
+// (issue 25 §4: an event's history rebuilt from the log showed its receipt time).
+func TestLookupSaysWhenStored(t *testing.T) {
+	js := openJS(t, natstest.Run(t, natstest.JetStream(t, "")).ClientURL())
+	l := open(t, js)
+	ctx := context.Background()
+	a := rec("a", 0, `{"n":1}`)
+	if err := l.Append(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	acked := time.Now().UnixNano()
+	m, err := l.Stream().GetMsg(ctx, a.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := l.Lookup("a")
+	if err != nil || !ok {
+		t.Fatalf("Lookup(a): %v %v", ok, err)
+	}
+	if e.PersistedAt != m.Time.UnixNano() || e.PersistedAt <= a.ReceivedAt || e.PersistedAt > acked {
+		t.Fatalf("Lookup(a).PersistedAt = %d; want the stored message's time %d, after the receipt %d and no later than the ack %d",
+			e.PersistedAt, m.Time.UnixNano(), a.ReceivedAt, acked)
+	}
+	_ = l.Close()
+	l2 := open(t, js)
+	if e2, _, err := l2.Lookup("a"); err != nil || e2.PersistedAt != e.PersistedAt {
+		t.Fatalf("after a reopen: PersistedAt %d, %v; was %d", e2.PersistedAt, err, e.PersistedAt)
+	}
+}
