@@ -467,6 +467,18 @@ func retryable(id string, err error) Result {
 // stored record.
 func (s *Service) appended(recs []*event.Record, errs []error, stored []bool) {
 	now := s.now()
+	// When they became durable, as the log says (one group commit holds a
+	// Submit's records: the last one's time is every one's).
+	var last uint64
+	for i, r := range recs {
+		if errs[i] == nil && (stored == nil || !stored[i]) {
+			last = max(last, r.Seq)
+		}
+	}
+	persistedAt := now
+	if last > 0 {
+		persistedAt = s.persistedAt(last)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range recs {
@@ -474,7 +486,7 @@ func (s *Service) appended(recs []*event.Record, errs []error, stored []bool) {
 			s.tr.Refused(r.Event.ID)
 		} else if errs[i] != nil {
 			s.tr.PersistFailed(now, r.Event.ID, errs[i])
-		} else if st, _ := s.tr.Persisted(now, r.Event.ID, r.Seq, r.Generation); st.Status == Persisted && st.Attempts == 0 {
+		} else if st, _ := s.tr.Persisted(persistedAt, r.Event.ID, r.Seq, r.Generation); st.Status == Persisted && st.Attempts == 0 {
 			// Durable and not yet taken by the spout: its status now lives in the
 			// log (the dedupe entry says PERSISTED), so memory holds only events
 			// in progress however long the backlog.
@@ -674,12 +686,44 @@ func (s *Service) durableStatus(id string) (*EventStatus, error) {
 	if doc != nil { // an older generation's history, then the resubmitted record
 		st.Attempts, st.Transitions = doc.Attempts, doc.Transitions
 	}
-	// The exact sync time is not kept once an event leaves memory; its receipt is.
 	if doc == nil {
 		st.Transitions = append(st.Transitions, Transition{Step: StepReceived, Status: Accepted, At: e.ReceivedAt})
 	}
-	st.Transitions = append(st.Transitions, Transition{Step: StepPersisted, Status: Persisted, At: e.ReceivedAt})
+	st.Transitions = append(st.Transitions, persistedStep(e.ReceivedAt, e.PersistedAt))
 	return st, nil
+}
+
+// persistTimer is a log that says when a record became durable by its seq, also
+// one it has just made durable (the Pebble log: its group commits' sync times).
+type persistTimer interface {
+	PersistedAt(seq uint64) (at int64, ok bool, err error)
+}
+
+// persistedAt is when the record at seq became durable, as the log says, or
+// else now: the caller has just learned it is durable, so it was by now.
+func (s *Service) persistedAt(seq uint64) int64 {
+	if p, ok := s.log.(persistTimer); ok {
+		if at, ok, err := p.PersistedAt(seq); ok && err == nil {
+			return at
+		}
+	}
+	return s.now()
+}
+
+// loadedAt is, for a record read back from the log, when it became durable:
+// from its dedupe entry (dv) if that is the record's, else as the log says by
+// seq; 0 if the log does not know (Tracker.Load then shows the receipt time,
+// marked approximate).
+func (s *Service) loadedAt(rec *event.Record, dv durableView) int64 {
+	if dv.inIdx && dv.entry.Seq == rec.Seq {
+		return dv.entry.PersistedAt // the log's Lookup asked already
+	}
+	if p, ok := s.log.(persistTimer); ok {
+		if at, ok, err := p.PersistedAt(rec.Seq); ok && err == nil {
+			return at
+		}
+	}
+	return 0
 }
 
 func (s *Service) statusDoc(id string) (*EventStatus, error) {
@@ -792,8 +836,9 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 		return st, err
 	}
 	s.counts.event(&nrec.Event, Persisted)
+	persistedAt := s.persistedAt(nrec.Seq)
 	s.mu.Lock()
-	st, _ = s.tr.Persisted(s.now(), id, nrec.Seq, nrec.Generation)
+	st, _ = s.tr.Persisted(persistedAt, id, nrec.Seq, nrec.Generation)
 	s.docs[id] = st
 	s.dead[id] = false
 	if sl, ok := s.log.(spoutLease); ok {

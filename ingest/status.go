@@ -116,6 +116,11 @@ type Transition struct {
 	Error   string `json:"error,omitempty"`
 	// RetryAt is when the next attempt is due (StepFailed only), Unix nanoseconds.
 	RetryAt int64 `json:"retry_at_unix_nano,omitempty"`
+	// Approximate: At is not the step's own time. Only on a persisted step whose
+	// time the log does not know (a log written before gale kept it, or a kill -9
+	// before the time was written): At is then the receipt time, the earliest the
+	// event can have been persisted.
+	Approximate bool `json:"at_approximate,omitempty"`
 }
 
 // MarshalJSON adds a readable time beside the exact one.
