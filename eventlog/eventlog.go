@@ -1367,10 +1367,47 @@ type LostRange struct {
 	// IDs are the event ids of these seqs that some surviving copy named (a
 	// dedupe index entry or a status document); the others are unknown.
 	IDs []string `json:"ids,omitempty"`
+	// Seqs[i] is the seq of IDs[i] (ranges recorded before gale kept them have
+	// none).
+	Seqs []uint64 `json:"seqs,omitempty"`
 	// Reason says what was damaged (WAL file and offset where known).
 	Reason string `json:"reason"`
 	// At is when the salvage ran (Unix nanoseconds).
 	At int64 `json:"at_unix_nano"`
+}
+
+// setIDs sets the ids the range names and their seqs, in id order.
+func (r *LostRange) setIDs(seqOf map[string]uint64) {
+	r.IDs, r.Seqs = nil, nil
+	for id := range seqOf {
+		r.IDs = append(r.IDs, id)
+	}
+	slices.Sort(r.IDs)
+	for _, id := range r.IDs {
+		r.Seqs = append(r.Seqs, seqOf[id])
+	}
+}
+
+// SeqOf says whether the range names id, and its seq (0 if the range was
+// recorded before gale kept the seqs of its ids and holds more than one seq).
+func (r LostRange) SeqOf(id string) (seq uint64, named bool) {
+	i, ok := slices.BinarySearch(r.IDs, id)
+	if !ok {
+		return 0, false
+	}
+	if len(r.Seqs) == len(r.IDs) {
+		return r.Seqs[i], true
+	}
+	if r.From == r.To {
+		return r.From, true
+	}
+	return 0, true
+}
+
+// Unknown is how many of the range's seqs have no id a surviving copy named.
+func (r LostRange) Unknown() uint64 {
+	n := r.To - r.From + 1
+	return n - min(n, uint64(len(r.IDs)))
 }
 
 // Lost returns the lost ranges recorded by salvages of this log, oldest seq first.
