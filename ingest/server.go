@@ -422,10 +422,37 @@ func sortAnswers(a []Answer) {
 	}
 }
 
+// LostAnswer is GET /v1/events/{id}'s 410: the event's record was lost to a
+// salvage of the damaged log, and its status document with it.
+type LostAnswer struct {
+	EventID string `json:"event_id"`
+	Status  string `json:"status"` // LOST
+	// LostSeq is the record's seq; where it is not known (a range recorded
+	// before gale kept each id's seq), LostFrom..LostTo is the range.
+	LostSeq  uint64 `json:"lost_seq,omitempty"`
+	LostFrom uint64 `json:"lost_from_seq,omitempty"`
+	LostTo   uint64 `json:"lost_to_seq,omitempty"`
+	Error    string `json:"error"`
+	See      string `json:"see"` // /v1/lost
+}
+
 func (h *handler) getEvent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	st, err := h.s.Status(id)
+	var lost *LostError
+	var unknown *UnknownLostError
 	switch {
+	case errors.As(err, &lost):
+		a := LostAnswer{EventID: id, Status: "LOST", LostSeq: lost.Seq, See: "/v1/lost",
+			Error: "the record of this event was lost: a salvage of the damaged log could not keep it; send it again (a resend is taken in as a new event)"}
+		if lost.Seq == 0 {
+			a.LostFrom, a.LostTo = lost.From, lost.To
+		}
+		writeJSON(w, http.StatusGone, a)
+	case errors.As(err, &unknown):
+		writeJSON(w, http.StatusNotFound, Answer{EventID: id, Error: fmt.Sprintf(
+			"no event with this event_id (never persisted, or past the dedupe window); but a salvage of the damaged log lost %s whose event_id is unknown: it may be one of them (see /v1/lost)",
+			plural(unknown.Seqs, "acknowledged seq", "acknowledged seqs"))})
 	case errors.Is(err, ErrNotFound):
 		writeJSON(w, http.StatusNotFound, Answer{EventID: id, Error: "no event with this event_id (never persisted, or past the dedupe window)"})
 	case err != nil:
@@ -435,6 +462,13 @@ func (h *handler) getEvent(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, st)
 	}
+}
+
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func (h *handler) postRetry(w http.ResponseWriter, r *http.Request) {

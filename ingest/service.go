@@ -21,7 +21,45 @@ import (
 var (
 	ErrShuttingDown = errors.New("ingest: shutting down")
 	ErrNotFound     = errors.New("ingest: no such event")
+	// ErrLost is wrapped by Status's error (a *LostError, which wraps ErrNotFound
+	// too) for an event whose record a salvage recorded lost, and whose status
+	// document did not survive.
+	ErrLost = errors.New("ingest: the event's record was lost")
 )
+
+// LostError says that the record of an event was lost: a salvage of the damaged
+// log could not keep it and recorded its seq lost (GET /v1/lost).
+type LostError struct {
+	EventID string
+	// Seq is the record's seq; 0 if the range (From..To) was recorded before
+	// gale kept each id's seq.
+	Seq      uint64
+	From, To uint64
+}
+
+func (e *LostError) Error() string {
+	at := fmt.Sprintf("seq %d", e.Seq)
+	if e.Seq == 0 {
+		at = fmt.Sprintf("one of seqs %d..%d", e.From, e.To)
+	}
+	return fmt.Sprintf("ingest: the record of %q (%s) was lost: a salvage of the damaged log could not keep it", e.EventID, at)
+}
+
+// Unwrap: ErrLost, and ErrNotFound (the log holds nothing of it).
+func (e *LostError) Unwrap() []error { return []error{ErrLost, ErrNotFound} }
+
+// UnknownLostError is Status's error for an id the log does not know while lost
+// ranges hold seqs whose ids no surviving copy named: it may be one of them.
+// It wraps ErrNotFound.
+type UnknownLostError struct {
+	Seqs uint64 // lost seqs whose ids are unknown
+}
+
+func (e *UnknownLostError) Error() string {
+	return fmt.Sprintf("ingest: no such event; %d acknowledged seqs whose ids are unknown were lost", e.Seqs)
+}
+
+func (e *UnknownLostError) Unwrap() error { return ErrNotFound }
 
 // Log is the durable log a Service takes events into: gale's Pebble log
 // (*eventlog.Log), or a replicated one. Its contract is eventlog.Log's: Submit's
@@ -738,7 +776,10 @@ func (s *Service) statusDoc(id string) (*EventStatus, error) {
 	return &st, nil
 }
 
-// Status is the current status of an event: ErrNotFound if the id is unknown.
+// Status is the current status of an event: ErrNotFound if the id is unknown. For
+// an id whose record a salvage recorded lost (see lostStatus): its status
+// document with RecordLost if it survived, else a *LostError; an unknown id while
+// lost seqs of unknown ids exist is an *UnknownLostError.
 func (s *Service) Status(id string) (EventStatus, error) {
 	s.mu.Lock()
 	e, held := s.tr.m[id]
@@ -756,9 +797,61 @@ func (s *Service) Status(id string) (EventStatus, error) {
 		return EventStatus{}, err
 	}
 	if d == nil {
-		return EventStatus{}, ErrNotFound
+		return s.lostStatus(id)
 	}
 	return *d, nil
+}
+
+// lostStatus answers for an id the log has no record of (not in its dedupe
+// index), after a salvage recorded seqs lost. A lost range that names the id,
+// or a status document of the id whose seq a lost range covers (a JetStream
+// log keeps documents apart from the stream, and its salvage cannot name ids),
+// tells that its record was lost: with that document, if it survived,
+// RecordLost and the seq; else a *LostError. Otherwise ErrNotFound, an
+// *UnknownLostError if lost seqs of unknown ids exist.
+//
+// Only answers (GET) read this: taking a new event in looks at the dedupe index
+// alone, so a resend of a lost id is a new event.
+func (s *Service) lostStatus(id string) (EventStatus, error) {
+	lost := s.log.Lost()
+	if len(lost) == 0 {
+		return EventStatus{}, ErrNotFound
+	}
+	var named *eventlog.LostRange
+	var seq uint64
+	var unknown uint64
+	for i := range lost {
+		if q, ok := lost[i].SeqOf(id); ok && named == nil {
+			named, seq = &lost[i], q
+		}
+		unknown += lost[i].Unknown()
+	}
+	doc, err := s.statusDoc(id)
+	if err != nil {
+		return EventStatus{}, err
+	}
+	if doc != nil && doc.Seq != 0 && (named != nil || lostCover(lost, doc.Seq)) {
+		st := *doc
+		st.RecordLost, st.LostSeq = true, doc.Seq
+		return st, nil
+	}
+	if named != nil {
+		return EventStatus{}, &LostError{EventID: id, Seq: seq, From: named.From, To: named.To}
+	}
+	if unknown > 0 {
+		return EventStatus{}, &UnknownLostError{Seqs: unknown}
+	}
+	return EventStatus{}, ErrNotFound
+}
+
+// lostCover says whether a lost range covers seq.
+func lostCover(lost []eventlog.LostRange, seq uint64) bool {
+	for _, r := range lost {
+		if r.From <= seq && seq <= r.To {
+			return true
+		}
+	}
+	return false
 }
 
 // DeadLetter is an event that ended FAILED_FINAL after max attempts.
@@ -801,6 +894,9 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 	}
 	if st.Status != FailedFinal {
 		return st, fmt.Errorf("ingest: %q is %s: only FAILED_FINAL events can be resubmitted", id, st.Status)
+	}
+	if st.RecordLost {
+		return st, fmt.Errorf("ingest: %q: its record (seq %d) was lost to a salvage of the damaged log (GET /v1/lost): send the event again", id, st.LostSeq)
 	}
 	rec, ok, err := s.log.ReadSeq(st.Seq)
 	if err != nil {

@@ -142,4 +142,9 @@ type EventStatus struct {
 	PayloadHash string       `json:"payload_hash"`
 	LastError   string       `json:"last_error,omitempty"`
 	Transitions []Transition `json:"transitions"`
+	// RecordLost: this is the status document of an event whose record a salvage
+	// of the damaged log recorded lost (at LostSeq); the document survived it.
+	// Set on answers only, never stored.
+	RecordLost bool   `json:"record_lost,omitempty"`
+	LostSeq    uint64 `json:"lost_seq,omitempty"`
 }
