@@ -514,8 +514,8 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 // lost lists the acknowledged seq ranges that a salvage of a damaged log could not
-// keep, with the event ids some surviving copy named: their clients must send them
-// again (a resend is taken as a new event).
+// keep, with the event ids some surviving copy named (and their seqs): their
+// clients must send them again (what a resend does: README, on salvage).
 func (h *handler) lost(w http.ResponseWriter, _ *http.Request) {
 	lost := h.s.log.Lost()
 	if lost == nil {
