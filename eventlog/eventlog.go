@@ -94,6 +94,10 @@ type Entry struct {
 	ReceivedAt int64 // Unix nanoseconds
 	Generation uint32
 	Hash       event.ContentHash
+	// PersistedAt is when the record became durable (Unix nanoseconds; see
+	// Log.PersistedAt), 0 if that is not known. Lookup fills it in; it is not
+	// part of the stored entry.
+	PersistedAt int64
 }
 
 // Namespace names a keyspace for per-event documents kept beside the log.
@@ -112,6 +116,7 @@ type Log struct {
 	ids      *idFilter
 	dmg      *damage     // corruption met so far (corrupt.go)
 	mark     *hwm        // the durable high-water mark; written by the marker only
+	times    syncTimes   // the group commits' sync times (synctime.go)
 	markSync string      // how the mark is made durable (Stats.MarkSync)
 	lost     []LostRange // recorded by a salvage; read-only after Open
 
@@ -474,10 +479,14 @@ func restorable(last uint64, replicas []sideSlot) uint64 {
 
 // restorableAfter is restorable for a WAL whose intact batches after a damage,
 // which Pebble drops, are after: the replicas may stand in for the damage only if
-// they restore every one of those batches (record groups, no other documents).
+// they restore every one of those batches (record groups, no other documents;
+// a batch of sync times only may go: its groups' records then have no time).
 func restorableAfter(last uint64, replicas []sideSlot, after []walBatch) uint64 {
 	top := restorable(last, replicas)
 	for _, b := range after {
+		if b.syncOnly {
+			continue
+		}
 		if b.min == 0 || b.max > top {
 			return last
 		}
@@ -713,6 +722,7 @@ func (l *Log) writer(next uint64) {
 			continue
 		}
 		b := l.db.NewBatch()
+		l.times.write(b) // the sync times of the groups answered since the last write
 		first := next
 		size, newIDs := 0, 0
 		for _, r := range batch {
@@ -863,6 +873,9 @@ func (l *Log) syncer(q <-chan pendingSync, free chan<- struct{}, done chan<- str
 		}
 		if err == nil {
 			if err = l.Err(); err == nil {
+				// Its records' persisted time, known before they can be read
+				// (synctime.go).
+				l.times.synced(groupTime{first: p.first, last: p.last, at: time.Now().UnixNano()})
 				// A group synced after an earlier one failed is not reported
 				// durable: the failure is sticky, whatever the later fsync
 				// said (fsyncgate).
@@ -977,10 +990,23 @@ func (l *Log) ReadSeq(seq uint64) (event.Record, bool, error) {
 	return r, true, nil
 }
 
-// Lookup returns the dedupe index entry of an event id. Entries are written in the
-// same batch as their record, but only entries at or below Durable are returned, so
-// an entry is never authoritative before its record is durable.
+// Lookup returns the dedupe index entry of an event id, with the time its record
+// became durable where known (PersistedAt; a read error of it leaves it unknown).
+// Entries are written in the same batch as their record, but only entries at or
+// below Durable are returned, so an entry is never authoritative before its
+// record is durable.
 func (l *Log) Lookup(id string) (Entry, bool, error) {
+	e, ok, err := l.lookup(id)
+	if ok && err == nil {
+		if at, known, _ := l.PersistedAt(e.Seq); known {
+			e.PersistedAt = at
+		}
+	}
+	return e, ok, err
+}
+
+// lookup is Lookup without the persisted time.
+func (l *Log) lookup(id string) (Entry, bool, error) {
 	if !l.ids.mayContain(id) {
 		return Entry{}, false, nil
 	}
@@ -1042,6 +1068,7 @@ func (l *Log) Apply(w *Write) error {
 	}
 	b := l.db.NewBatch()
 	defer b.Close()
+	l.times.write(b) // the sync times of the groups answered since the last write
 	for _, s := range w.sets {
 		_ = b.Set(s.k, s.v, nil)
 	}
@@ -1106,6 +1133,15 @@ func (l *Log) Close() error {
 	close(l.reqs)
 	l.mu.Unlock()
 	<-l.stopped
+	if l.Err() == nil && l.times.hasPending() {
+		// The newest groups' sync times, which no later write carried.
+		b := l.db.NewBatch()
+		l.times.write(b)
+		if err := commitSync(b); err != nil {
+			_ = l.fail(fmt.Errorf("close: sync times: %w", err))
+		}
+		_ = b.Close()
+	}
 	if l.Err() != nil {
 		// Pebble's commit pipeline is unusable after a failed sync; closing it can
 		// only report that again, and after a panic inside Pebble it might block
@@ -1240,7 +1276,8 @@ var _ io.Closer = (*Log)(nil)
 
 // Trim forgets finished records received before cutoff (Unix nanoseconds): their
 // log records, and their dedupe entries and status documents unless a newer
-// generation of the event is still kept. Dead letters are never trimmed: they wait
+// generation of the event is still kept, and the sync times of the group commits
+// it emptied. Dead letters are never trimmed: they wait
 // for an operator's :retry. Only records below the committed
 // offset are trimmed, oldest first, stopping at the first one received at or after
 // cutoff, so an id is remembered at least until cutoff passes its receipt (the dedupe
@@ -1262,6 +1299,8 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 	b := l.db.NewBatch()
 	defer b.Close()
 	n, ids := 0, int64(0)
+	// stop: every record below it was removed, or is kept in kept.
+	stop, kept := committed, []uint64(nil)
 	for ok := it.First(); ok; ok = it.Next() {
 		r, derr := event.Decode(it.Value())
 		if derr != nil {
@@ -1269,6 +1308,7 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 			return n, fmt.Errorf("eventlog: trim: record seq %d: %w", binary.BigEndian.Uint64(it.Key()[1:]), derr)
 		}
 		if r.ReceivedAt >= cutoff {
+			stop = r.Seq
 			break
 		}
 		// An unreadable dead letter or index entry stops the trim: taken for
@@ -1282,9 +1322,10 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 			// An unresolved dead letter stays, record and all, until it is
 			// resubmitted: an operator must see it, and :retry reads its record
 			// (so a :retry can never race with its own trimming).
+			kept = append(kept, r.Seq)
 			continue
 		}
-		e, ok, lerr := l.Lookup(r.Event.ID)
+		e, ok, lerr := l.lookup(r.Event.ID)
 		if lerr != nil {
 			_ = it.Close()
 			return 0, fmt.Errorf("eventlog: trim: %w", lerr)
@@ -1302,6 +1343,9 @@ func (l *Log) Trim(cutoff int64) (int, error) {
 	}
 	if n == 0 {
 		return 0, nil
+	}
+	if err := l.pruneSyncTimes(b, stop, kept); err != nil {
+		return 0, fmt.Errorf("eventlog: trim: %w", err)
 	}
 	if err := commitNoSync(b); err != nil {
 		return 0, l.fail(fmt.Errorf("trim: %w", err))
@@ -1323,10 +1367,47 @@ type LostRange struct {
 	// IDs are the event ids of these seqs that some surviving copy named (a
 	// dedupe index entry or a status document); the others are unknown.
 	IDs []string `json:"ids,omitempty"`
+	// Seqs[i] is the seq of IDs[i] (ranges recorded before gale kept them have
+	// none).
+	Seqs []uint64 `json:"seqs,omitempty"`
 	// Reason says what was damaged (WAL file and offset where known).
 	Reason string `json:"reason"`
 	// At is when the salvage ran (Unix nanoseconds).
 	At int64 `json:"at_unix_nano"`
+}
+
+// setIDs sets the ids the range names and their seqs, in id order.
+func (r *LostRange) setIDs(seqOf map[string]uint64) {
+	r.IDs, r.Seqs = nil, nil
+	for id := range seqOf {
+		r.IDs = append(r.IDs, id)
+	}
+	slices.Sort(r.IDs)
+	for _, id := range r.IDs {
+		r.Seqs = append(r.Seqs, seqOf[id])
+	}
+}
+
+// SeqOf says whether the range names id, and its seq (0 if the range was
+// recorded before gale kept the seqs of its ids and holds more than one seq).
+func (r LostRange) SeqOf(id string) (seq uint64, named bool) {
+	i, ok := slices.BinarySearch(r.IDs, id)
+	if !ok {
+		return 0, false
+	}
+	if len(r.Seqs) == len(r.IDs) {
+		return r.Seqs[i], true
+	}
+	if r.From == r.To {
+		return r.From, true
+	}
+	return 0, true
+}
+
+// Unknown is how many of the range's seqs have no id a surviving copy named.
+func (r LostRange) Unknown() uint64 {
+	n := r.To - r.From + 1
+	return n - min(n, uint64(len(r.IDs)))
 }
 
 // Lost returns the lost ranges recorded by salvages of this log, oldest seq first.

@@ -32,13 +32,14 @@ func namedTop(replicas []sideSlot, batches []walBatch) uint64 {
 }
 
 // namedIDs adds to ids the event id of every record seq in from..to that one of
-// the batches (replicas' or the WAL's) names through its dedupe entries.
-func namedIDs(ids map[string]bool, from, to uint64, reprs ...[]byte) {
+// the batches (replicas' or the WAL's) names through its dedupe entries, with
+// that seq.
+func namedIDs(ids map[string]uint64, from, to uint64, reprs ...[]byte) {
 	for _, repr := range reprs {
 		_ = eachSet(repr, func(k, v []byte) error {
 			if len(k) > 1 && k[0] == 'd' {
 				if e, err := decodeEntry(v); err == nil && from <= e.Seq && e.Seq <= to {
-					ids[string(k[1:])] = true
+					ids[string(k[1:])] = max(ids[string(k[1:])], e.Seq)
 				}
 			}
 			return nil
@@ -112,7 +113,7 @@ func applyReplica(db *pebble.DB, repr []byte) (int, error) {
 // intact replica or a WAL batch Pebble dropped names but no record holds: they
 // are past the mark, so possibly never answered, yet never given out again.
 func (l *Log) recordNamedLost(from, to uint64, replicas []sideSlot, after []walBatch, reason string, at int64) error {
-	ids := map[string]bool{}
+	ids := map[string]uint64{}
 	for _, s := range replicas {
 		namedIDs(ids, from, to, s.repr)
 	}
@@ -120,10 +121,7 @@ func (l *Log) recordNamedLost(from, to uint64, replicas []sideSlot, after []walB
 		namedIDs(ids, from, to, b.repr)
 	}
 	r := LostRange{From: from, To: to, Reason: reason, At: at}
-	for id := range ids {
-		r.IDs = append(r.IDs, id)
-	}
-	slices.Sort(r.IDs)
+	r.setIDs(ids)
 	b := l.db.NewBatch()
 	defer b.Close()
 	doc, err := json.Marshal(r)

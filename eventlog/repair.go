@@ -844,12 +844,14 @@ func lostRanges(db *pebble.DB, r *CheckReport, now time.Time) ([]LostRange, erro
 		}
 		return -1
 	}
-	ids := make([]map[string]bool, len(out))
-	add := func(i int, id string) {
+	ids := make([]map[string]uint64, len(out)) // id -> its seq
+	add := func(i int, id string, seq uint64) {
 		if ids[i] == nil {
-			ids[i] = map[string]bool{}
+			ids[i] = map[string]uint64{}
 		}
-		ids[i][id] = true
+		if _, ok := ids[i][id]; !ok { // a dedupe entry's (scanned first) over a document's
+			ids[i][id] = seq
+		}
 	}
 	var scanErr error
 	scan := func(prefix byte, seqOf func(v []byte) (uint64, bool)) {
@@ -862,7 +864,7 @@ func lostRanges(db *pebble.DB, r *CheckReport, now time.Time) ([]LostRange, erro
 		for ok := it.First(); ok; ok = it.Next() {
 			if seq, ok := seqOf(it.Value()); ok {
 				if i := in(seq); i >= 0 {
-					add(i, string(it.Key()[1:]))
+					add(i, string(it.Key()[1:]), seq)
 				}
 			}
 		}
@@ -881,10 +883,7 @@ func lostRanges(db *pebble.DB, r *CheckReport, now time.Time) ([]LostRange, erro
 		return nil, scanErr
 	}
 	for i := range out {
-		for id := range ids[i] {
-			out[i].IDs = append(out[i].IDs, id)
-		}
-		sort.Strings(out[i].IDs)
+		out[i].setIDs(ids[i])
 	}
 	return out, nil
 }

@@ -173,6 +173,15 @@ func TestSalvageRecordsRecordsLostBelowTheCommittedOffset(t *testing.T) {
 	if got := l.Lost(); len(got) != 1 || got[0].From != lost[0] || got[0].To != lost[1] {
 		t.Fatalf("the salvaged log lists lost %+v", got)
 	}
+	// Each id with its seq (a GET of the id answers 410 with it).
+	for s := lost[0]; s <= lost[1]; s++ {
+		if seq, named := l.Lost()[0].SeqOf(sstIDs()[s-1]); !named || seq != s {
+			t.Fatalf("lost range names %s at seq %d (%v), want %d", sstIDs()[s-1], seq, named, s)
+		}
+	}
+	if seq, named := l.Lost()[0].SeqOf("not-lost"); named || seq != 0 {
+		t.Fatalf("lost range names not-lost at seq %d", seq)
+	}
 	for _, id := range wantIDs {
 		// Gone with its record: a resend of the id is a new event.
 		if _, ok, err := l.Lookup(id); ok || err != nil {

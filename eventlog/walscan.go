@@ -72,6 +72,9 @@ type walBatch struct {
 	off      int64
 	repr     []byte
 	min, max uint64 // record seqs (l keys) in it; 0 if none
+	// syncOnly: it holds sync times only (Close's, synctime.go), nothing a
+	// replica would have to restore.
+	syncOnly bool
 }
 
 func chunkHeader(typ byte) (pos int, hdr int, ok bool) {
@@ -153,10 +156,18 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 		var pb pebble.Batch
 		if err := pb.SetRepr(repr); err == nil {
 			r := pb.Reader()
+			keys, syncTimes := 0, 0
 			for {
 				kind, k, _, ok, err := r.Next()
+				if err != nil {
+					syncTimes = -1
+				}
 				if !ok || err != nil {
 					break
+				}
+				keys++
+				if kind == pebble.InternalKeyKindSet && len(k) == 9 && k[0] == syncPrefix {
+					syncTimes++
 				}
 				if kind == pebble.InternalKeyKindSet && len(k) == 9 && k[0] == 'l' {
 					s := binary.BigEndian.Uint64(k[1:])
@@ -166,6 +177,7 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 					bt.max = max(bt.max, s)
 				}
 			}
+			bt.syncOnly = keys > 0 && syncTimes == keys
 		}
 		if bt.min != 0 {
 			for i := len(damage) - 1; i >= 0 && damage[i].After == 0; i-- {

@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/internal/ssttest"
 )
 
 // After a salvage recorded seq 3 lost (its WAL record was damaged), the service
@@ -73,11 +76,174 @@ func TestSalvagedLogListsLostAndCommitsPastThem(t *testing.T) {
 	if code != 200 || a.Seq != 13 || a.Status != Processed {
 		t.Fatalf("new event after salvage: %d %s, want PROCESSED at seq 13", code, body)
 	}
+	// Its id was in the lost batch with its record: no copy names it. A GET of
+	// it, or of any unknown id, is a 404 that says such lost seqs exist.
+	for _, id := range []string{"event-number-3", "never-sent"} {
+		code, body := r.get("/v1/events/" + id)
+		a := decode[Answer](t, body)
+		if code != 404 || !strings.Contains(a.Error, "no event with this event_id") ||
+			!strings.Contains(a.Error, "1 acknowledged seq whose event_id is unknown") || !strings.Contains(a.Error, "/v1/lost") {
+			t.Fatalf("GET %s: %d %s; want 404 saying a lost seq with an unknown id exists (see /v1/lost)", id, code, body)
+		}
+	}
 	waitFor(t, "the committed offset to reach 14 (past the lost seq 3)", func() bool { return r.svc.Stats().Committed == 14 })
 	for _, i := range []int{1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12} { // every record but the lost one
 		id := fmt.Sprintf("event-number-%d", i)
 		if applied, _ := r.sink.count(id); applied != 1 {
 			t.Fatalf("%s applied %d times, want 1", id, applied)
 		}
+	}
+}
+
+// flipRecordsBlock flips a bit in a data block of the log's SST (in data on fs)
+// that holds records only, as gale log check names it, and returns its seqs.
+func flipRecordsBlock(t *testing.T, fs vfs.FS) [2]uint64 {
+	t.Helper()
+	names, err := fs.List("data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".sst") {
+			continue
+		}
+		p := filepath.Join("data", name)
+		blocks, err := ssttest.DataBlocks(fs, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < blocks-1; i++ {
+			if _, err := ssttest.FlipDataBlockBit(fs, p, i); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := eventlog.Check("data", fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.BadKeys) == 1 && len(rep.Missing) == 1 && strings.HasPrefix(rep.BadKeys[0].String(), "records seq ") {
+				return rep.Missing[0]
+			}
+			if _, err := ssttest.FlipDataBlockBit(fs, p, i); err != nil { // the same bit again: undone
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Fatalf("no SST block in %v holds records only", names)
+	return [2]uint64{}
+}
+
+// lostAnswer is GET /v1/events/{id}'s 410.
+type lostAnswer struct {
+	EventID string `json:"event_id"`
+	Status  string `json:"status"`
+	LostSeq uint64 `json:"lost_seq"`
+	See     string `json:"see"`
+	Error   string `json:"error"`
+}
+
+// After a salvage, an event whose record was lost says so (issue 25 §5): the
+// bit flipped in a block of records, gale log salvage recorded their seqs lost
+// with the ids their dedupe entries named, and a GET of such an id answered
+// 404 "never persisted, or past the dedupe window" though it was PROCESSED and
+// in the sink. Now: 410 LOST with its seq; with its status document (one that
+// survived its record) that document, "record_lost": true; an unknown id a plain
+// 404. A resend of a lost id is a new event, at a new seq.
+func TestLostEventSaysSo(t *testing.T) {
+	fs := vfs.NewMem()
+	r := startRig(t, fs, newSink(nil), Config{})
+	// 20 group commits: the mark file's replicas (8 slots) keep only the
+	// newest groups' records, so the oldest blocks of records have no copy.
+	const n = 400
+	for g := range 20 {
+		var batch strings.Builder
+		for i := g * 20; i < (g+1)*20; i++ {
+			fmt.Fprintln(&batch, ev(fmt.Sprintf("c%04d", i), `{"qty":1}`))
+		}
+		code, _, b := r.post("/v1/events:batch?ack=processed", batch.String())
+		if ba := decode[BatchAnswer](t, b); code != 200 || ba.Counts["PROCESSED"] != 20 {
+			t.Fatalf("batch: %d %v", code, ba.Counts)
+		}
+	}
+	waitFor(t, "every status synced", func() bool { return r.log.Committed() == n+1 })
+	docs := map[string]EventStatus{} // what GET said before the damage
+	for i := range n {
+		id := fmt.Sprintf("c%04d", i)
+		st, err := r.svc.Status(id)
+		if err != nil || st.Status != Processed || st.Seq != uint64(i+1) {
+			t.Fatalf("%s: %+v %v", id, st, err)
+		}
+		docs[id] = st
+	}
+	if err := r.log.Flush(); err != nil { // records, index and documents into one SST
+		t.Fatal(err)
+	}
+	r.stop()
+	lost := flipRecordsBlock(t, fs)
+	t.Logf("flipped a block of records seq %d..%d", lost[0], lost[1])
+	rep, err := eventlog.Salvage("data", fs, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Lost) != 1 || rep.Lost[0].From != lost[0] || rep.Lost[0].To != lost[1] || uint64(len(rep.Lost[0].IDs)) != lost[1]-lost[0]+1 {
+		t.Fatalf("salvage recorded lost %+v, want seqs %d..%d with every id", rep.Lost, lost[0], lost[1])
+	}
+	idOf := func(seq uint64) string { return fmt.Sprintf("c%04d", seq-1) }
+	gone, kept := idOf(lost[0]), idOf(lost[0]+1)
+	// The salvage removed the lost ids' status documents (a Pebble salvage
+	// does; a JetStream log keeps them apart from the stream): put one back,
+	// as a document that survived its record.
+	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w eventlog.Write
+	doc, _ := json.Marshal(docs[kept])
+	w.Set(eventlog.Status, kept, doc)
+	if err := l.Apply(&w); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r = startRig(t, fs, newSink(nil), Config{})
+	code, b := r.get("/v1/events/" + gone)
+	la := decode[lostAnswer](t, b)
+	if code != 410 || la.EventID != gone || la.Status != "LOST" || la.LostSeq != lost[0] || la.See != "/v1/lost" {
+		t.Fatalf("GET of a lost id: %d %s; want 410 LOST at seq %d, see /v1/lost", code, b, lost[0])
+	}
+	t.Logf("GET %s: %d %s", gone, code, b)
+	code, b = r.get("/v1/events/" + kept)
+	var st struct {
+		EventStatus
+		RecordLost bool   `json:"record_lost"`
+		LostSeq    uint64 `json:"lost_seq"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if code != 200 || st.Status != Processed || !st.RecordLost || st.LostSeq != lost[0]+1 || st.Seq != lost[0]+1 ||
+		len(st.Transitions) != len(docs[kept].Transitions) {
+		t.Fatalf("GET of a lost id whose status document survived: %d %s; want it PROCESSED, record_lost, lost_seq %d", code, b, lost[0]+1)
+	}
+	t.Logf("GET %s: %d %s", kept, code, b)
+	code, b = r.get("/v1/events/never-sent")
+	if a := decode[Answer](t, b); code != 404 || strings.Contains(a.Error, "lost") {
+		t.Fatalf("GET of an unknown id, every lost seq's id known: %d %s; want a plain 404", code, b)
+	}
+	code, b = r.get("/v1/lost")
+	ll := decode[struct {
+		Lost []eventlog.LostRange `json:"lost"`
+	}](t, b)
+	if code != 200 || len(ll.Lost) != 1 || len(ll.Lost[0].Seqs) != len(ll.Lost[0].IDs) || ll.Lost[0].IDs[0] != gone || ll.Lost[0].Seqs[0] != lost[0] {
+		t.Fatalf("GET /v1/lost: %d %s; want the ids with their seqs", code, b)
+	}
+	// A resend is a new event: a new seq, processed.
+	code, _, b = r.post("/v1/events?ack=processed", ev(gone, `{"qty":1}`))
+	if a := decode[Answer](t, b); code != 200 || a.Duplicate || a.Status != Processed || a.Seq <= n {
+		t.Fatalf("resend of a lost id: %d %s; want PROCESSED as a new event, at a seq above %d", code, b, n)
+	}
+	if code, b := r.get("/v1/events/" + gone); code != 200 || decode[EventStatus](t, b).Seq <= n || strings.Contains(string(b), "record_lost") {
+		t.Fatalf("GET of the resent id: %d %s", code, b)
 	}
 }

@@ -100,7 +100,8 @@ type Answer struct {
 	Error       string `json:"error,omitempty"`
 	// Durability says what PERSISTED means on this server (Config.Durability):
 	// "fsync" (the local log, fsynced), "replicated:N+fsync", "replicated:N" (stored
-	// by a quorum of N replicas, not fsynced by each) or "unknown".
+	// by a quorum of N replicas, not fsynced by each) or "unknown". Set exactly
+	// when Seq is: not on ACCEPTED answers, nor on invalid or refused events.
 	Durability string `json:"durability,omitempty"`
 	code       int
 	retryAfter time.Duration
@@ -294,7 +295,7 @@ func (h *handler) postBatch(w http.ResponseWriter, r *http.Request) {
 	// In line order, as sent.
 	sortAnswers(answers)
 	for i := range answers {
-		answers[i].Durability = h.s.Durability()
+		answers[i].sayDurability(h.s)
 	}
 	out := BatchAnswer{Results: answers, Counts: map[string]int{}}
 	allRetryable, sameCode := true, true
@@ -421,10 +422,37 @@ func sortAnswers(a []Answer) {
 	}
 }
 
+// LostAnswer is GET /v1/events/{id}'s 410: the event's record was lost to a
+// salvage of the damaged log, and its status document with it.
+type LostAnswer struct {
+	EventID string `json:"event_id"`
+	Status  string `json:"status"` // LOST
+	// LostSeq is the record's seq; where it is not known (a range recorded
+	// before gale kept each id's seq), LostFrom..LostTo is the range.
+	LostSeq  uint64 `json:"lost_seq,omitempty"`
+	LostFrom uint64 `json:"lost_from_seq,omitempty"`
+	LostTo   uint64 `json:"lost_to_seq,omitempty"`
+	Error    string `json:"error"`
+	See      string `json:"see"` // /v1/lost
+}
+
 func (h *handler) getEvent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	st, err := h.s.Status(id)
+	var lost *LostError
+	var unknown *UnknownLostError
 	switch {
+	case errors.As(err, &lost):
+		a := LostAnswer{EventID: id, Status: "LOST", LostSeq: lost.Seq, See: "/v1/lost",
+			Error: "the record of this event was lost: a salvage of the damaged log could not keep it; send it again (a resend is taken in as a new event)"}
+		if lost.Seq == 0 {
+			a.LostFrom, a.LostTo = lost.From, lost.To
+		}
+		writeJSON(w, http.StatusGone, a)
+	case errors.As(err, &unknown):
+		writeJSON(w, http.StatusNotFound, Answer{EventID: id, Error: fmt.Sprintf(
+			"no event with this event_id (never persisted, or past the dedupe window); but a salvage of the damaged log lost %s whose event_id is unknown: it may be one of them (see /v1/lost)",
+			plural(unknown.Seqs, "acknowledged seq", "acknowledged seqs"))})
 	case errors.Is(err, ErrNotFound):
 		writeJSON(w, http.StatusNotFound, Answer{EventID: id, Error: "no event with this event_id (never persisted, or past the dedupe window)"})
 	case err != nil:
@@ -434,6 +462,13 @@ func (h *handler) getEvent(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, st)
 	}
+}
+
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func (h *handler) postRetry(w http.ResponseWriter, r *http.Request) {
@@ -479,8 +514,8 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 // lost lists the acknowledged seq ranges that a salvage of a damaged log could not
-// keep, with the event ids some surviving copy named: their clients must send them
-// again (a resend is taken as a new event).
+// keep, with the event ids some surviving copy named (and their seqs): their
+// clients must send them again (what a resend does: README, on salvage).
 func (h *handler) lost(w http.ResponseWriter, _ *http.Request) {
 	lost := h.s.log.Lost()
 	if lost == nil {
@@ -501,10 +536,20 @@ func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// writeAnswer writes the answer of one event, saying what PERSISTED means here.
+// writeAnswer writes the answer of one event, saying what PERSISTED means here
+// if it names a seq.
 func (h *handler) writeAnswer(w http.ResponseWriter, a Answer) {
-	a.Durability = h.s.Durability()
+	a.sayDurability(h.s)
 	writeAnswer(w, a)
+}
+
+// sayDurability sets the answer's Durability if it names a seq: the event is
+// (or was) in the log, and the word says what that is worth. An answer without
+// one (ACCEPTED, invalid, refused, not stored) has nothing it could qualify.
+func (a *Answer) sayDurability(s *Service) {
+	if a.Seq > 0 {
+		a.Durability = s.Durability()
+	}
 }
 
 func writeAnswer(w http.ResponseWriter, a Answer) {

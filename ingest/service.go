@@ -21,7 +21,45 @@ import (
 var (
 	ErrShuttingDown = errors.New("ingest: shutting down")
 	ErrNotFound     = errors.New("ingest: no such event")
+	// ErrLost is wrapped by Status's error (a *LostError, which wraps ErrNotFound
+	// too) for an event whose record a salvage recorded lost, and whose status
+	// document did not survive.
+	ErrLost = errors.New("ingest: the event's record was lost")
 )
+
+// LostError says that the record of an event was lost: a salvage of the damaged
+// log could not keep it and recorded its seq lost (GET /v1/lost).
+type LostError struct {
+	EventID string
+	// Seq is the record's seq; 0 if the range (From..To) was recorded before
+	// gale kept each id's seq.
+	Seq      uint64
+	From, To uint64
+}
+
+func (e *LostError) Error() string {
+	at := fmt.Sprintf("seq %d", e.Seq)
+	if e.Seq == 0 {
+		at = fmt.Sprintf("one of seqs %d..%d", e.From, e.To)
+	}
+	return fmt.Sprintf("ingest: the record of %q (%s) was lost: a salvage of the damaged log could not keep it", e.EventID, at)
+}
+
+// Unwrap: ErrLost, and ErrNotFound (the log holds nothing of it).
+func (e *LostError) Unwrap() []error { return []error{ErrLost, ErrNotFound} }
+
+// UnknownLostError is Status's error for an id the log does not know while lost
+// ranges hold seqs whose ids no surviving copy named: it may be one of them.
+// It wraps ErrNotFound.
+type UnknownLostError struct {
+	Seqs uint64 // lost seqs whose ids are unknown
+}
+
+func (e *UnknownLostError) Error() string {
+	return fmt.Sprintf("ingest: no such event; %d acknowledged seqs whose ids are unknown were lost", e.Seqs)
+}
+
+func (e *UnknownLostError) Unwrap() error { return ErrNotFound }
 
 // Log is the durable log a Service takes events into: gale's Pebble log
 // (*eventlog.Log), or a replicated one. Its contract is eventlog.Log's: Submit's
@@ -73,8 +111,8 @@ type Config struct {
 	// a tree that timed out during or across an outage is replayed without charging
 	// the event an attempt, and Ready reports the sink unavailable.
 	Sink SinkHealth
-	// Durability says what PERSISTED means with this log, in every answer
-	// (Answer.Durability): "fsync" for the local Pebble log; for a replicated log
+	// Durability says what PERSISTED means with this log, in every answer that
+	// names a seq (Answer.Durability): "fsync" for the local Pebble log; for a replicated log
 	// "replicated:N+fsync" (N copies, each server fsyncing every write),
 	// "replicated:N" (N copies, not each fsynced) or "unknown". Default: the log's
 	// own Durability() string if it has one, else "fsync".
@@ -127,7 +165,7 @@ type Service struct {
 	closeOnce sync.Once
 	inflight  sync.WaitGroup // submissions under way, so Close can answer them all
 	counts    counts         // for metrics (counts.go)
-	// durability is the word every answer carries (Config.Durability, or what
+	// durability is the word every answer with a seq carries (Config.Durability, or what
 	// SetDurability said since).
 	durability atomic.Pointer[string]
 
@@ -212,10 +250,11 @@ type Result struct {
 	Err error
 }
 
-// Durability is what PERSISTED means now, the word every answer carries.
+// Durability is what PERSISTED means now, the word every answer that names a
+// seq carries.
 func (s *Service) Durability() string { return *s.durability.Load() }
 
-// SetDurability changes the word every answer carries from now on (the servers
+// SetDurability changes the word every answer with a seq carries from now on (the servers
 // of a replicated log changed how they sync, or can no longer be asked), and
 // returns the word before.
 func (s *Service) SetDurability(word string) (before string) {
@@ -466,6 +505,18 @@ func retryable(id string, err error) Result {
 // stored record.
 func (s *Service) appended(recs []*event.Record, errs []error, stored []bool) {
 	now := s.now()
+	// When they became durable, as the log says (one group commit holds a
+	// Submit's records: the last one's time is every one's).
+	var last uint64
+	for i, r := range recs {
+		if errs[i] == nil && (stored == nil || !stored[i]) {
+			last = max(last, r.Seq)
+		}
+	}
+	persistedAt := now
+	if last > 0 {
+		persistedAt = s.persistedAt(last)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range recs {
@@ -473,7 +524,7 @@ func (s *Service) appended(recs []*event.Record, errs []error, stored []bool) {
 			s.tr.Refused(r.Event.ID)
 		} else if errs[i] != nil {
 			s.tr.PersistFailed(now, r.Event.ID, errs[i])
-		} else if st, _ := s.tr.Persisted(now, r.Event.ID, r.Seq, r.Generation); st.Status == Persisted && st.Attempts == 0 {
+		} else if st, _ := s.tr.Persisted(persistedAt, r.Event.ID, r.Seq, r.Generation); st.Status == Persisted && st.Attempts == 0 {
 			// Durable and not yet taken by the spout: its status now lives in the
 			// log (the dedupe entry says PERSISTED), so memory holds only events
 			// in progress however long the backlog.
@@ -673,12 +724,44 @@ func (s *Service) durableStatus(id string) (*EventStatus, error) {
 	if doc != nil { // an older generation's history, then the resubmitted record
 		st.Attempts, st.Transitions = doc.Attempts, doc.Transitions
 	}
-	// The exact sync time is not kept once an event leaves memory; its receipt is.
 	if doc == nil {
 		st.Transitions = append(st.Transitions, Transition{Step: StepReceived, Status: Accepted, At: e.ReceivedAt})
 	}
-	st.Transitions = append(st.Transitions, Transition{Step: StepPersisted, Status: Persisted, At: e.ReceivedAt})
+	st.Transitions = append(st.Transitions, persistedStep(e.ReceivedAt, e.PersistedAt))
 	return st, nil
+}
+
+// persistTimer is a log that says when a record became durable by its seq, also
+// one it has just made durable (the Pebble log: its group commits' sync times).
+type persistTimer interface {
+	PersistedAt(seq uint64) (at int64, ok bool, err error)
+}
+
+// persistedAt is when the record at seq became durable, as the log says, or
+// else now: the caller has just learned it is durable, so it was by now.
+func (s *Service) persistedAt(seq uint64) int64 {
+	if p, ok := s.log.(persistTimer); ok {
+		if at, ok, err := p.PersistedAt(seq); ok && err == nil {
+			return at
+		}
+	}
+	return s.now()
+}
+
+// loadedAt is, for a record read back from the log, when it became durable:
+// from its dedupe entry (dv) if that is the record's, else as the log says by
+// seq; 0 if the log does not know (Tracker.Load then shows the receipt time,
+// marked approximate).
+func (s *Service) loadedAt(rec *event.Record, dv durableView) int64 {
+	if dv.inIdx && dv.entry.Seq == rec.Seq {
+		return dv.entry.PersistedAt // the log's Lookup asked already
+	}
+	if p, ok := s.log.(persistTimer); ok {
+		if at, ok, err := p.PersistedAt(rec.Seq); ok && err == nil {
+			return at
+		}
+	}
+	return 0
 }
 
 func (s *Service) statusDoc(id string) (*EventStatus, error) {
@@ -693,7 +776,10 @@ func (s *Service) statusDoc(id string) (*EventStatus, error) {
 	return &st, nil
 }
 
-// Status is the current status of an event: ErrNotFound if the id is unknown.
+// Status is the current status of an event: ErrNotFound if the id is unknown. For
+// an id whose record a salvage recorded lost (see lostStatus): its status
+// document with RecordLost if it survived, else a *LostError; an unknown id while
+// lost seqs of unknown ids exist is an *UnknownLostError.
 func (s *Service) Status(id string) (EventStatus, error) {
 	s.mu.Lock()
 	e, held := s.tr.m[id]
@@ -711,9 +797,61 @@ func (s *Service) Status(id string) (EventStatus, error) {
 		return EventStatus{}, err
 	}
 	if d == nil {
-		return EventStatus{}, ErrNotFound
+		return s.lostStatus(id)
 	}
 	return *d, nil
+}
+
+// lostStatus answers for an id the log has no record of (not in its dedupe
+// index), after a salvage recorded seqs lost. A lost range that names the id,
+// or a status document of the id whose seq a lost range covers (a JetStream
+// log keeps documents apart from the stream, and its salvage cannot name ids),
+// tells that its record was lost: with that document, if it survived,
+// RecordLost and the seq; else a *LostError. Otherwise ErrNotFound, an
+// *UnknownLostError if lost seqs of unknown ids exist.
+//
+// Only answers (GET) read this: taking a new event in looks at the dedupe index
+// alone, so a resend of a lost id is a new event.
+func (s *Service) lostStatus(id string) (EventStatus, error) {
+	lost := s.log.Lost()
+	if len(lost) == 0 {
+		return EventStatus{}, ErrNotFound
+	}
+	var named *eventlog.LostRange
+	var seq uint64
+	var unknown uint64
+	for i := range lost {
+		if q, ok := lost[i].SeqOf(id); ok && named == nil {
+			named, seq = &lost[i], q
+		}
+		unknown += lost[i].Unknown()
+	}
+	doc, err := s.statusDoc(id)
+	if err != nil {
+		return EventStatus{}, err
+	}
+	if doc != nil && doc.Seq != 0 && (named != nil || lostCover(lost, doc.Seq)) {
+		st := *doc
+		st.RecordLost, st.LostSeq = true, doc.Seq
+		return st, nil
+	}
+	if named != nil {
+		return EventStatus{}, &LostError{EventID: id, Seq: seq, From: named.From, To: named.To}
+	}
+	if unknown > 0 {
+		return EventStatus{}, &UnknownLostError{Seqs: unknown}
+	}
+	return EventStatus{}, ErrNotFound
+}
+
+// lostCover says whether a lost range covers seq.
+func lostCover(lost []eventlog.LostRange, seq uint64) bool {
+	for _, r := range lost {
+		if r.From <= seq && seq <= r.To {
+			return true
+		}
+	}
+	return false
 }
 
 // DeadLetter is an event that ended FAILED_FINAL after max attempts.
@@ -757,6 +895,9 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 	if st.Status != FailedFinal {
 		return st, fmt.Errorf("ingest: %q is %s: only FAILED_FINAL events can be resubmitted", id, st.Status)
 	}
+	if st.RecordLost {
+		return st, fmt.Errorf("ingest: %q: its record (seq %d) was lost to a salvage of the damaged log (GET /v1/lost): send the event again", id, st.LostSeq)
+	}
 	rec, ok, err := s.log.ReadSeq(st.Seq)
 	if err != nil {
 		return st, fmt.Errorf("ingest: record seq %d of %q: %w", st.Seq, id, err)
@@ -791,8 +932,9 @@ func (s *Service) Resubmit(ctx context.Context, id string) (EventStatus, error) 
 		return st, err
 	}
 	s.counts.event(&nrec.Event, Persisted)
+	persistedAt := s.persistedAt(nrec.Seq)
 	s.mu.Lock()
-	st, _ = s.tr.Persisted(s.now(), id, nrec.Seq, nrec.Generation)
+	st, _ = s.tr.Persisted(persistedAt, id, nrec.Seq, nrec.Generation)
 	s.docs[id] = st
 	s.dead[id] = false
 	if sl, ok := s.log.(spoutLease); ok {

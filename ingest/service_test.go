@@ -877,13 +877,15 @@ func TestTrimKeepsDeadLetters(t *testing.T) {
 	}
 }
 
-// Every event's answer says what PERSISTED meant (Config.Durability): "fsync" by
-// default on the Pebble log, the configured word otherwise; single and batch,
-// invalid lines and duplicates too, and the Go client reads it.
+// An event's answer says what PERSISTED meant (Config.Durability) exactly when
+// it names a seq: "fsync" by default on the Pebble log, the configured word
+// otherwise; single and batch, duplicates too, and the Go client reads it. An
+// ACCEPTED answer, an invalid line and a refused request name no seq, and say
+// nothing of it.
 func TestAnswersSayTheDurability(t *testing.T) {
 	r := startRig(t, vfs.NewMem(), newSink(nil), Config{})
 	code, _, b := r.post("/v1/events", ev("d1", `{}`))
-	if a := decode[Answer](t, b); code != 200 || a.Durability != "fsync" || !strings.Contains(string(b), `"durability":"fsync"`) {
+	if a := decode[Answer](t, b); code != 200 || a.Seq == 0 || a.Durability != "fsync" || !strings.Contains(string(b), `"durability":"fsync"`) {
 		t.Fatalf("single: %d %s", code, b)
 	}
 	r.stop()
@@ -895,17 +897,38 @@ func TestAnswersSayTheDurability(t *testing.T) {
 		t.Fatalf("batch: %d %s", code, b)
 	}
 	for _, a := range ba.Results {
-		if a.Durability != "replicated:3+fsync" {
-			t.Errorf("batch line %d (%s): durability %q", a.Line, a.Status, a.Durability)
+		want := "replicated:3+fsync"
+		if a.Seq == 0 {
+			want = "" // the invalid line
+		}
+		if a.Durability != want {
+			t.Errorf("batch line %d (%s, seq %d): durability %q, want %q", a.Line, a.Status, a.Seq, a.Durability, want)
 		}
 	}
 	code, _, b = r.post("/v1/events", ev("d1", `{}`))
-	if a := decode[Answer](t, b); code != 200 || !a.Duplicate || a.Durability != "replicated:3+fsync" {
+	if a := decode[Answer](t, b); code != 200 || !a.Duplicate || a.Seq == 0 || a.Durability != "replicated:3+fsync" {
 		t.Fatalf("duplicate: %d %s", code, b)
 	}
 	c := &Client{URL: r.srv.URL}
 	as, _, err := c.Send(context.Background(), []event.Event{{ID: "d3", Source: "s", Type: "t", Payload: []byte(`{}`)}}, LevelPersisted, 0)
 	if err != nil || len(as) != 1 || as[0].Durability != "replicated:3+fsync" {
 		t.Fatalf("client: %+v %v", as, err)
+	}
+	// No seq, no durability: ACCEPTED (single and batch), an invalid event, a
+	// refused parameter.
+	for _, c := range []struct {
+		what, path, body string
+		code             int
+	}{
+		{"accepted", "/v1/events?ack=accepted", ev("d4", `{}`), 202},
+		{"accepted batch", "/v1/events:batch?ack=accepted", ev("d5", `{}`) + "\n", 200},
+		{"invalid event", "/v1/events", `{"event_id":"d6","source":"s"}`, 400},
+		{"invalid batch", "/v1/events:batch", "{nope\n", 400},
+		{"bad ack", "/v1/events?ack=maybe", ev("d7", `{}`), 400},
+	} {
+		code, _, b := r.post(c.path, c.body)
+		if code != c.code || strings.Contains(string(b), "durability") || strings.Contains(string(b), `"seq"`) {
+			t.Errorf("%s: %d %s; want %d without seq or durability", c.what, code, b, c.code)
+		}
 	}
 }

@@ -451,15 +451,22 @@ func (s *Service) begin(rec *event.Record) bool {
 	id := rec.Event.ID
 	s.mu.Lock()
 	s.supersededLocked(rec)
-	held := s.tr.Has(id)
+	e, held := s.tr.m[id]
+	accepted := held && e.st.Status == Accepted
 	s.mu.Unlock()
 	var dv durableView
+	// When it became durable: for a held event its appender has not heard of
+	// yet, or one loaded from the log.
+	var persistedAt int64
 	if !held { // I/O outside the lock
 		var err error
 		if dv, err = s.durableView(id); err != nil {
 			s.cfg.Logger.Warn("dedupe index or status document unreadable; processing the event", "event_id", id, "err", err)
 			dv = durableView{}
 		}
+		persistedAt = s.loadedAt(rec, dv)
+	} else if accepted {
+		persistedAt = s.persistedAt(rec.Seq)
 	}
 	now := s.now()
 	s.mu.Lock()
@@ -471,7 +478,10 @@ func (s *Service) begin(rec *event.Record) bool {
 		}
 		if e.st.Status == Accepted {
 			// Durable (it was read below Durable) before its appender heard so.
-			s.tr.Persisted(now, id, rec.Seq, rec.Generation)
+			if persistedAt == 0 { // it was not held a moment ago, nor accepted
+				persistedAt = now
+			}
+			s.tr.Persisted(persistedAt, id, rec.Seq, rec.Generation)
 		}
 		if e.st.Status != Persisted {
 			s.offsets.Done(rec.Seq)
@@ -487,7 +497,7 @@ func (s *Service) begin(rec *event.Record) bool {
 			s.offsets.Done(rec.Seq)
 			return false
 		}
-		s.tr.Load(rec, dv.doc)
+		s.tr.Load(rec, dv.doc, persistedAt)
 	}
 	if _, err := s.tr.Started(now, id); err != nil {
 		s.cfg.Logger.Error("log spout: cannot start event", "event_id", id, "err", err)
@@ -633,13 +643,14 @@ func (s *Service) startRecovered(recs []event.Record) error {
 		if dv.done(rec) {
 			continue // begin skips it
 		}
+		persistedAt := s.loadedAt(rec, dv)
 		now := s.now()
 		s.mu.Lock()
 		if s.tr.Has(id) {
 			s.mu.Unlock()
 			continue
 		}
-		st := s.tr.Load(rec, dv.doc)
+		st := s.tr.Load(rec, dv.doc, persistedAt)
 		if s.tr.Exhausted(id) {
 			reason := fmt.Sprintf("%d attempts started and none finished: the process stopped each time (last error: %q)", st.Attempts, st.LastError)
 			st, _ = s.tr.GiveUp(now, id, reason)

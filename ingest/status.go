@@ -116,6 +116,11 @@ type Transition struct {
 	Error   string `json:"error,omitempty"`
 	// RetryAt is when the next attempt is due (StepFailed only), Unix nanoseconds.
 	RetryAt int64 `json:"retry_at_unix_nano,omitempty"`
+	// Approximate: At is not the step's own time. Only on a persisted step whose
+	// time the log does not know (a log written before gale kept it, or a kill -9
+	// before the time was written): At is then the receipt time, the earliest the
+	// event can have been persisted.
+	Approximate bool `json:"at_approximate,omitempty"`
 }
 
 // MarshalJSON adds a readable time beside the exact one.
@@ -137,4 +142,9 @@ type EventStatus struct {
 	PayloadHash string       `json:"payload_hash"`
 	LastError   string       `json:"last_error,omitempty"`
 	Transitions []Transition `json:"transitions"`
+	// RecordLost: this is the status document of an event whose record a salvage
+	// of the damaged log recorded lost (at LostSeq); the document survived it.
+	// Set on answers only, never stored.
+	RecordLost bool   `json:"record_lost,omitempty"`
+	LostSeq    uint64 `json:"lost_seq,omitempty"`
 }

@@ -217,8 +217,10 @@ func (t *Tracker) PersistFailed(now int64, id string, err error) EventStatus {
 
 // Load makes the tracker hold a durable event read back from the log (after a
 // restart), from its status document if one was kept (prior attempts) or else as
-// PERSISTED at its receipt time. An event already held is left as it is.
-func (t *Tracker) Load(rec *event.Record, doc *EventStatus) EventStatus {
+// PERSISTED at persistedAt, when the log says it became durable (Unix
+// nanoseconds; 0 if the log does not know: then at its receipt time, marked
+// approximate). An event already held is left as it is.
+func (t *Tracker) Load(rec *event.Record, doc *EventStatus, persistedAt int64) EventStatus {
 	if e, ok := t.m[rec.Event.ID]; ok {
 		return e.snapshot()
 	}
@@ -237,16 +239,25 @@ func (t *Tracker) Load(rec *event.Record, doc *EventStatus) EventStatus {
 			}
 		}
 	} else {
-		// Out of memory since: the exact sync time is not kept, the receipt time is.
 		e.st = EventStatus{EventID: rec.Event.ID, PayloadHash: rec.Hash.String()}
 		// Rebuilt, not made now: not counted in Steps (the receipt was counted when
 		// it happened, or by an earlier process).
 		e.step(Transition{Step: StepReceived, Status: Accepted, At: rec.ReceivedAt})
-		e.step(Transition{Step: StepPersisted, Status: Persisted, At: rec.ReceivedAt})
+		e.step(persistedStep(rec.ReceivedAt, persistedAt))
 	}
 	e.st.Seq, e.st.Generation = rec.Seq, rec.Generation
 	t.m[rec.Event.ID] = e
 	return e.snapshot()
+}
+
+// persistedStep is the persisted step of a history rebuilt from the log: at the
+// time the log says the record became durable, or, when it does not know (0), at
+// the receipt time (the earliest it can have been), marked approximate.
+func persistedStep(receivedAt, persistedAt int64) Transition {
+	if persistedAt == 0 {
+		return Transition{Step: StepPersisted, Status: Persisted, At: receivedAt, Approximate: true}
+	}
+	return Transition{Step: StepPersisted, Status: Persisted, At: persistedAt}
 }
 
 // Started records that an attempt of the event was emitted into the topology and

@@ -138,16 +138,24 @@ func TestTrackerLoadKeepsAttempts(t *testing.T) {
 	rec := &event.Record{Seq: 4, Hash: h("{}"), Event: event.Event{ID: "e"}, ReceivedAt: 5}
 	doc := &EventStatus{EventID: "e", Status: Persisted, Attempts: 2, Transitions: []Transition{
 		{Step: StepPersisted, Status: Persisted}, {Step: StepStarted, Attempt: 1}, {Step: StepFailed}, {Step: StepStarted, Attempt: 2}, {Step: StepFailed}}}
-	tr.Load(rec, doc)
+	tr.Load(rec, doc, 0)
 	if n, _ := tr.Started(10, "e"); n != 3 {
 		t.Fatalf("attempt = %d, want 3", n)
 	}
 	if final, _, _, _ := tr.Failed(11, "e", "boom"); !final {
 		t.Fatal("third attempt across a restart was not final")
 	}
-	st := tr.Load(&event.Record{Seq: 5, Hash: h("{}"), Event: event.Event{ID: "f"}, ReceivedAt: 7}, nil)
+	st := tr.Load(&event.Record{Seq: 5, Hash: h("{}"), Event: event.Event{ID: "f"}, ReceivedAt: 7}, nil, 0)
 	if st.Status != Persisted || st.Transitions[0].At != 7 || st.Seq != 5 {
 		t.Fatalf("Load without a doc: %+v", st)
+	}
+	// The log did not say when it became durable: the receipt time, marked.
+	if p := st.Transitions[1]; p.Step != StepPersisted || p.At != 7 || !p.Approximate {
+		t.Fatalf("Load without a persisted time: %+v, want the receipt time marked approximate", p)
+	}
+	st = tr.Load(&event.Record{Seq: 6, Hash: h("{}"), Event: event.Event{ID: "g"}, ReceivedAt: 7}, nil, 9)
+	if p := st.Transitions[1]; p.Step != StepPersisted || p.At != 9 || p.Approximate {
+		t.Fatalf("Load with a persisted time: %+v, want it at 9", p)
 	}
 }
 
@@ -201,7 +209,7 @@ func TestBatchAnswerEncodingMatchesEncodingJSON(t *testing.T) {
 func TestTrackerInterruptedIsNotCharged(t *testing.T) {
 	tr := NewTracker(TrackerConfig{MaxAttempts: 1})
 	rec := &event.Record{Seq: 4, Hash: h(`{}`), Event: event.Event{ID: "e"}}
-	tr.Load(rec, nil)
+	tr.Load(rec, nil, 0)
 	for i := range 3 {
 		if n, err := tr.Started(int64(10*i), "e"); err != nil || n != 1 {
 			t.Fatalf("Started = %d %v, want attempt 1 each time", n, err)
@@ -218,7 +226,7 @@ func TestTrackerInterruptedIsNotCharged(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := NewTracker(TrackerConfig{MaxAttempts: 1})
-	after.Load(rec, &stored)
+	after.Load(rec, &stored, 0)
 	if after.Exhausted("e") {
 		t.Fatal("interrupted attempts counted toward max attempts after a restart")
 	}
@@ -236,7 +244,7 @@ func TestTrackerInterruptedIsNotCharged(t *testing.T) {
 func TestTrackerRawHashOfOlderRecord(t *testing.T) {
 	tr := NewTracker(TrackerConfig{})
 	old := in("e", `{"b":1,"a":2}`)
-	tr.Load(&event.Record{Seq: 1, Hash: old.HashAs(event.HashRaw), Event: *old}, nil)
+	tr.Load(&event.Record{Seq: 1, Hash: old.HashAs(event.HashRaw), Event: *old}, nil, 0)
 	if v, st := tr.Receive(2, old, old.Hash(), nil); v != Duplicate || st.PayloadHash != old.HashAs(event.HashRaw).String() {
 		t.Fatalf("byte-identical retry: %v %+v", v, st)
 	}
@@ -244,7 +252,7 @@ func TestTrackerRawHashOfOlderRecord(t *testing.T) {
 		t.Fatalf("reordered retry under the raw rule: %v, want Conflict", v)
 	}
 	// Under the canonical rule (a record of this version), reordered is the same.
-	tr.Load(&event.Record{Seq: 2, Hash: h(`{"b":1,"a":2}`), Event: *in("f", `{"b":1,"a":2}`)}, nil)
+	tr.Load(&event.Record{Seq: 2, Hash: h(`{"b":1,"a":2}`), Event: *in("f", `{"b":1,"a":2}`)}, nil, 0)
 	if v, _ := tr.Receive(3, in("f", `{"a":2, "b":1}`), h(`{"a":2, "b":1}`), nil); v != Duplicate {
 		t.Fatalf("reordered retry under the canonical rule: %v, want Duplicate", v)
 	}
@@ -270,7 +278,7 @@ func TestTrackerSteps(t *testing.T) {
 	// Read back from the log (after a restart, or after it was let go): its rebuilt
 	// history is not counted.
 	r := &event.Record{Seq: 9, Event: event.Event{ID: "old"}, Hash: h("old"), ReceivedAt: 1}
-	tr.Load(r, nil)
+	tr.Load(r, nil, 0)
 	tr.Started(11, "old")
 	tr.Steps()[StepReceived] = 100 // a copy
 	want := map[Step]uint64{StepReceived: 3, StepPersisted: 2, StepStarted: 5, StepFailed: 3, StepCompleted: 1, StepDeadLetter: 1}

@@ -219,7 +219,8 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 	if r.AfterDamage > 0 {
 		fmt.Fprintf(w, "after the WAL damage: %d intact batches (records up to seq %d), kept by a salvage\n", r.AfterDamage, r.AfterDamageTo)
 	}
-	names := map[byte]string{'l': "records", 'd': "dedupe entries", 's': "status documents", 'x': "dead letters", 'm': "meta"}
+	names := map[byte]string{'l': "records", 'd': "dedupe entries", 's': "status documents", 'x': "dead letters", 'm': "meta",
+		'p': "group sync times"}
 	var kinds []string
 	for k, n := range r.Keys {
 		name := names[k]

@@ -84,7 +84,9 @@ func startRefused(t *testing.T, url string, args ...string) string {
 // naming the damage; gale log check must say what is damaged (exit 1) without
 // changing the log; gale log salvage must start it again from what is intact; then
 // every acknowledged event is either there (and ends PROCESSED) or listed at
-// GET /v1/lost, and a new event gets a seq above every acknowledged one.
+// GET /v1/lost, and a new event gets a seq above every acknowledged one. A GET of
+// a lost event says so: 410 LOST with its seq if /v1/lost names its id, else a
+// 404 that says lost seqs of unknown ids exist.
 func TestWALBitFlipAfterKill9(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
@@ -174,19 +176,45 @@ func TestWALBitFlipAfterKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed := func(id string, seq uint64) bool {
+	listed := func(id string, seq uint64) (inRange, named bool) {
 		for _, r := range lost.Lost {
 			if seq >= r.From && seq <= r.To {
-				return true
+				for _, n := range r.IDs {
+					named = named || n == id
+				}
+				return true, named
 			}
 		}
-		return false
+		return false, false
 	}
-	nLost := 0
+	nLost, nNamed := 0, 0
 	deadline := time.Now().Add(60 * time.Second)
 	for id, seq := range acked {
-		if listed(id, seq) {
+		if inRange, named := listed(id, seq); inRange {
 			nLost++
+			resp, err := http.Get(c2.url + "/v1/events/" + id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a struct {
+				Status  string `json:"status"`
+				LostSeq uint64 `json:"lost_seq"`
+				See     string `json:"see"`
+				Error   string `json:"error"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&a)
+			resp.Body.Close()
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case named && (resp.StatusCode != http.StatusGone || a.Status != "LOST" || a.LostSeq != seq || a.See != "/v1/lost"):
+				t.Fatalf("GET of %s, lost at seq %d and named at /v1/lost: %d %+v; want 410 LOST with its seq", id, seq, resp.StatusCode, a)
+			case !named && (resp.StatusCode != http.StatusNotFound || !strings.Contains(a.Error, "event_id is unknown")):
+				t.Fatalf("GET of %s, lost at seq %d with its id unknown: %d %+v; want a 404 saying such seqs exist", id, seq, resp.StatusCode, a)
+			}
+			if named {
+				nNamed++
+			}
 			continue
 		}
 		for {
@@ -205,7 +233,7 @@ func TestWALBitFlipAfterKill9(t *testing.T) {
 	if err != nil || len(answers) != 1 || answers[0].Seq <= top {
 		t.Fatalf("new event after salvage: %+v %v; want a seq above %d", answers, err, top)
 	}
-	t.Logf("%d acknowledged: %d listed at /v1/lost %+v, the rest PROCESSED; a new event got seq %d", len(acked), nLost, lost.Lost, answers[0].Seq)
+	t.Logf("%d acknowledged: %d listed at /v1/lost %+v (%d with their id: GET 410), the rest PROCESSED; a new event got seq %d", len(acked), nLost, lost.Lost, nNamed, answers[0].Seq)
 }
 
 func firstLine(s string) string {

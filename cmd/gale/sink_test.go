@@ -5,8 +5,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,6 +297,38 @@ func TestSinkRebuildListsSeqsTheLogLacks(t *testing.T) {
 	if rows, _ := sinkRows(t, fresh); uint64(len(rows)) != n-nLost-1 {
 		t.Fatalf("rebuilt sink has %d events rows, want %d", len(rows), uint64(n)-nLost-1)
 	}
+
+	// gale serve on the salvaged log: a GET of a lost event says it was lost
+	// (issue 25 §5), though it was PROCESSED and its row is in the first sink.
+	// Before, 404 "never persisted, or past the dedupe window".
+	id := fmt.Sprintf("g%03d", lost[0]-1)
+	if rows := queryText(t, filepath.Join(dir, "sink.db"), "SELECT event_id FROM events WHERE event_id = '"+id+"'"); len(rows) != 1 {
+		t.Fatalf("%s's row in the sink: %v", id, rows)
+	}
+	s, err = serve.Start(context.Background(), serve.Options{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	resp, err := http.Get(s.URL() + "/v1/events/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var a struct {
+		EventID string `json:"event_id"`
+		Status  string `json:"status"`
+		LostSeq uint64 `json:"lost_seq"`
+		See     string `json:"see"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusGone || a.EventID != id || a.Status != "LOST" || a.LostSeq != lost[0] || a.See != "/v1/lost" {
+		t.Fatalf("GET /v1/events/%s after the salvage: %d %s; want 410 LOST at seq %d", id, resp.StatusCode, body, lost[0])
+	}
+	t.Logf("GET /v1/events/%s: %d %s", id, resp.StatusCode, body)
 }
 
 // flipRecordsBlock flips a bit in a data block of the log's SSTs that holds only

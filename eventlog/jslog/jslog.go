@@ -466,7 +466,8 @@ func (l *Log) forgetAbsent(id string) {
 	l.nmu.Unlock()
 }
 
-// Lookup returns the dedupe entry of id: its last record (the newest generation).
+// Lookup returns the dedupe entry of id: its last record (the newest generation),
+// with the stored message's timestamp as its PersistedAt.
 func (l *Log) Lookup(id string) (eventlog.Entry, bool, error) {
 	ctx, cancel := l.op(context.Background())
 	defer cancel()
@@ -484,7 +485,10 @@ func (l *Log) Lookup(id string) (eventlog.Entry, bool, error) {
 		return eventlog.Entry{}, false, fmt.Errorf("jslog: record of %q at seq %d: %w", id, m.Sequence, err)
 	}
 	l.seen(m.Sequence)
-	return eventlog.Entry{Seq: m.Sequence, ReceivedAt: r.ReceivedAt, Generation: r.Generation, Hash: r.Hash}, true, nil
+	// PersistedAt: when the stream stored it (the leader's clock), the nearest a
+	// message has to the quorum's acknowledgement.
+	return eventlog.Entry{Seq: m.Sequence, ReceivedAt: r.ReceivedAt, Generation: r.Generation, Hash: r.Hash,
+		PersistedAt: m.Time.UnixNano()}, true, nil
 }
 
 func (l *Log) seen(seq uint64) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -417,5 +418,100 @@ func TestServiceConcurrentResendsOnTheJetStreamLog(t *testing.T) {
 	}
 	if l.Durable() != ids {
 		t.Errorf("%d records stored, want %d", l.Durable(), ids)
+	}
+}
+
+// Lookup says when the record was stored: the stored message's timestamp, after
+// its receipt and no later than the acknowledgement, the same after a reopen
+// (issue 25 §4: an event's history rebuilt from the log showed its receipt time).
+func TestLookupSaysWhenStored(t *testing.T) {
+	js := openJS(t, natstest.Run(t, natstest.JetStream(t, "")).ClientURL())
+	l := open(t, js)
+	ctx := context.Background()
+	a := rec("a", 0, `{"n":1}`)
+	if err := l.Append(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	acked := time.Now().UnixNano()
+	m, err := l.Stream().GetMsg(ctx, a.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := l.Lookup("a")
+	if err != nil || !ok {
+		t.Fatalf("Lookup(a): %v %v", ok, err)
+	}
+	if e.PersistedAt != m.Time.UnixNano() || e.PersistedAt <= a.ReceivedAt || e.PersistedAt > acked {
+		t.Fatalf("Lookup(a).PersistedAt = %d; want the stored message's time %d, after the receipt %d and no later than the ack %d",
+			e.PersistedAt, m.Time.UnixNano(), a.ReceivedAt, acked)
+	}
+	_ = l.Close()
+	l2 := open(t, js)
+	if e2, _, err := l2.Lookup("a"); err != nil || e2.PersistedAt != e.PersistedAt {
+		t.Fatalf("after a reopen: PersistedAt %d, %v; was %d", e2.PersistedAt, err, e.PersistedAt)
+	}
+}
+
+// switchableSink is an ingest.SinkHealth the test turns on and off.
+type switchableSink struct{ down atomic.Bool }
+
+func (s *switchableSink) Err() error {
+	if s.down.Load() {
+		return errors.New("sink down")
+	}
+	return nil
+}
+func (s *switchableSink) Outages() uint64 { return 0 }
+
+// An event's history on the JetStream log (issue 25 §4): persisted after
+// received and no later than started, at the stored message's time once the
+// event is out of memory, and the same from a second service (a restart).
+func TestHistoryOnTheJetStreamLog(t *testing.T) {
+	u := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	health := &switchableSink{}
+	health.down.Store(true)
+	a, rta := startServeWith(t, openLeased(t, u, "a"), ingest.Config{FlushEvery: 5 * time.Millisecond, Sink: health}, &ackSink{seen: map[string]int{}})
+	ctx := context.Background()
+	r := a.Submit(ctx, orderEvents(0, 1), ingest.LevelPersisted, 0)[0]
+	if r.Err != nil || r.Status.Status != ingest.Persisted {
+		t.Fatalf("o0: %+v", r)
+	}
+	m, err := openLeased(t, u, "reader").Stream().GetMsg(ctx, r.Status.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := func(st ingest.EventStatus) map[ingest.Step]ingest.Transition {
+		out := map[ingest.Step]ingest.Transition{}
+		for _, tr := range st.Transitions {
+			out[tr.Step] = tr
+		}
+		return out
+	}
+	st, err := a.Status("o0") // not started (the sink is down): rebuilt from the stream
+	s := steps(st)
+	if err != nil || s[ingest.StepPersisted].At != m.Time.UnixNano() || s[ingest.StepPersisted].Approximate ||
+		s[ingest.StepPersisted].At <= s[ingest.StepReceived].At {
+		t.Fatalf("o0 out of memory: %+v %v; want persisted at the stored time %d, after received", st, err, m.Time.UnixNano())
+	}
+	persisted := s[ingest.StepPersisted].At
+	health.down.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for st.Status != ingest.Processed {
+		if time.Now().After(deadline) {
+			t.Fatalf("o0 not processed: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+		st, _ = a.Status("o0")
+	}
+	s = steps(st)
+	if s[ingest.StepPersisted].At != persisted || s[ingest.StepStarted].At < persisted {
+		t.Fatalf("o0 processed: %+v; want persisted still at %d, started no earlier", st, persisted)
+	}
+	_ = rta.Stop(ctx)
+	_ = a.Close()
+	b, _ := startServe(t, openLeased(t, u, "b"))
+	st, err = b.Status("o0")
+	if s := steps(st); err != nil || st.Status != ingest.Processed || s[ingest.StepPersisted].At != persisted {
+		t.Fatalf("o0 from a second service: %+v %v; want persisted at %d", st, err, persisted)
 	}
 }

@@ -3,8 +3,13 @@ package jslog
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -247,5 +252,100 @@ func TestSalvageScansWithOneConsumer(t *testing.T) {
 	}
 	if c := info.CachedInfo().State.Consumers; c != 0 {
 		t.Errorf("%d consumers left on the stream after the salvage, want none", c)
+	}
+}
+
+// After a salvage of the stream, a lost event says so (issue 25 §5). JetStream
+// keeps the status documents apart from the stream, so an event processed
+// before its record was lost still has its document: GET answers it, with
+// "record_lost": true and its seq; an unknown id is a 404 that says lost seqs of
+// unknown ids exist (this salvage cannot name them). And a resend of the lost
+// id, as the code stands: the stream takes it at a new seq, but the surviving
+// document says its generation is PROCESSED, so the log spout skips the new
+// record and the answer is that document: PROCESSED at the old seq, not run
+// again (README, "Lost records in JetStream").
+func TestLostEventWithItsStatusDocument(t *testing.T) {
+	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
+	js := openJS(t, url)
+	ctx := context.Background()
+	la := openLeased(t, url, "a")
+	a, rta := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond}, &ackSink{seen: map[string]int{}})
+	for i, r := range a.Submit(ctx, orderEvents(0, 5), ingest.LevelProcessed, 10*time.Second) {
+		if r.Err != nil || r.Status.Status != ingest.Processed || r.Status.Seq != uint64(i+1) {
+			t.Fatalf("o%d: %+v", i, r)
+		}
+	}
+	_ = rta.Stop(ctx)
+	_ = a.Close()
+	_ = la.Close()
+	// The stream comes back with o0 and o1 only (nats-server#7567); the mark
+	// and the documents (another stream) are intact.
+	if err := js.DeleteStream(ctx, "t-log"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "t-log", Subjects: []string{"t.log.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range orderEvents(0, 2) {
+		r := event.Record{ReceivedAt: time.Now().UnixNano(), Hash: e.Hash(), Event: e}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "t.log." + base64.RawURLEncoding.EncodeToString([]byte(e.ID)), Data: r.Encode(nil)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Salvage(ctx, Config{JS: js, Prefix: "t"}, false)
+	if err != nil || len(rep.Lost) != 1 || rep.Lost[0].From != 3 || rep.Lost[0].To != 5 {
+		t.Fatalf("salvage: %+v %v; want seqs 3..5 lost", rep, err)
+	}
+	sink := &ackSink{seen: map[string]int{}}
+	b, _ := startServeWith(t, openLeased(t, url, "b"), ingest.Config{FlushEvery: 5 * time.Millisecond}, sink)
+	srv := httptest.NewServer(b.Handler(ingest.HTTPOptions{}))
+	defer srv.Close()
+	get := func(id string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/v1/events/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+	code, body := get("o3")
+	var st ingest.EventStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if code != 200 || st.Status != ingest.Processed || !st.RecordLost || st.LostSeq != 4 || st.Seq != 4 {
+		t.Fatalf("GET o3: %d %s; want its document, PROCESSED, record_lost at seq 4", code, body)
+	}
+	t.Logf("GET o3: %d %s", code, body)
+	code, body = get("never-sent")
+	if code != 404 || !strings.Contains(string(body), "3 acknowledged seqs whose event_id is unknown") {
+		t.Fatalf("GET never-sent: %d %s; want 404 saying 3 lost seqs have unknown ids", code, body)
+	}
+	t.Logf("GET never-sent: %d %s", code, body)
+
+	r := b.Submit(ctx, orderEvents(3, 4), ingest.LevelProcessed, 10*time.Second)[0]
+	t.Logf("resend of o3: %+v", r)
+	if r.Err != nil || r.Duplicate || r.Status.Status != ingest.Processed || r.Status.Seq != 4 {
+		t.Fatalf("resend of o3: %+v; want PROCESSED from the surviving document (seq 4)", r)
+	}
+	if e, err := b.Status("o3"); err != nil || e.RecordLost || e.Status != ingest.Processed || e.Seq != 4 {
+		t.Fatalf("o3 after the resend: %+v %v", e, err)
+	}
+	if rec, ok, err := openLeased(t, url, "c").Lookup("o3"); err != nil || !ok || rec.Seq != 6 {
+		t.Fatalf("o3's new record: %+v %v %v; want it stored at seq 6", rec, ok, err)
+	}
+	waitCommitted := time.Now().Add(10 * time.Second)
+	for b.Stats().Committed != 7 {
+		if time.Now().After(waitCommitted) {
+			t.Fatalf("committed offset %d, want 7 (past the new record)", b.Stats().Committed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.seen["o3"] != 0 {
+		t.Fatalf("the sink ran o3 %d times after the resend; the surviving document says it is done", sink.seen["o3"])
 	}
 }
