@@ -4,6 +4,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -31,9 +32,15 @@ func newRoot() *cobra.Command {
 }
 
 // run executes the command line and returns the exit status.
-func run(args []string) int {
+func run(args []string) int { return runWith(args, os.Stdout, os.Stderr) }
+
+// runWith is run writing to stdout and stderr (tests run the command tree in their
+// own process this way).
+func runWith(args []string, stdout, stderr io.Writer) int {
 	root := newRoot()
 	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	if err := root.Execute(); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
@@ -43,7 +50,7 @@ func run(args []string) int {
 		if !strings.HasPrefix(msg, "gale:") {
 			msg = "gale: " + msg
 		}
-		fmt.Fprintln(os.Stderr, msg)
+		fmt.Fprintln(stderr, msg)
 		return 2
 	}
 	return 0
