@@ -26,8 +26,13 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(wordcountCmd(), serveCmd(), ingestCmd(), ordersCmd(), benchCmd(), topCmd(), sinkCmd(), logCmd(), natsCmd(),
-		workerCmd(), submitCmd(), clusterCmd())
+		workerCmd(), submitCmd(), clusterCmd(), versionCmd())
 	root.AddCommand(stormActionCmds()...)
+	// cobra prints Version through this template for --version: the same text as
+	// gale version. The flag is declared here so that it has no -v (verbose, to many).
+	root.Version = buildVersionText()
+	root.SetVersionTemplate("{{.Version}}")
+	root.Flags().Bool("version", false, "print gale's version, commit and Go version (as gale version does)")
 	return root
 }
 

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -29,4 +32,60 @@ func TestLicense(t *testing.T) {
 	if !strings.Contains(string(readme), "Apache License 2.0") || !strings.Contains(string(readme), "(LICENSE)") {
 		t.Errorf("the README does not name the Apache License 2.0 with a link to LICENSE")
 	}
+}
+
+// gale version and gale --version print the module's version, the commit and the Go
+// version from the build information; a build without VCS stamping (.ci/run's
+// -buildvcs=false) says its commit is unknown instead of failing.
+func TestVersion(t *testing.T) {
+	stamped := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/gale-stream/gale", Version: "v0.0.0-20260101120000-0123456789ab+dirty"},
+		Settings: []debug.BuildSetting{{Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "amd64"},
+			{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.time", Value: "2026-01-01T12:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	unstamped := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/gale-stream/gale", Version: "(devel)"},
+		Settings: []debug.BuildSetting{{Key: "-buildvcs", Value: "false"}, {Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "arm64"}}}
+	for _, c := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"stamped", stamped, "gale version v0.0.0-20260101120000-0123456789ab+dirty\n" +
+			"commit: 0123456789abcdef0123456789abcdef01234567 (2026-01-01T12:00:00Z, modified)\n" +
+			"go: go1.26.8 linux/amd64\n"},
+		{"-buildvcs=false", unstamped, "gale version devel\n" +
+			"commit: unknown (the build has no VCS information: built with -buildvcs=false, or not from a git checkout)\n" +
+			"go: go1.26.8 linux/arm64\n"},
+		{"no build info", nil, "gale version unknown\n" +
+			"commit: unknown (the build has no VCS information: built with -buildvcs=false, or not from a git checkout)\n" +
+			"go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"},
+	} {
+		if got := versionText(c.bi); got != c.want {
+			t.Errorf("%s: version text\n%s\nwant\n%s", c.name, got, c.want)
+		}
+	}
+
+	// Both spellings print this binary's, exit 0 and write nothing to stderr.
+	bi, _ := debug.ReadBuildInfo()
+	want := versionText(bi)
+	if !strings.Contains(want, "go: "+runtime.Version()+" ") {
+		t.Errorf("this binary's version text lacks its Go version %s:\n%s", runtime.Version(), want)
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, errs, code := galeRun(t, args...)
+		if code != 0 || out != want || errs != "" {
+			t.Errorf("gale %v: exit %d, stdout %q, stderr %q; want exit 0 and %q", args, code, out, errs, want)
+		}
+	}
+	if _, errs, code := galeRun(t, "version", "extra"); code != 2 || !strings.Contains(errs, `unknown command "extra" for "gale version"`) {
+		t.Errorf("gale version extra: exit %d, stderr %q", code, errs)
+	}
+}
+
+// galeRun runs a gale command line in this process, as main does, and returns its
+// output and exit status.
+func galeRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = runWith(args, &o, &e)
+	return o.String(), e.String(), code
 }
