@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // apacheLicenseSHA256 is the SHA-256 of the Apache License 2.0 as NATS ships it
@@ -88,4 +91,51 @@ func galeRun(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	var o, e bytes.Buffer
 	code = runWith(args, &o, &e)
 	return o.String(), e.String(), code
+}
+
+// An unknown subcommand is a usage error (exit 2) naming it and the nearest command,
+// not the group's help with exit 0; a group alone still shows its help.
+func TestUnknownSubcommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cluster", "stat"}, `gale: unknown command "stat" for "gale cluster": did you mean "status"?` + "\n"},
+		{[]string{"sink", "replay"}, `gale: unknown command "replay" for "gale sink" (its commands: rebuild)` + "\n"},
+		{[]string{"serv"}, `gale: unknown command "serv" for "gale": did you mean "serve"?` + "\n"},
+		{[]string{"log", "chek", "--data", "x"}, `gale: unknown command "chek" for "gale log": did you mean "check"?` + "\n"},
+	} {
+		out, errs, code := galeRun(t, c.args...)
+		if code != 2 || errs != c.want || out != "" {
+			t.Errorf("gale %v: exit %d, stderr %q, stdout %.200q; want exit 2, stderr %q", c.args, code, errs, out, c.want)
+		}
+	}
+	// Every group of the tree, cobra's completion too.
+	groups := 0
+	walkCommands(newRoot(), func(c *cobra.Command) {
+		if !c.HasAvailableSubCommands() {
+			return
+		}
+		groups++
+		path := strings.Fields(c.CommandPath())[1:]
+		_, errs, code := galeRun(t, append(path, "nosuchcommand")...)
+		if want := fmt.Sprintf("unknown command %q for %q", "nosuchcommand", c.CommandPath()); code != 2 || !strings.Contains(errs, want) {
+			t.Errorf("%s nosuchcommand: exit %d, stderr %q; want exit 2 and %q", c.CommandPath(), code, errs, want)
+		}
+		out, errs, code := galeRun(t, path...)
+		if code != 0 || !strings.Contains(out, "Available Commands:") || errs != "" {
+			t.Errorf("%s alone: exit %d, stderr %q, stdout %.300q; want its help, exit 0", c.CommandPath(), code, errs, out)
+		}
+	})
+	if groups < 6 { // gale, bench, cluster, completion, log, sink
+		t.Errorf("walked %d groups, want at least 6", groups)
+	}
+}
+
+// walkCommands calls f on c and every command under it.
+func walkCommands(c *cobra.Command, f func(*cobra.Command)) {
+	f(c)
+	for _, sub := range c.Commands() {
+		walkCommands(sub, f)
+	}
 }
