@@ -139,3 +139,25 @@ func walkCommands(c *cobra.Command, f func(*cobra.Command)) {
 		walkCommands(sub, f)
 	}
 }
+
+// gale serve --addr that is no address says so, before anything is opened; a real
+// address that is not loopback is still refused for that reason.
+func TestServeBadAddr(t *testing.T) {
+	for _, c := range []struct{ addr, want string }{
+		{"nonsense", `gale: serve: --addr "nonsense" is not a valid address: want HOST:PORT, e.g. 127.0.0.1:8080 (or :8080 for every interface): missing port in address`},
+		{"127.0.0.1", `gale: serve: --addr "127.0.0.1" is not a valid address: want HOST:PORT, e.g. 127.0.0.1:8080 (or :8080 for every interface): missing port in address`},
+		{"127.0.0.1:http-ish", `gale: serve: --addr "127.0.0.1:http-ish" is not a valid address: port "http-ish" is not a number from 0 to 65535`},
+		{"127.0.0.1:70000", `gale: serve: --addr "127.0.0.1:70000" is not a valid address: port "70000" is not a number from 0 to 65535`},
+		{"[::1:8080", `gale: serve: --addr "[::1:8080" is not a valid address: want HOST:PORT, e.g. 127.0.0.1:8080 (or :8080 for every interface): missing ']' in address`},
+		{"0.0.0.0:0", "gale: serve: --addr 0.0.0.0:0 is not a loopback address and no token is configured"},
+	} {
+		dir := t.TempDir()
+		out, errs, code := galeRun(t, "serve", "--data", dir, "--addr", c.addr)
+		if code != 2 || !strings.HasPrefix(errs, c.want) || out != "" {
+			t.Errorf("gale serve --addr %q: exit %d, stderr %q; want exit 2 and %q", c.addr, code, errs, c.want)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("gale serve --addr %q left %d entries in --data", c.addr, len(ents))
+		}
+	}
+}
