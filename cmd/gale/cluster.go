@@ -553,12 +553,12 @@ func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
 		case r.Inactive:
 			state = "inactive"
 		}
-		fmt.Fprintf(w, "\ntopology %s: %s, generation %d, want %d workers, fingerprint %s\n", r.Topology, state, r.Generation(), r.Want, r.Fingerprint)
+		fmt.Fprintf(w, "\ntopology %s: %s, generation %d, want %s, fingerprint %s\n", r.Topology, state, r.Generation(), plural(r.Want, "worker"), r.Fingerprint)
 		if r.Error != "" {
 			fmt.Fprintf(w, "  last request refused: %s\n", r.Error)
 		}
 		if r.Short > 0 {
-			fmt.Fprintf(w, "  short of %d workers (no free slots); a later pass fills the gap\n", r.Short)
+			fmt.Fprintf(w, "  short of %s (no free slots); a later pass fills the gap\n", plural(r.Short, "worker"))
 		}
 		if r.Assignment != nil && !r.Killed {
 			var comps map[int]string

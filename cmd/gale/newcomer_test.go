@@ -10,8 +10,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cluster/placement"
 )
 
 // apacheLicenseSHA256 is the SHA-256 of the Apache License 2.0 as NATS ships it
@@ -158,6 +162,28 @@ func TestServeBadAddr(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 			t.Errorf("gale serve --addr %q left %d entries in --data", c.addr, len(ents))
+		}
+	}
+}
+
+// gale cluster status counts workers in English: "want 1 worker", "short of 1 worker".
+func TestStatusWorkerCounts(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	a := &placement.Assignment{Generation: 2, Want: 1, Workers: []string{"w1"}, Of: map[int]string{1: "w1"}}
+	s := &cluster.Status{Records: []*cluster.Record{
+		{Topology: "one", Want: 1, Assignment: a, Short: 1},
+		{Topology: "three", Want: 3, Assignment: a, Short: 2},
+	}}
+	var b bytes.Buffer
+	writeStatus(&b, s, now)
+	for _, want := range []string{
+		"topology one: active, generation 2, want 1 worker, fingerprint",
+		"short of 1 worker (no free slots)",
+		"topology three: active, generation 2, want 3 workers, fingerprint",
+		"short of 2 workers (no free slots)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
 		}
 	}
 }
