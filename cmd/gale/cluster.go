@@ -338,6 +338,15 @@ its message timeout; put submit's --timeout before the name).`,
 // setup: the streams and buckets its tasks keep state in), submits it, and waits
 // for the scheduler's placement and, if wait, for every assigned worker to run it.
 func submitTopology(ctx context.Context, nc *nats.Conn, st *cluster.Store, topo string, args []string, workers int, timeout time.Duration, wait bool, progress io.Writer) (*cluster.Record, map[int]string, error) {
+	// Without a live worker there is no scheduler to answer (it runs in the workers)
+	// and nothing to run the topology: say so now, not after the timeout, and
+	// before the topology's setup makes its state.
+	if ws, err := st.Workers(ctx); err != nil {
+		return nil, nil, err
+	} else if len(ws) == 0 {
+		return nil, nil, fmt.Errorf("no live worker on the cluster at %s (prefix %s): no scheduler to place %s (it runs in the workers) and nothing to run it: start gale worker first",
+			nc.ConnectedUrlRedacted(), st.Config().Prefix, topo)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err

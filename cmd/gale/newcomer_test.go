@@ -2,19 +2,23 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/cluster/placement"
 )
 
@@ -184,6 +188,67 @@ func TestStatusWorkerCounts(t *testing.T) {
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// startTestNode starts an embedded NATS node with JetStream on loopback; the test's
+// end shuts it down.
+func startTestNode(t *testing.T) *natsnode.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := natsnode.Start(ctx, natsnode.Config{DataDir: filepath.Join(t.TempDir(), "nats"), Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
+	if err := node.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
+// gale submit on a cluster with no live worker says so at once (no scheduler can
+// answer, and nothing would run it) instead of waiting out --timeout, and leaves
+// nothing behind: no topology in gale cluster status.
+func TestSubmitWithoutLiveWorker(t *testing.T) {
+	node := startTestNode(t)
+	conn := []string{"--nats", node.ClientURL(), "--nats-data", node.DataDir()}
+	// The buckets, as a worker that has since stopped left them.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := natsnode.Connect(node.ClientURL(), node.DataDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Open(ctx, js, cluster.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	out, errs, code := galeRun(t, append(append([]string{"submit"}, conn...), "--timeout", "20s", "wordcount", "--run=nolive", books(t)[0])...)
+	took := time.Since(begin)
+	want := fmt.Sprintf("gale: no live worker on the cluster at %s (prefix gale): no scheduler to place wordcount (it runs in the workers) and nothing to run it: start gale worker first\n", node.ClientURL())
+	if code != 2 || errs != want || out != "" {
+		t.Errorf("submit without a live worker: exit %d after %v\nstdout %q\nstderr %q\nwant exit 2 and %q", code, took, out, errs, want)
+	}
+	if took > 10*time.Second {
+		t.Errorf("submit without a live worker took %v with --timeout 20s: it knew at once", took)
+	}
+	out, errs, code = galeRun(t, append(append([]string{"cluster", "status"}, conn...), "--timeout", "10s")...)
+	if code != 0 || !strings.Contains(out, "scheduler: none") || !strings.HasSuffix(out, "no topologies\n") {
+		t.Errorf("status after the refused submit: exit %d\n%s%s", code, out, errs)
+	}
+	// Nor did it make word count's state streams (its setup runs only for a submit
+	// that can be placed).
+	for name := range js.StreamNames(ctx).Name() {
+		if !strings.HasPrefix(name, "KV_") {
+			t.Errorf("the refused submit left stream %s", name)
 		}
 	}
 }
