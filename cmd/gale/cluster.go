@@ -550,11 +550,14 @@ func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
 			dash(strings.Join(run, " ")), dash(strings.Join(ref, "; ")))
 	}
 	tw.Flush()
-	if len(s.Records) == 0 {
+	// A killed record never placed is a request withdrawn (refused, or not
+	// answered): nothing ran, and "killed, generation 0" would say something did.
+	recs := slices.DeleteFunc(slices.Clone(s.Records), func(r *cluster.Record) bool { return r.Killed && r.Assignment == nil })
+	if len(recs) == 0 {
 		fmt.Fprintln(w, "no topologies")
 		return
 	}
-	for _, r := range s.Records {
+	for _, r := range recs {
 		state := "active"
 		switch {
 		case r.Killed:

@@ -252,3 +252,21 @@ func TestSubmitWithoutLiveWorker(t *testing.T) {
 		}
 	}
 }
+
+// A gale serve --nats whose pipeline the scheduler refuses (no worker but its own,
+// which takes only the tasks pinned to it) fails saying why, and leaves no
+// "killed, generation 0" topology in gale cluster status: it never ran.
+func TestServeNATSRefusedLeavesNoTopology(t *testing.T) {
+	node := startTestNode(t)
+	conn := []string{"--nats", node.ClientURL(), "--nats-data", node.DataDir()}
+	out, errs, code := galeRun(t, append(append([]string{"serve"}, conn...), "--data", t.TempDir(), "--addr", "127.0.0.1:0",
+		"--worker-name", "serve1", "--nats-timeout", "30s", "--log-level", "error")...)
+	if code != 2 || !strings.Contains(errs, "submitting the events pipeline to the cluster") || !strings.Contains(errs, "refused") {
+		t.Fatalf("serve --nats without a worker for its bolts: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	t.Logf("serve: %s", strings.TrimSpace(errs))
+	out, errs, code = galeRun(t, append(append([]string{"cluster", "status"}, conn...), "--timeout", "10s")...)
+	if code != 0 || strings.Contains(out, "topology events") || !strings.HasSuffix(out, "no topologies\n") {
+		t.Errorf("status after the refused serve: exit %d, want no topology\n%s%s", code, out, errs)
+	}
+}
