@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,6 +21,8 @@ import (
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/cluster/placement"
+	"github.com/gale-stream/gale/cluster/worker"
+	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 )
 
 // apacheLicenseSHA256 is the SHA-256 of the Apache License 2.0 as NATS ships it
@@ -268,5 +271,68 @@ func TestServeNATSRefusedLeavesNoTopology(t *testing.T) {
 	out, errs, code = galeRun(t, append(append([]string{"cluster", "status"}, conn...), "--timeout", "10s")...)
 	if code != 0 || strings.Contains(out, "topology events") || !strings.HasSuffix(out, "no topologies\n") {
 		t.Errorf("status after the refused serve: exit %d, want no topology\n%s%s", code, out, errs)
+	}
+}
+
+// A second gale serve --nats for a pipeline another serve runs is refused, and its
+// refusal leaves the running pipeline alone: it must not kill what it did not submit
+// (whether its worker joined under another name or was refused the same one).
+func TestServeNATSRefusedKeepsOthersPipeline(t *testing.T) {
+	node := startTestNode(t)
+	conn := []string{"--nats", node.ClientURL(), "--nats-data", node.DataDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cf := clusterFlags{url: node.ClientURL(), natsData: node.DataDir(), prefix: cluster.DefaultPrefix, hbTTL: time.Second, leaseTTL: time.Second, timeout: 30 * time.Second}
+	nc, st, err := cf.connect(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close) // after the serve and the worker below have stopped
+	// A worker for the bolts, in this process; stopped (drained) at the end.
+	w, err := worker.New(worker.Config{Name: "w1", Conn: nc, Store: st, Registry: registry(), StopTimeout: 5 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	t.Cleanup(func() { wcancel(); <-wdone })
+
+	// The first serve runs the events pipeline on it.
+	var f serveFlags
+	f.register(&cobra.Command{}, "127.0.0.1:0")
+	o, err := f.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DataDir, o.Logger = t.TempDir(), nil
+	o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: "serveA", Workers: 1, Timeout: 60 * time.Second}
+	s, err := serve.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		_ = s.Shutdown(sctx)
+	})
+	before, err := st.Record(ctx, "events")
+	if err != nil || before.Killed || before.Assignment == nil {
+		t.Fatalf("the first serve's pipeline: %+v, %v", before, err)
+	}
+
+	for _, name := range []string{"serveB", "serveA"} {
+		out, errs, code := galeRun(t, append(append([]string{"serve"}, conn...), "--data", t.TempDir(), "--addr", "127.0.0.1:0",
+			"--worker-name", name, "--nats-timeout", "30s", "--log-level", "error")...)
+		if code != 2 {
+			t.Errorf("a second serve --nats as worker %s: exit %d, want 2\nstdout %s\nstderr %s", name, code, out, errs)
+		}
+		t.Logf("second serve as %s: %s", name, strings.TrimSpace(errs))
+		rec, err := st.Record(ctx, "events")
+		if err != nil || rec.Killed || rec.Generation() != before.Generation() {
+			t.Fatalf("after a second serve as %s was refused, the first's pipeline is %+v (%v); want it running at generation %d",
+				name, rec, err, before.Generation())
+		}
 	}
 }
