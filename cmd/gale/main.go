@@ -22,7 +22,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gale",
-		Short:         "gale: stream processing whose acknowledgements mean what they say",
+		Short:         "Stream processing whose acknowledgements mean what they say",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -334,5 +336,23 @@ func TestServeNATSRefusedKeepsOthersPipeline(t *testing.T) {
 			t.Fatalf("after a second serve as %s was refused, the first's pipeline is %+v (%v); want it running at generation %d",
 				name, rec, err, before.Generation())
 		}
+	}
+}
+
+// Every command's help reads alike: its short description starts with a capital
+// letter and has no final period.
+func TestHelpShortDescriptions(t *testing.T) {
+	root := newRoot()
+	root.InitDefaultHelpCmd()
+	n := 0
+	walkCommands(root, func(c *cobra.Command) {
+		n++
+		s := c.Short
+		if first, _ := utf8.DecodeRuneInString(s); s == "" || !unicode.IsUpper(first) || strings.HasSuffix(s, ".") {
+			t.Errorf("%s: short description %q: want one starting with a capital letter, without a final period", c.CommandPath(), s)
+		}
+	})
+	if n < 25 {
+		t.Errorf("walked %d commands, want the whole tree", n)
 	}
 }
