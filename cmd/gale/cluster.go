@@ -41,6 +41,9 @@ type clusterFlags struct {
 	hbTTL    time.Duration
 	leaseTTL time.Duration
 	timeout  time.Duration
+	// noCreate: the command only looks at or asks the cluster, and never creates
+	// its buckets (registerClient).
+	noCreate bool
 }
 
 func (c *clusterFlags) register(f *pflag.FlagSet) {
@@ -50,14 +53,26 @@ func (c *clusterFlags) register(f *pflag.FlagSet) {
 // registerAs registers the flags with the wait's flag named timeoutFlag (gale serve
 // has a --timeout of its own) and the URL's default.
 func (c *clusterFlags) registerAs(f *pflag.FlagSet, timeoutFlag, defaultURL string) {
+	c.registerConn(f, timeoutFlag, defaultURL)
+	f.IntVar(&c.replicas, "replicas", 0, "copies of the cluster's KV buckets when creating them (0: 1; 3 on a three-node cluster)")
+	f.DurationVar(&c.hbTTL, "heartbeat-ttl", 0, "a worker not heard from this long is lost (when creating the buckets; 0: 3s)")
+	f.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the scheduler's lease (when creating the buckets; 0: 3s)")
+}
+
+// registerClient registers the flags of a command that only looks at or asks the
+// cluster (submit, kill, cluster status, ...): it binds the buckets a worker made,
+// and has no use for the flags that only matter when creating them.
+func (c *clusterFlags) registerClient(f *pflag.FlagSet) {
+	c.registerConn(f, "timeout", "nats://127.0.0.1:4222")
+	c.noCreate = true
+}
+
+func (c *clusterFlags) registerConn(f *pflag.FlagSet, timeoutFlag, defaultURL string) {
 	f.StringVar(&c.url, "nats", defaultURL, "NATS URL(s), comma-separated")
 	f.StringVar(&c.natsData, "nats-data", natsnode.DefaultDataDir, "data directory of the embedded node (gale nats --data): its credentials DATA/gale.nk are used if present and no --creds/--nkey is given")
 	f.StringVar(&c.creds, "creds", "", "NATS credentials file (JWT and nkey, as nats.go's UserCredentials takes it)")
 	f.StringVar(&c.nkey, "nkey", "", "NATS nkey seed file")
 	f.StringVar(&c.prefix, "prefix", cluster.DefaultPrefix, "the cluster's prefix: its KV buckets and every subject start with it")
-	f.IntVar(&c.replicas, "replicas", 0, "copies of the cluster's KV buckets when creating them (0: 1; 3 on a three-node cluster)")
-	f.DurationVar(&c.hbTTL, "heartbeat-ttl", 0, "a worker not heard from this long is lost (when creating the buckets; 0: 3s)")
-	f.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the scheduler's lease (when creating the buckets; 0: 3s)")
 	f.DurationVar(&c.timeout, timeoutFlag, 30*time.Second, "how long the command waits for the cluster")
 }
 
@@ -111,9 +126,15 @@ func (c *clusterFlags) connect(ctx context.Context, name string) (*nats.Conn, *c
 	}
 	octx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	st, err := cluster.Open(octx, js, cluster.Config{Prefix: c.prefix, Replicas: c.replicas, HeartbeatTTL: c.hbTTL, LeaseTTL: c.leaseTTL})
+	st, err := cluster.Open(octx, js, cluster.Config{Prefix: c.prefix, Replicas: c.replicas, HeartbeatTTL: c.hbTTL, LeaseTTL: c.leaseTTL,
+		NoCreate: c.noCreate})
 	if err != nil {
 		nc.Close()
+		var nce *cluster.NoClusterError
+		if errors.As(err, &nce) {
+			return nil, nil, fmt.Errorf("no gale cluster with prefix %q at %s: its bucket %s does not exist; a gale worker creates the cluster's buckets when it joins (or give the cluster's --prefix)",
+				nce.Prefix, c.url, nce.Bucket)
+		}
 		return nil, nil, fmt.Errorf("the cluster's state at %s: %w", c.url, err)
 	}
 	return nc, st, nil
@@ -327,7 +348,7 @@ its message timeout; put submit's --timeout before the name).`,
 		},
 	}
 	f := cmd.Flags()
-	cf.register(f)
+	cf.registerClient(f)
 	f.IntVar(&workers, "workers", 1, "how many workers to spread the topology over")
 	f.BoolVar(&noWait, "no-wait", false, "return once placed, without waiting for the workers to run it")
 	f.BoolP("help", "h", false, "help for submit")
@@ -518,7 +539,7 @@ func clusterCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cf.register(status.Flags())
+	cf.registerClient(status.Flags())
 	cmd.AddCommand(status)
 	return cmd
 }
@@ -628,7 +649,7 @@ func actionCmd(use, short string, act func(ctx context.Context, st *cluster.Stor
 			return nil
 		},
 	}
-	cf.register(cmd.Flags())
+	cf.registerClient(cmd.Flags())
 	if withWorkers {
 		cmd.Flags().IntVar(&workers, "workers", 0, "run on this many workers (0: as many as now, evened over the live workers)")
 	}

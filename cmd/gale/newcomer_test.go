@@ -356,3 +356,54 @@ func TestHelpShortDescriptions(t *testing.T) {
 		t.Errorf("walked %d commands, want the whole tree", n)
 	}
 }
+
+// The commands that only look at or ask a cluster (submit, kill, deactivate,
+// activate, rebalance, cluster status) never create its buckets, so they do not
+// list the flags that only matter when creating them; gale worker does. On a NATS
+// server without the cluster they say so, and create nothing.
+func TestClusterClientFlags(t *testing.T) {
+	creation := []string{"replicas", "heartbeat-ttl", "lease-ttl"}
+	clients := map[string]bool{"gale submit": true, "gale kill": true, "gale deactivate": true, "gale activate": true,
+		"gale rebalance": true, "gale cluster status": true}
+	walkCommands(newRoot(), func(c *cobra.Command) {
+		path := c.CommandPath()
+		for _, name := range creation {
+			has := c.Flags().Lookup(name) != nil
+			if clients[path] && has {
+				t.Errorf("%s lists --%s, which only a command creating the cluster's buckets uses", path, name)
+			}
+			if path == "gale worker" && !has {
+				t.Errorf("gale worker lacks --%s", name)
+			}
+		}
+	})
+
+	node := startTestNode(t)
+	conn := []string{"--nats", node.ClientURL(), "--nats-data", node.DataDir(), "--timeout", "10s"}
+	want := fmt.Sprintf("gale: no gale cluster with prefix %q at %s: its bucket gale-workers does not exist; a gale worker creates the cluster's buckets when it joins (or give the cluster's --prefix)\n", "gale", node.ClientURL())
+	for _, args := range [][]string{
+		append([]string{"cluster", "status"}, conn...),
+		append(append([]string{"kill"}, conn...), "wordcount"),
+		append(append([]string{"rebalance"}, conn...), "wordcount"),
+		append(append([]string{"submit"}, conn...), "wordcount", books(t)[0]),
+	} {
+		out, errs, code := galeRun(t, args...)
+		if code != 2 || errs != want || out != "" {
+			t.Errorf("gale %v on a server without the cluster: exit %d\nstdout %q\nstderr %q\nwant exit 2 and %q", args, code, out, errs, want)
+		}
+	}
+	nc, err := natsnode.Connect(node.ClientURL(), node.DataDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name := range js.StreamNames(ctx).Name() {
+		t.Errorf("a command that only asks the cluster created stream %s", name)
+	}
+}
