@@ -571,9 +571,17 @@ func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
 			dash(strings.Join(run, " ")), dash(strings.Join(ref, "; ")))
 	}
 	tw.Flush()
-	// A killed record never placed is a request withdrawn (refused, or not
-	// answered): nothing ran, and "killed, generation 0" would say something did.
-	recs := slices.DeleteFunc(slices.Clone(s.Records), func(r *cluster.Record) bool { return r.Killed && r.Assignment == nil })
+	specs := map[string]*cluster.Spec{}
+	for _, sp := range s.Specs {
+		specs[sp.Topology] = sp
+	}
+	// A record never placed whose request is withdrawn (refused, or not answered)
+	// is left out, whether the scheduler has marked it killed yet or not: nothing
+	// ran, and "killed, generation 0" would say something did.
+	recs := slices.DeleteFunc(slices.Clone(s.Records), func(r *cluster.Record) bool {
+		sp := specs[r.Topology]
+		return r.Assignment == nil && (r.Killed || sp == nil || sp.Killed)
+	})
 	if len(recs) == 0 {
 		fmt.Fprintln(w, "no topologies")
 		return
@@ -586,7 +594,11 @@ func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
 		case r.Inactive:
 			state = "inactive"
 		}
-		fmt.Fprintf(w, "\ntopology %s: %s, generation %d, want %s, fingerprint %s\n", r.Topology, state, r.Generation(), plural(r.Want, "worker"), r.Fingerprint)
+		gen := fmt.Sprintf("%s, generation %d", state, r.Generation())
+		if r.Assignment == nil {
+			gen = "not placed yet"
+		}
+		fmt.Fprintf(w, "\ntopology %s: %s, want %s, fingerprint %s\n", r.Topology, gen, plural(r.Want, "worker"), r.Fingerprint)
 		if r.Error != "" {
 			fmt.Fprintf(w, "  last request refused: %s\n", r.Error)
 		}
@@ -595,10 +607,8 @@ func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
 		}
 		if r.Assignment != nil && !r.Killed {
 			var comps map[int]string
-			for _, sp := range s.Specs {
-				if sp.Topology == r.Topology {
-					comps = componentsOf(sp.Tasks)
-				}
+			if sp := specs[r.Topology]; sp != nil {
+				comps = componentsOf(sp.Tasks)
 			}
 			writeTasks(w, r.Assignment, comps)
 		}

@@ -407,3 +407,34 @@ func TestClusterClientFlags(t *testing.T) {
 		t.Errorf("a command that only asks the cluster created stream %s", name)
 	}
 }
+
+// gale cluster status leaves out a request withdrawn before it was ever placed,
+// whether the scheduler has answered the withdrawal (killed) or not yet (its record
+// still says the request was refused): nothing of it ever ran. A request not placed
+// yet, and not withdrawn, says so rather than "generation 0".
+func TestStatusLeavesOutWithdrawnRequests(t *testing.T) {
+	a := &placement.Assignment{Generation: 3, Want: 1, Workers: []string{"w1"}, Of: map[int]string{1: "w1"}}
+	s := &cluster.Status{
+		Records: []*cluster.Record{
+			{Topology: "ran", Want: 1, Assignment: a, Killed: true},
+			{Topology: "refused", Want: 1, Error: "placement: no free slot"},
+			{Topology: "waiting", Want: 2, Error: "placement: no free slot"},
+			{Topology: "withdrawn", Want: 1, Killed: true},
+		},
+		Specs: []*cluster.Spec{{Topology: "ran", Killed: true}, {Topology: "refused", Killed: true}, {Topology: "waiting"}, {Topology: "withdrawn", Killed: true}},
+	}
+	var b bytes.Buffer
+	writeStatus(&b, s, time.Now())
+	out := b.String()
+	for _, want := range []string{"topology ran: killed, generation 3, want 1 worker", "topology waiting: not placed yet, want 2 workers",
+		"last request refused: placement: no free slot"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	for _, not := range []string{"topology refused", "topology withdrawn", "generation 0"} {
+		if strings.Contains(out, not) {
+			t.Errorf("status shows %q:\n%s", not, out)
+		}
+	}
+}
