@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gale-stream/gale/clock"
 )
 
@@ -77,6 +79,30 @@ func TestOpenBucketsAndConfig(t *testing.T) {
 		if _, err := Open(ctxT(t, 10*time.Second), js, c); !errors.Is(err, ErrConfig) {
 			t.Errorf("Open(%+v): %v, want ErrConfig", c, err)
 		}
+	}
+}
+
+// NoCreate binds a cluster that exists and creates nothing where there is none.
+func TestOpenNoCreate(t *testing.T) {
+	url := runServer(t).ClientURL()
+	prefix := newPrefix()
+	nc := connect(t, url)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctxT(t, 10*time.Second), js, Config{Prefix: prefix, NoCreate: true})
+	var nce *NoClusterError
+	if !errors.As(err, &nce) || nce.Bucket != prefix+"-workers" || err.Error() != `cluster: no cluster with prefix "`+prefix+`": bucket `+prefix+`-workers does not exist` {
+		t.Fatalf("Open with NoCreate and no cluster: %v", err)
+	}
+	for name := range js.KeyValueStoreNames(ctxT(t, 10*time.Second)).Name() {
+		t.Errorf("Open with NoCreate created bucket %s", name)
+	}
+	openStore(t, url, Config{Prefix: prefix, HeartbeatTTL: time.Second})
+	s, err := Open(ctxT(t, 10*time.Second), js, Config{Prefix: prefix, NoCreate: true})
+	if err != nil || s.Config().HeartbeatTTL != time.Second {
+		t.Fatalf("Open with NoCreate of an existing cluster: %v", err)
 	}
 }
 

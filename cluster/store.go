@@ -53,6 +53,22 @@ type Config struct {
 	// Clock decides when to beat, renew and give up a lease (clock.Real() if nil).
 	// The expiry of keys is the server's, on its own clock.
 	Clock clock.Clock
+	// NoCreate binds the buckets only if they exist: a missing one is a
+	// *NoClusterError. For processes that look at or ask a cluster (gale submit,
+	// kill, cluster status): buckets they made would have default TTLs that the
+	// workers, joining later with their own, would then disagree with.
+	NoCreate bool
+}
+
+// NoClusterError is Open's error when Config.NoCreate is set and a bucket of the
+// cluster does not exist.
+type NoClusterError struct {
+	Prefix string
+	Bucket string
+}
+
+func (e *NoClusterError) Error() string {
+	return fmt.Sprintf("cluster: no cluster with prefix %q: bucket %s does not exist", e.Prefix, e.Bucket)
 }
 
 // Store is a cluster's state in JetStream KV: the buckets, bound. It is safe for
@@ -84,10 +100,10 @@ func checkName(what, name string) error {
 	return nil
 }
 
-// Open binds the cluster's buckets on js, creating those missing. A bucket that
-// exists keeps its configuration: a Config that asks for another TTL or replica
-// count is an error naming both (every member of a cluster must agree); zero
-// fields take the buckets'.
+// Open binds the cluster's buckets on js, creating those missing (unless
+// cfg.NoCreate). A bucket that exists keeps its configuration: a Config that asks
+// for another TTL or replica count is an error naming both (every member of a
+// cluster must agree); zero fields take the buckets'.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
@@ -137,6 +153,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 func bind(ctx context.Context, js jetstream.JetStream, cfg Config, name, desc string, ttl, def time.Duration) (jetstream.KeyValue, time.Duration, error) {
 	bucket := cfg.Prefix + "-" + name
 	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && cfg.NoCreate {
+		return nil, 0, &NoClusterError{Prefix: cfg.Prefix, Bucket: bucket}
+	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kc := jetstream.KeyValueConfig{Bucket: bucket, Description: desc, Storage: cfg.Storage, Replicas: max(cfg.Replicas, 1)}
 		if def > 0 {

@@ -269,3 +269,35 @@ func TestLookupWithoutIngest(t *testing.T) {
 		t.Errorf("the ingest section shows without an ingest path")
 	}
 }
+
+// TestBrowserIngestWording: the counts by status are cumulative (an event counts in
+// every status it reached), and the page says so rather than showing them as
+// separate groups; an event's resubmission generation shows only for an event that
+// was resubmitted, so an ordinary event (and a single-process serve) shows no
+// "Generation 0".
+func TestBrowserIngestWording(t *testing.T) {
+	fi := newFakeIngest()
+	resent := fi.events["evt-7"]
+	resent.EventID, resent.Generation = "evt-9", 2
+	fi.events["evt-9"] = resent
+	srv, _, _ := startCountedWith(t, ui.Options{Ingest: fi})
+	dom := page(t, srv.URL+"/", `id="ingest-statuses"`)
+	if h := element(t, dom, "ingest-statuses-title", "</h3>"); !strings.Contains(h, ">Events by status reached, since the start") {
+		t.Errorf("the statuses' heading: %s", h)
+	}
+	if n := element(t, dom, "ingest-statuses-note", "</p>"); !strings.Contains(n, ">Each event counts in every status it has reached: a PROCESSED event is also counted as ACCEPTED and PERSISTED, so the rows overlap and do not add up. FAILED_RETRYABLE counts failed attempts.") {
+		t.Errorf("the statuses' note: %s", n)
+	}
+	if th := element(t, dom, "ingest-statuses", "</thead>"); !strings.Contains(th, ">Reached<") || !strings.Contains(th, ">Events<") {
+		t.Errorf("the statuses' columns: %s", th)
+	}
+
+	dom = page(t, srv.URL+"/#/event/evt-7", `id="transitions"`)
+	if ev := element(t, dom, "tree", "<script"); strings.Contains(ev, "Generation") || strings.Contains(ev, `data-col="generation"`) || strings.Contains(ev, "Resubmission") {
+		t.Errorf("an event never resubmitted shows a generation: %.2000s", ev)
+	}
+	dom = page(t, srv.URL+"/#/event/evt-9", `id="transitions"`)
+	if ev := element(t, dom, "tree", "<script"); !strings.Contains(ev, `>Resubmission</dt><dd data-col="generation">2</dd>`) {
+		t.Errorf("a resubmitted event does not say which resubmission it is: %.2000s", ev)
+	}
+}

@@ -20,7 +20,7 @@ import (
 )
 
 func benchCmd() *cobra.Command {
-	c := &cobra.Command{Use: "bench", Short: "measure gale on this machine"}
+	c := &cobra.Command{Use: "bench", Short: "Measure gale on this machine"}
 	c.AddCommand(benchIngestCmd(), benchClusterCmd())
 	return c
 }

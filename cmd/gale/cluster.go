@@ -41,6 +41,9 @@ type clusterFlags struct {
 	hbTTL    time.Duration
 	leaseTTL time.Duration
 	timeout  time.Duration
+	// noCreate: the command only looks at or asks the cluster, and never creates
+	// its buckets (registerClient).
+	noCreate bool
 }
 
 func (c *clusterFlags) register(f *pflag.FlagSet) {
@@ -50,14 +53,26 @@ func (c *clusterFlags) register(f *pflag.FlagSet) {
 // registerAs registers the flags with the wait's flag named timeoutFlag (gale serve
 // has a --timeout of its own) and the URL's default.
 func (c *clusterFlags) registerAs(f *pflag.FlagSet, timeoutFlag, defaultURL string) {
+	c.registerConn(f, timeoutFlag, defaultURL)
+	f.IntVar(&c.replicas, "replicas", 0, "copies of the cluster's KV buckets when creating them (0: 1; 3 on a three-node cluster)")
+	f.DurationVar(&c.hbTTL, "heartbeat-ttl", 0, "a worker not heard from this long is lost (when creating the buckets; 0: 3s)")
+	f.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the scheduler's lease (when creating the buckets; 0: 3s)")
+}
+
+// registerClient registers the flags of a command that only looks at or asks the
+// cluster (submit, kill, cluster status, ...): it binds the buckets a worker made,
+// and has no use for the flags that only matter when creating them.
+func (c *clusterFlags) registerClient(f *pflag.FlagSet) {
+	c.registerConn(f, "timeout", "nats://127.0.0.1:4222")
+	c.noCreate = true
+}
+
+func (c *clusterFlags) registerConn(f *pflag.FlagSet, timeoutFlag, defaultURL string) {
 	f.StringVar(&c.url, "nats", defaultURL, "NATS URL(s), comma-separated")
 	f.StringVar(&c.natsData, "nats-data", natsnode.DefaultDataDir, "data directory of the embedded node (gale nats --data): its credentials DATA/gale.nk are used if present and no --creds/--nkey is given")
 	f.StringVar(&c.creds, "creds", "", "NATS credentials file (JWT and nkey, as nats.go's UserCredentials takes it)")
 	f.StringVar(&c.nkey, "nkey", "", "NATS nkey seed file")
 	f.StringVar(&c.prefix, "prefix", cluster.DefaultPrefix, "the cluster's prefix: its KV buckets and every subject start with it")
-	f.IntVar(&c.replicas, "replicas", 0, "copies of the cluster's KV buckets when creating them (0: 1; 3 on a three-node cluster)")
-	f.DurationVar(&c.hbTTL, "heartbeat-ttl", 0, "a worker not heard from this long is lost (when creating the buckets; 0: 3s)")
-	f.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the scheduler's lease (when creating the buckets; 0: 3s)")
 	f.DurationVar(&c.timeout, timeoutFlag, 30*time.Second, "how long the command waits for the cluster")
 }
 
@@ -111,9 +126,15 @@ func (c *clusterFlags) connect(ctx context.Context, name string) (*nats.Conn, *c
 	}
 	octx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	st, err := cluster.Open(octx, js, cluster.Config{Prefix: c.prefix, Replicas: c.replicas, HeartbeatTTL: c.hbTTL, LeaseTTL: c.leaseTTL})
+	st, err := cluster.Open(octx, js, cluster.Config{Prefix: c.prefix, Replicas: c.replicas, HeartbeatTTL: c.hbTTL, LeaseTTL: c.leaseTTL,
+		NoCreate: c.noCreate})
 	if err != nil {
 		nc.Close()
+		var nce *cluster.NoClusterError
+		if errors.As(err, &nce) {
+			return nil, nil, fmt.Errorf("no gale cluster with prefix %q at %s: its bucket %s does not exist; a gale worker creates the cluster's buckets when it joins (or give the cluster's --prefix)",
+				nce.Prefix, c.url, nce.Bucket)
+		}
 		return nil, nil, fmt.Errorf("the cluster's state at %s: %w", c.url, err)
 	}
 	return nc, st, nil
@@ -327,7 +348,7 @@ its message timeout; put submit's --timeout before the name).`,
 		},
 	}
 	f := cmd.Flags()
-	cf.register(f)
+	cf.registerClient(f)
 	f.IntVar(&workers, "workers", 1, "how many workers to spread the topology over")
 	f.BoolVar(&noWait, "no-wait", false, "return once placed, without waiting for the workers to run it")
 	f.BoolP("help", "h", false, "help for submit")
@@ -338,6 +359,15 @@ its message timeout; put submit's --timeout before the name).`,
 // setup: the streams and buckets its tasks keep state in), submits it, and waits
 // for the scheduler's placement and, if wait, for every assigned worker to run it.
 func submitTopology(ctx context.Context, nc *nats.Conn, st *cluster.Store, topo string, args []string, workers int, timeout time.Duration, wait bool, progress io.Writer) (*cluster.Record, map[int]string, error) {
+	// Without a live worker there is no scheduler to answer (it runs in the workers)
+	// and nothing to run the topology: say so now, not after the timeout, and
+	// before the topology's setup makes its state.
+	if ws, err := st.Workers(ctx); err != nil {
+		return nil, nil, err
+	} else if len(ws) == 0 {
+		return nil, nil, fmt.Errorf("no live worker on the cluster at %s (prefix %s): no scheduler to place %s (it runs in the workers) and nothing to run it: start gale worker first",
+			nc.ConnectedUrlRedacted(), st.Config().Prefix, topo)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err
@@ -509,7 +539,7 @@ func clusterCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cf.register(status.Flags())
+	cf.registerClient(status.Flags())
 	cmd.AddCommand(status)
 	return cmd
 }
@@ -541,11 +571,22 @@ func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
 			dash(strings.Join(run, " ")), dash(strings.Join(ref, "; ")))
 	}
 	tw.Flush()
-	if len(s.Records) == 0 {
+	specs := map[string]*cluster.Spec{}
+	for _, sp := range s.Specs {
+		specs[sp.Topology] = sp
+	}
+	// A record never placed whose request is withdrawn (refused, or not answered)
+	// is left out, whether the scheduler has marked it killed yet or not: nothing
+	// ran, and "killed, generation 0" would say something did.
+	recs := slices.DeleteFunc(slices.Clone(s.Records), func(r *cluster.Record) bool {
+		sp := specs[r.Topology]
+		return r.Assignment == nil && (r.Killed || sp == nil || sp.Killed)
+	})
+	if len(recs) == 0 {
 		fmt.Fprintln(w, "no topologies")
 		return
 	}
-	for _, r := range s.Records {
+	for _, r := range recs {
 		state := "active"
 		switch {
 		case r.Killed:
@@ -553,19 +594,21 @@ func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
 		case r.Inactive:
 			state = "inactive"
 		}
-		fmt.Fprintf(w, "\ntopology %s: %s, generation %d, want %d workers, fingerprint %s\n", r.Topology, state, r.Generation(), r.Want, r.Fingerprint)
+		gen := fmt.Sprintf("%s, generation %d", state, r.Generation())
+		if r.Assignment == nil {
+			gen = "not placed yet"
+		}
+		fmt.Fprintf(w, "\ntopology %s: %s, want %s, fingerprint %s\n", r.Topology, gen, plural(r.Want, "worker"), r.Fingerprint)
 		if r.Error != "" {
 			fmt.Fprintf(w, "  last request refused: %s\n", r.Error)
 		}
 		if r.Short > 0 {
-			fmt.Fprintf(w, "  short of %d workers (no free slots); a later pass fills the gap\n", r.Short)
+			fmt.Fprintf(w, "  short of %s (no free slots); a later pass fills the gap\n", plural(r.Short, "worker"))
 		}
 		if r.Assignment != nil && !r.Killed {
 			var comps map[int]string
-			for _, sp := range s.Specs {
-				if sp.Topology == r.Topology {
-					comps = componentsOf(sp.Tasks)
-				}
+			if sp := specs[r.Topology]; sp != nil {
+				comps = componentsOf(sp.Tasks)
 			}
 			writeTasks(w, r.Assignment, comps)
 		}
@@ -616,7 +659,7 @@ func actionCmd(use, short string, act func(ctx context.Context, st *cluster.Stor
 			return nil
 		},
 	}
-	cf.register(cmd.Flags())
+	cf.registerClient(cmd.Flags())
 	if withWorkers {
 		cmd.Flags().IntVar(&workers, "workers", 0, "run on this many workers (0: as many as now, evened over the live workers)")
 	}

@@ -497,7 +497,7 @@ func ingestCmd() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "ingest FILE.csv...",
-		Short: "post every row of retail CSV files to a running gale serve and report each event's final status",
+		Short: "Post every row of retail CSV files to a running gale serve and report each event's final status",
 		Long: `Each CSV row becomes one event (event_id = file day and row number, so identical real
 rows stay distinct events), sent in NDJSON batches at --ack (default processed).
 A request that failed and FAILED_RETRYABLE answers are re-sent with the same event_id

@@ -20,7 +20,7 @@ import (
 )
 
 func logCmd() *cobra.Command {
-	c := &cobra.Command{Use: "log", Short: "check or salvage the event log of a stopped gale serve"}
+	c := &cobra.Command{Use: "log", Short: "Check or salvage the event log of a stopped gale serve"}
 	c.AddCommand(logCheckCmd(), logSalvageCmd())
 	return c
 }
@@ -29,7 +29,7 @@ func logCheckCmd() *cobra.Command {
 	var data string
 	c := &cobra.Command{
 		Use:   "check",
-		Short: "read every WAL chunk, key and record of the log; exit 1 if anything is damaged or missing",
+		Short: "Read every WAL chunk, key and record of the log; exit 1 if anything is damaged or missing",
 		Long: `gale log check reads the log in DATA/log without changing it (stop gale serve first):
 every chunk of every WAL file, every key in its SSTs and memtables (a block that fails
 its checksum is named with its key range and SST, and the scan goes on after it),
@@ -62,7 +62,7 @@ func logSalvageCmd() *cobra.Command {
 	var nf clusterFlags
 	c := &cobra.Command{
 		Use:   "salvage",
-		Short: "start a damaged log again from what is intact, recording the lost seqs (GET /v1/lost)",
+		Short: "Start a damaged log again from what is intact, recording the lost seqs (GET /v1/lost)",
 		Long: `gale log salvage copies everything intact in DATA/log into a fresh log (the readable
 keys, then the intact WAL batches after the damage, in order), records each acknowledged
 seq range that is gone, with the event ids any dedupe entry or status document still

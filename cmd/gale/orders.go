@@ -70,7 +70,7 @@ func ordersCmd() *cobra.Command {
 	io := defaultIngestOptions()
 	c := &cobra.Command{
 		Use:   "orders [FILE.csv...]",
-		Short: "one command: serve the orders pipeline, ingest retail CSV files into it, report (default testdata/retail/*.csv)",
+		Short: "One command: serve the orders pipeline, ingest retail CSV files into it, report (default testdata/retail/*.csv)",
 		Long: `Runs gale serve (orders pipeline: parse → risk check and stock check → join on event
 id → decision anchored to both → idempotent SQL sink) in this process, posts every row
 of the CSV files to it as gale ingest does, and reports the final status of every

@@ -145,7 +145,7 @@ func serveCmd() *cobra.Command {
 	var f serveFlags
 	c := &cobra.Command{
 		Use:   "serve",
-		Short: "the ingest API (HTTP) over a durable log, feeding a topology that writes to an idempotent SQL sink",
+		Short: "Serve the ingest API (HTTP) over a durable log, feeding a topology that writes to an idempotent SQL sink",
 		Long: `gale serve takes events in at POST /v1/events and /v1/events:batch and answers each
 with how far it got: ACCEPTED (memory), PERSISTED (fsynced in the log), PROCESSED (tuple
 tree complete, sink committed), FAILED_RETRYABLE or FAILED_FINAL. The log (Pebble) is

@@ -26,7 +26,7 @@ import (
 func sinkCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "sink",
-		Short: "operator commands for gale serve's sink database",
+		Short: "Operator commands for gale serve's sink database",
 	}
 	c.AddCommand(sinkRebuildCmd())
 	return c
@@ -36,7 +36,7 @@ func sinkRebuildCmd() *cobra.Command {
 	var o rebuildOptions
 	c := &cobra.Command{
 		Use:   "rebuild",
-		Short: "replay the log's kept records from a sequence number into a sink database",
+		Short: "Replay the log's kept records from a sequence number into a sink database",
 		Long: `gale sink rebuild writes the rows of every record the log in --data still keeps,
 from sequence number --from on, into the database --sink, through the same pipeline
 (tables, rows, idempotent writes) as gale serve --pipeline. Use it when the sink was

@@ -30,7 +30,7 @@ func topCmd() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "top [URL]",
-		Short: "print a running topology's spout and bolt table live, from its web UI endpoint",
+		Short: "Print a running topology's spout and bolt table live, from its web UI endpoint",
 		Long: `Print Storm's component table of a running gale process, refreshed every --interval,
 from the UI endpoint it serves: ` + "`gale wordcount --ui :8080`" + ` serves it at http://127.0.0.1:8080/,
 ` + "`gale serve`" + ` at http://127.0.0.1:8080/ui/, ` + "`gale worker --ui :8080`" + ` at http://127.0.0.1:8080/

@@ -521,8 +521,8 @@
   }
 
   // ---- ingest path (gale serve) ----
-  const STATUS_COLS = [{ key: 'id', label: 'Status', tip: 'The status events entered' },
-    intCol('count', 'Events', 'Events that entered this status since the start (an event retried enters FAILED_RETRYABLE once per failed attempt)'),
+  const STATUS_COLS = [{ key: 'id', label: 'Reached', tip: 'A status events reached: the counts are cumulative, an event counts in every status it reached' },
+    intCol('count', 'Events', 'Events that reached this status since the start, whatever status they are in now (an event retried enters FAILED_RETRYABLE once per failed attempt)'),
     { key: 'per_s', label: 'Per second', num: true, fmt: (r) => rate(r.per_s), tip: 'Events per second entering this status over the last interval' }];
   const LOG_COLS = [{ key: 'label', label: 'Log', tip: 'The durable event log' },
     { key: 'value', label: 'Value', num: true, fmt: (r) => r.fmt(r.value) }];
@@ -606,7 +606,9 @@
         field('Event id', el('code', {}, ev.event_id || ''), { 'data-col': 'event_id' }),
         field('Status', ev.status || '', { 'data-col': 'status' }),
         field('Seq (message id)', ident(ev.seq), { 'data-col': 'seq' }),
-        field('Generation', ident(ev.generation), { 'data-col': 'generation' }),
+        // The resubmission generation (POST /v1/events/{id}:retry): 0, the event as
+        // first sent, is not shown, lest it read as the topology's generation.
+        ev.generation ? field('Resubmission', ident(ev.generation), { 'data-col': 'generation' }) : null,
         field('Attempts', int(ev.attempts), { 'data-col': 'attempts' }),
         ev.last_error ? field('Last error', ev.last_error, { 'data-col': 'last_error', class: 'reason' }) : null));
     const trs = ev.transitions || [];

@@ -186,6 +186,9 @@ type clusterRun struct {
 	done   chan error
 	store  *cluster.Store
 	name   string
+	// submitted: this process's submit was placed, so the pipeline is its to kill.
+	// Before that, the topology of that name may be another serve's, running.
+	submitted bool
 
 	mu      sync.Mutex
 	rt      *engine.Runtime // the generation this process runs now
@@ -301,6 +304,7 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	if err != nil {
 		return nil, fmt.Errorf("serve: submitting the %s pipeline to the cluster: %w", o.Pipeline, err)
 	}
+	cr.submitted = true
 	select {
 	case <-cr.started:
 	case err := <-cr.done:
@@ -362,12 +366,14 @@ func (cr *clusterRun) runtime() *engine.Runtime {
 	return cr.rt
 }
 
-// stop kills the pipeline on the cluster (every worker drains it) and stops this
-// process's worker.
+// stop kills the pipeline on the cluster if this process submitted it (every worker
+// drains it) and stops this process's worker.
 func (cr *clusterRun) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, _ = cr.store.Kill(ctx, cr.name)
+	if cr.submitted {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = cr.store.Kill(ctx, cr.name)
+	}
 	cr.cancel()
 	<-cr.done
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,11 @@ type NetOptions struct {
 // newGuard reads the tokens and applies the rule that an open server listens on
 // loopback only.
 func newGuard(o Options) (*access.Guard, error) {
+	// Checked first: an address that cannot be parsed is not loopback either, and
+	// that refusal would hide what is wrong with it.
+	if err := checkAddr(o.Addr); err != nil {
+		return nil, err
+	}
 	g, err := access.New(access.Options{TokensFile: o.Net.TokensFile, UIToken: o.UIToken,
 		AllowOrigins: o.Net.AllowOrigins, Rate: o.Net.RateLimit, Burst: o.Net.RateBurst, Logger: o.Logger})
 	if err != nil {
@@ -58,6 +64,23 @@ func newGuard(o Options) (*access.Guard, error) {
 		o.Logger.Warn("serving without authentication on a non-loopback address (--insecure-no-auth): anyone who reaches it may write and read", "addr", o.Addr)
 	}
 	return g, nil
+}
+
+// checkAddr reports what is wrong with a listen address, before anything is opened
+// (a bad port otherwise fails only at listen, after the log and the sink).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err)
+		}
+		return fmt.Errorf("serve: --addr %q is not a valid address: want HOST:PORT, e.g. 127.0.0.1:8080 (or :8080 for every interface): %w", addr, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > 65535 {
+		return fmt.Errorf("serve: --addr %q is not a valid address: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
 }
 
 // allowedHosts is the default Host list for a listener on addr (the bound one).
