@@ -560,6 +560,7 @@ type statusGuarder interface {
 // docHead is what statusReplaces reads of a status document.
 type docHead struct {
 	Status     Status `json:"status"`
+	Seq        uint64 `json:"seq"`
 	Generation uint32 `json:"generation"`
 }
 
@@ -573,12 +574,17 @@ func statusUnfinished(doc []byte) bool {
 }
 
 // statusReplaces reports whether the unfinished status doc may replace stored:
-// not over a later generation, nor over a final status of its own (no process
-// starts a finished generation again; only a stale writer says otherwise).
+// not over a later record (a later generation, or the resend of a record lost
+// to a salvage, at a later seq), nor over a final status of its own (no process
+// starts a finished record again; only a stale writer says otherwise). Over an
+// earlier record's, it may.
 func statusReplaces(stored, doc []byte) bool {
 	var s, d docHead
 	if json.Unmarshal(stored, &s) != nil || json.Unmarshal(doc, &d) != nil {
 		return true
+	}
+	if s.Seq != 0 && d.Seq != 0 && s.Seq != d.Seq {
+		return d.Seq > s.Seq
 	}
 	if d.Generation != s.Generation {
 		return d.Generation > s.Generation
@@ -715,6 +721,11 @@ func (s *Service) durableStatus(id string) (*EventStatus, error) {
 	doc, err := s.statusDoc(id)
 	if err != nil {
 		return nil, err
+	}
+	if doc != nil && doc.Generation >= e.Generation && doc.before(e.Seq) {
+		// About a record of this generation that is gone (lost to a salvage):
+		// the one stored is its resend, a new event with a history of its own.
+		doc = nil
 	}
 	if doc != nil && doc.Generation >= e.Generation {
 		return doc, nil
