@@ -188,10 +188,10 @@ func TestLostEventSaysSo(t *testing.T) {
 		t.Fatalf("salvage recorded lost %+v, want seqs %d..%d with every id", rep.Lost, lost[0], lost[1])
 	}
 	idOf := func(seq uint64) string { return fmt.Sprintf("c%04d", seq-1) }
-	gone, kept := idOf(lost[0]), idOf(lost[0]+1)
+	gone, kept, dead := idOf(lost[0]), idOf(lost[0]+1), idOf(lost[0]+2)
 	// The salvage removed the lost ids' status documents (a Pebble salvage
-	// does; a JetStream log keeps them apart from the stream): put one back,
-	// as a document that survived its record.
+	// does; a JetStream log keeps them apart from the stream): put two back,
+	// as documents that survived their records, one of them a dead letter's.
 	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: fs})
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +199,12 @@ func TestLostEventSaysSo(t *testing.T) {
 	var w eventlog.Write
 	doc, _ := json.Marshal(docs[kept])
 	w.Set(eventlog.Status, kept, doc)
+	dd := docs[dead]
+	dd.Status, dd.LastError = FailedFinal, "the sink refused it"
+	dd.Transitions = append(dd.Transitions[:len(dd.Transitions)-1:len(dd.Transitions)-1],
+		Transition{Step: StepDeadLetter, Status: FailedFinal, At: dd.Transitions[len(dd.Transitions)-1].At, Attempt: 1, Error: dd.LastError})
+	doc, _ = json.Marshal(dd)
+	w.Set(eventlog.Status, dead, doc)
 	if err := l.Apply(&w); err != nil {
 		t.Fatal(err)
 	}
@@ -245,5 +251,47 @@ func TestLostEventSaysSo(t *testing.T) {
 	}
 	if code, b := r.get("/v1/events/" + gone); code != 200 || decode[EventStatus](t, b).Seq <= n || strings.Contains(string(b), "record_lost") {
 		t.Fatalf("GET of the resent id: %d %s", code, b)
+	}
+	// A resend of a lost id whose PROCESSED document survived: with the same
+	// payload its duplicate (the sink has its row), nothing stored; with
+	// another, a conflict, as for any id reused with other content. Either
+	// used to be a new event, the other payload processed as if the first had
+	// never been.
+	type lostDup struct {
+		Answer
+		RecordLost bool   `json:"record_lost"`
+		LostSeq    uint64 `json:"lost_seq"`
+	}
+	code, _, b = r.post("/v1/events?ack=processed", ev(kept, `{"qty":1}`))
+	t.Logf("resend of %s, same payload: %d %s", kept, code, b)
+	if a := decode[lostDup](t, b); code != 200 || !a.Duplicate || a.Status != Processed || a.Seq != lost[0]+1 || !a.RecordLost || a.LostSeq != lost[0]+1 {
+		t.Fatalf("resend of %s (PROCESSED, its record lost), same payload: %d %s; want its duplicate, record_lost", kept, code, b)
+	}
+	code, _, b = r.post("/v1/events?ack=processed", ev(kept, `{"qty":2}`))
+	t.Logf("resend of %s, another payload: %d %s", kept, code, b)
+	if a := decode[lostDup](t, b); code != 409 || a.Status != FailedFinal || a.PayloadHash != docs[kept].PayloadHash {
+		t.Fatalf("resend of %s with another payload: %d %s; want 409 with the stored payload_hash", kept, code, b)
+	}
+	if _, ok, err := r.log.Lookup(kept); err != nil || ok {
+		t.Fatalf("%s stored again (%v, %v): its resends are a duplicate and a conflict", kept, ok, err)
+	}
+	// A dead letter's: a new event, processed, its document about the new seq.
+	code, _, b = r.post("/v1/events?ack=processed", ev(dead, `{"qty":1}`))
+	t.Logf("resend of %s (FAILED_FINAL, its record lost): %d %s", dead, code, b)
+	if a := decode[lostDup](t, b); code != 200 || a.Duplicate || a.Status != Processed || a.Seq <= n || a.RecordLost {
+		t.Fatalf("resend of %s (FAILED_FINAL, its record lost): %d %s; want PROCESSED as a new event", dead, code, b)
+	}
+	if applied, _ := r.sink.count(dead); applied != 1 {
+		t.Fatalf("%s applied %d times after its resend, want 1", dead, applied)
+	}
+	if applied, _ := r.sink.count(kept); applied != 0 {
+		t.Fatalf("%s applied %d times after its resends, want 0", kept, applied)
+	}
+	// Past the dedupe window of the loss, the id is new, as any id past it.
+	r.stop()
+	r = startRig(t, fs, newSink(nil), Config{DedupeWindow: time.Nanosecond})
+	code, _, b = r.post("/v1/events?ack=processed", ev(kept, `{"qty":2}`))
+	if a := decode[lostDup](t, b); code != 200 || a.Duplicate || a.Status != Processed || a.Seq <= n || a.RecordLost {
+		t.Fatalf("resend of %s past the dedupe window: %d %s; want PROCESSED as a new event", kept, code, b)
 	}
 }

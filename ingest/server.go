@@ -90,11 +90,16 @@ type handler struct {
 
 // Answer is the JSON answer for one event.
 type Answer struct {
-	Line        int    `json:"line,omitempty"` // 1-based line in a batch
-	EventID     string `json:"event_id,omitempty"`
-	Status      Status `json:"status,omitempty"`
-	Duplicate   bool   `json:"duplicate,omitempty"`
-	Seq         uint64 `json:"seq,omitempty"`
+	Line      int    `json:"line,omitempty"` // 1-based line in a batch
+	EventID   string `json:"event_id,omitempty"`
+	Status    Status `json:"status,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Seq       uint64 `json:"seq,omitempty"`
+	// RecordLost: the answer is the surviving status document of an event whose
+	// record (at LostSeq) a salvage recorded lost: a resend of a PROCESSED
+	// event's id, its duplicate or a conflict.
+	RecordLost  bool   `json:"record_lost,omitempty"`
+	LostSeq     uint64 `json:"lost_seq,omitempty"`
 	Attempts    int    `json:"attempts,omitempty"`
 	PayloadHash string `json:"payload_hash,omitempty"`
 	Error       string `json:"error,omitempty"`
@@ -109,7 +114,7 @@ type Answer struct {
 
 func answerOf(r Result) Answer {
 	a := Answer{EventID: r.Status.EventID, Status: r.Status.Status, Duplicate: r.Duplicate, Seq: r.Status.Seq,
-		Attempts: r.Status.Attempts, PayloadHash: r.Status.PayloadHash}
+		RecordLost: r.Status.RecordLost, LostSeq: r.Status.LostSeq, Attempts: r.Status.Attempts, PayloadHash: r.Status.PayloadHash}
 	switch {
 	case errors.Is(r.Err, ErrConflict):
 		a.Status, a.Error, a.code = FailedFinal, r.Err.Error(), http.StatusConflict
@@ -379,6 +384,14 @@ func (a *Answer) appendJSON(b []byte) []byte {
 	if a.Seq != 0 {
 		field("seq")
 		b = strconv.AppendUint(b, a.Seq, 10)
+	}
+	if a.RecordLost {
+		field("record_lost")
+		b = append(b, "true"...)
+	}
+	if a.LostSeq != 0 {
+		field("lost_seq")
+		b = strconv.AppendUint(b, a.LostSeq, 10)
 	}
 	if a.Attempts != 0 {
 		field("attempts")

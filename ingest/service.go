@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,7 +243,8 @@ func New(cfg Config) (*Service, error) {
 type Result struct {
 	Status EventStatus
 	// Duplicate is true when the id was known with the same content: nothing was
-	// written and Status is the existing one.
+	// written and Status is the existing one (with RecordLost, the document of a
+	// PROCESSED event whose record a salvage lost).
 	Duplicate bool
 	// Err explains a FAILED_* status or a conflict. Wraps ErrConflict for a known id
 	// with other content, event.ErrInvalid for bad input, eventlog.ErrOverloaded,
@@ -307,7 +309,24 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	// first, outside the lock (true duplicates: a resent file holds the lock for
 	// nobody). A durable status never goes away (but by Trim, past the window).
 	known := make([]*EventStatus, len(evs))
+	// lost[i]: the surviving status document of evs[i]'s record, which a
+	// salvage recorded lost (only looked for on a log with lost ranges).
+	var lost []*EventStatus
+	ranges := s.log.Lost()
+	if len(ranges) > 0 {
+		lost = make([]*EventStatus, len(evs))
+	}
 	for i := range evs {
+		if lost != nil {
+			d, err := s.lostResend(evs[i].ID, ranges)
+			if err != nil {
+				res[i] = retryable(evs[i].ID, err)
+				continue
+			}
+			if lost[i] = d; d != nil {
+				continue // the log holds no record of it
+			}
+		}
 		if (opt == nil || !opt[i]) && s.log.MayContain(evs[i].ID) {
 			k, err := s.durableStatus(evs[i].ID)
 			if err != nil {
@@ -322,6 +341,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 	var srcs []*sourceCounts                 // recs' sources' counters
 	var recOpt []bool                        // recs' opt
 	var evOf []int                           // recs' indexes in evs
+	var recDead []bool                       // recs' lost record was a dead letter's: it goes once they are stored
 	recOf := make([]*event.Record, len(evs)) // non-nil: a new event, and its record
 	// One lock for the decision: an id leaves memory only once its record is
 	// durable (then the index knows it), so "not held, and not in the index"
@@ -336,6 +356,19 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 		id := evs[i].ID
 		optimistic := opt != nil && opt[i]
 		known := known[i]
+		dead := false
+		if lost != nil && lost[i] != nil {
+			if lost[i].Status == Processed {
+				// Applied before its record was lost, and the sink has its row:
+				// with the same payload a duplicate, else a conflict, as for a
+				// record still stored. Nothing is stored again.
+				known, optimistic = lost[i], false
+			} else {
+				// Unfinished, or a dead letter that :retry cannot resend (its
+				// record is gone): a new event, processed at a new seq.
+				dead = lost[i].Status == FailedFinal
+			}
+		}
 		if known == nil && !optimistic && !s.tr.Has(id) && s.log.MayContain(id) {
 			k, err := s.durableStatus(id)
 			if err != nil {
@@ -362,6 +395,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 			srcs = append(srcs, sc)
 			recOpt = append(recOpt, optimistic)
 			evOf = append(evOf, i)
+			recDead = append(recDead, dead)
 			res[i] = Result{Status: st}
 		case Duplicate: // counted once answered (below)
 			res[i] = Result{Status: st, Duplicate: true}
@@ -385,6 +419,7 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 				}
 			}
 			s.appended(recs, errs, ex)
+			s.lostDeadReplaced(recs, recDead, errs, ex)
 			s.counts.persisted(srcs, recOpt, errs, ex)
 			for j, err := range errs {
 				appendErrs[evOf[j]] = err
@@ -459,6 +494,12 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 				continue
 			}
 		}
+		if res[i].Duplicate && res[i].Status.RecordLost {
+			// The surviving document of a lost record: final, and the log holds
+			// nothing of it to wait for.
+			s.counts.dups.Add(1)
+			continue
+		}
 		until := func(st Status) bool { return st != Accepted }
 		if lvl == LevelProcessed {
 			until = func(st Status) bool { return st != Accepted && st != Persisted }
@@ -485,6 +526,57 @@ func (s *Service) Submit(ctx context.Context, evs []event.Event, level Level, wa
 		}
 	}
 	return res
+}
+
+// lostResend is, for an id a salvage may have lost the record of (lost: the
+// log's lost ranges), the status document that survived that record
+// (RecordLost and LostSeq set), if the log holds no record of the id now; else
+// nil. Only while the loss is within the dedupe window (a later resend is a new
+// event, as of any id past it), and only for an id a lost range names or while
+// a range holds seqs whose ids are unknown (a JetStream salvage cannot name
+// them): on such a log, one more document read per event taken in.
+func (s *Service) lostResend(id string, lost []eventlog.LostRange) (*EventStatus, error) {
+	now := s.now()
+	may := false
+	for i := range lost {
+		if lost[i].At != 0 && now-lost[i].At >= int64(s.cfg.DedupeWindow) {
+			continue
+		}
+		if _, named := lost[i].SeqOf(id); named || lost[i].Unknown() > 0 {
+			may = true
+			break
+		}
+	}
+	if !may {
+		return nil, nil
+	}
+	doc, err := s.statusDoc(id)
+	if err != nil || doc == nil || doc.Seq == 0 || !lostCover(lost, doc.Seq) {
+		return nil, err
+	}
+	if _, ok, err := s.log.Lookup(id); err != nil || ok {
+		return nil, err // a record is stored (it was sent again): it answers
+	}
+	doc.RecordLost, doc.LostSeq = true, doc.Seq
+	return doc, nil
+}
+
+// lostDeadReplaced deletes the dead letters of the events stored as resends
+// of lost dead letters (dead[i] for recs[i]; errs and stored as in appended):
+// the record it names is gone, and the new one is processed.
+func (s *Service) lostDeadReplaced(recs []*event.Record, dead []bool, errs []error, stored []bool) {
+	if !slices.Contains(dead, true) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range recs {
+		if dead[i] && errs[i] == nil && (stored == nil || !stored[i]) {
+			if set, ok := s.dead[r.Event.ID]; !ok || !set {
+				s.dead[r.Event.ID] = false
+			}
+		}
+	}
 }
 
 func (s *Service) levelOf(ev event.Event, level Level) Level {
@@ -560,6 +652,7 @@ type statusGuarder interface {
 // docHead is what statusReplaces reads of a status document.
 type docHead struct {
 	Status     Status `json:"status"`
+	Seq        uint64 `json:"seq"`
 	Generation uint32 `json:"generation"`
 }
 
@@ -573,12 +666,17 @@ func statusUnfinished(doc []byte) bool {
 }
 
 // statusReplaces reports whether the unfinished status doc may replace stored:
-// not over a later generation, nor over a final status of its own (no process
-// starts a finished generation again; only a stale writer says otherwise).
+// not over a later record (a later generation, or the resend of a record lost
+// to a salvage, at a later seq), nor over a final status of its own (no process
+// starts a finished record again; only a stale writer says otherwise). Over an
+// earlier record's, it may.
 func statusReplaces(stored, doc []byte) bool {
 	var s, d docHead
 	if json.Unmarshal(stored, &s) != nil || json.Unmarshal(doc, &d) != nil {
 		return true
+	}
+	if s.Seq != 0 && d.Seq != 0 && s.Seq != d.Seq {
+		return d.Seq > s.Seq
 	}
 	if d.Generation != s.Generation {
 		return d.Generation > s.Generation
@@ -716,6 +814,11 @@ func (s *Service) durableStatus(id string) (*EventStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	if doc != nil && doc.Generation >= e.Generation && doc.before(e.Seq) {
+		// About a record of this generation that is gone (lost to a salvage):
+		// the one stored is its resend, a new event with a history of its own.
+		doc = nil
+	}
 	if doc != nil && doc.Generation >= e.Generation {
 		return doc, nil
 	}
@@ -810,8 +913,9 @@ func (s *Service) Status(id string) (EventStatus, error) {
 // RecordLost and the seq; else a *LostError. Otherwise ErrNotFound, an
 // *UnknownLostError if lost seqs of unknown ids exist.
 //
-// Only answers (GET) read this: taking a new event in looks at the dedupe index
-// alone, so a resend of a lost id is a new event.
+// Taking a new event in reads such a document too (lostResend): a resend of a
+// lost id whose document says PROCESSED is its duplicate or a conflict; any
+// other is a new event.
 func (s *Service) lostStatus(id string) (EventStatus, error) {
 	lost := s.log.Lost()
 	if len(lost) == 0 {

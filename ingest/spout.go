@@ -726,11 +726,12 @@ func (s *Service) durableView(id string) (durableView, error) {
 
 // done reports whether rec needs no processing: a newer generation superseded it,
 // or its status document says its generation already finished (before a crash,
-// ahead of the committed offset's sync).
+// ahead of the committed offset's sync). A document about an earlier seq is not
+// rec's: that record is gone (lost to a salvage), and rec is its resend.
 func (dv durableView) done(rec *event.Record) bool {
 	if dv.inIdx && dv.entry.Generation > rec.Generation {
 		return true
 	}
 	d := dv.doc
-	return d != nil && d.Generation == rec.Generation && (d.Status == Processed || d.Status == FailedFinal)
+	return d != nil && d.Generation == rec.Generation && !d.before(rec.Seq) && (d.Status == Processed || d.Status == FailedFinal)
 }

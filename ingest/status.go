@@ -148,3 +148,9 @@ type EventStatus struct {
 	RecordLost bool   `json:"record_lost,omitempty"`
 	LostSeq    uint64 `json:"lost_seq,omitempty"`
 }
+
+// before reports whether the document is about a record before seq: of an
+// earlier generation, or one that is gone (a salvage recorded its seq lost) and
+// whose id was sent again since, stored at seq. A document that names no seq
+// is taken to be about any.
+func (st *EventStatus) before(seq uint64) bool { return st.Seq != 0 && st.Seq < seq }

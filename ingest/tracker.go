@@ -216,16 +216,18 @@ func (t *Tracker) PersistFailed(now int64, id string, err error) EventStatus {
 }
 
 // Load makes the tracker hold a durable event read back from the log (after a
-// restart), from its status document if one was kept (prior attempts) or else as
-// PERSISTED at persistedAt, when the log says it became durable (Unix
-// nanoseconds; 0 if the log does not know: then at its receipt time, marked
-// approximate). An event already held is left as it is.
+// restart), from its status document if one was kept of this record (prior
+// attempts) or else as PERSISTED at persistedAt, when the log says it became
+// durable (Unix nanoseconds; 0 if the log does not know: then at its receipt
+// time, marked approximate). A document of another generation, or about an
+// earlier seq (a record lost to a salvage, rec its resend), is not rec's. An
+// event already held is left as it is.
 func (t *Tracker) Load(rec *event.Record, doc *EventStatus, persistedAt int64) EventStatus {
 	if e, ok := t.m[rec.Event.ID]; ok {
 		return e.snapshot()
 	}
 	e := &entry{hash: rec.Hash}
-	if doc != nil && doc.Generation == rec.Generation {
+	if doc != nil && doc.Generation == rec.Generation && !doc.before(rec.Seq) {
 		e.st = *doc
 		for _, tr := range doc.Transitions {
 			if tr.Step == StepStarted {

@@ -21,6 +21,8 @@ import (
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
 )
 
 // loseTail makes stream t-log hold only its first keep of n records, the mark
@@ -255,24 +257,68 @@ func TestSalvageScansWithOneConsumer(t *testing.T) {
 	}
 }
 
+// failSink acks every input but those of the ids in fail, which it fails.
+type failSink struct {
+	out  topology.OutputCollector
+	fail map[string]bool
+}
+
+func (b *failSink) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+	b.out = out
+	return nil
+}
+func (b *failSink) Cleanup() error { return nil }
+func (b *failSink) Execute(in *tuple.Tuple) {
+	if id := in.StringByField("event_id"); b.fail[id] {
+		_ = b.out.FailWith(in, fmt.Errorf("the sink refuses %s", id))
+		return
+	}
+	_ = b.out.Ack(in)
+}
+
+// resendAnswer is the fields of a POST's answer that a resend of a lost id is
+// judged by.
+type resendAnswer struct {
+	EventID     string        `json:"event_id"`
+	Status      ingest.Status `json:"status"`
+	Duplicate   bool          `json:"duplicate"`
+	Seq         uint64        `json:"seq"`
+	PayloadHash string        `json:"payload_hash"`
+	Error       string        `json:"error"`
+	RecordLost  bool          `json:"record_lost"`
+	LostSeq     uint64        `json:"lost_seq"`
+}
+
 // After a salvage of the stream, a lost event says so (issue 25 §5). JetStream
-// keeps the status documents apart from the stream, so an event processed
-// before its record was lost still has its document: GET answers it, with
+// keeps the status documents apart from the stream, so an event finished before
+// its record was lost still has its document: GET answers it, with
 // "record_lost": true and its seq; an unknown id is a 404 that says lost seqs of
-// unknown ids exist (this salvage cannot name them). And a resend of the lost
-// id, as the code stands: the stream takes it at a new seq, but the surviving
-// document says its generation is PROCESSED, so the log spout skips the new
-// record and the answer is that document: PROCESSED at the old seq, not run
-// again (README, "Lost records in JetStream").
+// unknown ids exist (this salvage cannot name them).
+//
+// And a resend of a lost id. It used to be stored at a new seq, and when the
+// surviving document said PROCESSED or FAILED_FINAL the log spout took the new
+// record for done and skipped it, and the answer was the old document: a
+// resend with another payload was dropped without a word, and a dead letter
+// could be neither retried (its record gone) nor sent again. Now, as an
+// idempotent producer expects: the same payload of a PROCESSED event is its
+// duplicate (nothing stored, the sink not run again), another payload a
+// conflict (409); a resend of a FAILED_FINAL one is a new event at a new seq,
+// processed once, with a history of its own (README, "Lost records in
+// JetStream").
 func TestLostEventWithItsStatusDocument(t *testing.T) {
 	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
 	js := openJS(t, url)
 	ctx := context.Background()
 	la := openLeased(t, url, "a")
-	a, rta := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond}, &ackSink{seen: map[string]int{}})
+	a, rta := startServeWith(t, la, ingest.Config{FlushEvery: 5 * time.Millisecond, Tracker: ingest.TrackerConfig{MaxAttempts: 1}},
+		&failSink{fail: map[string]bool{"o4": true}})
 	for i, r := range a.Submit(ctx, orderEvents(0, 5), ingest.LevelProcessed, 10*time.Second) {
-		if r.Err != nil || r.Status.Status != ingest.Processed || r.Status.Seq != uint64(i+1) {
-			t.Fatalf("o%d: %+v", i, r)
+		want := ingest.Processed
+		if i == 4 {
+			want = ingest.FailedFinal
+		}
+		if r.Status.Status != want || r.Status.Seq != uint64(i+1) {
+			t.Fatalf("o%d: %+v, want %s", i, r, want)
 		}
 	}
 	_ = rta.Stop(ctx)
@@ -297,7 +343,8 @@ func TestLostEventWithItsStatusDocument(t *testing.T) {
 		t.Fatalf("salvage: %+v %v; want seqs 3..5 lost", rep, err)
 	}
 	sink := &ackSink{seen: map[string]int{}}
-	b, _ := startServeWith(t, openLeased(t, url, "b"), ingest.Config{FlushEvery: 5 * time.Millisecond}, sink)
+	lb := openLeased(t, url, "b")
+	b, _ := startServeWith(t, lb, ingest.Config{FlushEvery: 5 * time.Millisecond}, sink)
 	srv := httptest.NewServer(b.Handler(ingest.HTTPOptions{}))
 	defer srv.Close()
 	get := func(id string) (int, []byte) {
@@ -309,6 +356,21 @@ func TestLostEventWithItsStatusDocument(t *testing.T) {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, body
+	}
+	post := func(id, payload string) (int, resendAnswer, []byte) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/v1/events?ack=processed", "application/json", strings.NewReader(
+			fmt.Sprintf(`{"event_id":%q,"source":"orders","type":"order_line","payload":%s}`, id, payload)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var a resendAnswer
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Fatalf("answer %s: %v", body, err)
+		}
+		return resp.StatusCode, a, body
 	}
 	code, body := get("o3")
 	var st ingest.EventStatus
@@ -324,28 +386,84 @@ func TestLostEventWithItsStatusDocument(t *testing.T) {
 		t.Fatalf("GET never-sent: %d %s; want 404 saying 3 lost seqs have unknown ids", code, body)
 	}
 	t.Logf("GET never-sent: %d %s", code, body)
+	notStored := func(id string) {
+		t.Helper()
+		if r, ok, err := lb.Lookup(id); err != nil || ok {
+			t.Fatalf("%s stored again: %+v %v %v; want no record of it", id, r, ok, err)
+		}
+	}
 
-	r := b.Submit(ctx, orderEvents(3, 4), ingest.LevelProcessed, 10*time.Second)[0]
-	t.Logf("resend of o3: %+v", r)
-	if r.Err != nil || r.Duplicate || r.Status.Status != ingest.Processed || r.Status.Seq != 4 {
-		t.Fatalf("resend of o3: %+v; want PROCESSED from the surviving document (seq 4)", r)
+	// The same payload as the PROCESSED event: its duplicate, nothing stored.
+	code, ans, body := post("o3", `{"n":3}`)
+	t.Logf("resend of o3 (PROCESSED, its record lost), same payload: %d %s", code, body)
+	if code != 200 || ans.Status != ingest.Processed || !ans.Duplicate || ans.Seq != 4 || !ans.RecordLost || ans.LostSeq != 4 ||
+		ans.PayloadHash != st.PayloadHash {
+		t.Fatalf("resend of o3: %d %s; want PROCESSED, duplicate, record_lost at seq 4", code, body)
 	}
-	if e, err := b.Status("o3"); err != nil || e.RecordLost || e.Status != ingest.Processed || e.Seq != 4 {
-		t.Fatalf("o3 after the resend: %+v %v", e, err)
+	notStored("o3")
+	// Another payload: a conflict, as for any id reused with other content.
+	code, ans, body = post("o2", `{"n":"other"}`)
+	t.Logf("resend of o2 (PROCESSED, its record lost), another payload: %d %s", code, body)
+	if code != 409 || ans.Status != ingest.FailedFinal || ans.Duplicate || ans.PayloadHash == "" ||
+		!strings.Contains(ans.Error, "event_id already used with a different payload") {
+		t.Fatalf("resend of o2 with another payload: %d %s; want 409, the stored payload_hash", code, body)
 	}
-	if rec, ok, err := openLeased(t, url, "c").Lookup("o3"); err != nil || !ok || rec.Seq != 6 {
-		t.Fatalf("o3's new record: %+v %v %v; want it stored at seq 6", rec, ok, err)
+	notStored("o2")
+	// A dead letter whose record is lost: :retry cannot resend it, so it is
+	// sent again, a new event, processed once, and its dead letter goes.
+	if dl, err := b.DeadLetters(10); err != nil || len(dl) != 1 || dl[0].EventID != "o4" || dl[0].Seq != 5 {
+		t.Fatalf("dead letters before o4's resend: %+v %v; want o4's, at seq 5", dl, err)
+	}
+	resp, err := http.Post(srv.URL+"/v1/events/o4:retry", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 409 || !strings.Contains(string(body), "send the event again") {
+		t.Fatalf("POST o4:retry: %d %s; want 409 saying to send it again", resp.StatusCode, body)
+	}
+	code, ans, body = post("o4", `{"n":4}`)
+	t.Logf("resend of o4 (FAILED_FINAL, its record lost): %d %s", code, body)
+	if code != 200 || ans.Status != ingest.Processed || ans.Duplicate || ans.Seq != 6 || ans.RecordLost {
+		t.Fatalf("resend of o4: %d %s; want PROCESSED as a new event at seq 6", code, body)
+	}
+	waitStored(t, lb, "o4", ingest.Processed, 10*time.Second)
+	if d := storedStatus(t, lb, "o4"); d.Seq != 6 || d.Attempts != 1 {
+		t.Fatalf("o4's stored document: %+v; want PROCESSED at seq 6 after 1 attempt", d)
+	}
+	code, body = get("o4")
+	t.Logf("GET o4 after its resend: %d %s", code, body)
+	var h ingest.EventStatus
+	if err := json.Unmarshal(body, &h); err != nil {
+		t.Fatal(err)
+	}
+	var steps []ingest.Step
+	for _, tr := range h.Transitions {
+		steps = append(steps, tr.Step)
+	}
+	if code != 200 || h.Status != ingest.Processed || h.Seq != 6 || h.RecordLost || fmt.Sprint(steps) != "[received persisted started completed]" {
+		t.Fatalf("GET o4 after its resend: %d %s; want its own history at seq 6: received, persisted, started, completed", code, body)
+	}
+	dl, err := b.DeadLetters(10)
+	if err != nil || len(dl) != 0 {
+		t.Fatalf("dead letters after o4 was processed: %+v %v; want none", dl, err)
+	}
+	// Once more: now a plain duplicate of the new record.
+	code, ans, body = post("o4", `{"n":4}`)
+	if code != 200 || !ans.Duplicate || ans.Seq != 6 || ans.RecordLost {
+		t.Fatalf("second resend of o4: %d %s; want a duplicate of seq 6", code, body)
 	}
 	waitCommitted := time.Now().Add(10 * time.Second)
 	for b.Stats().Committed != 7 {
 		if time.Now().After(waitCommitted) {
-			t.Fatalf("committed offset %d, want 7 (past the new record)", b.Stats().Committed)
+			t.Fatalf("committed offset %d, want 7 (past o4's new record)", b.Stats().Committed)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
-	if sink.seen["o3"] != 0 {
-		t.Fatalf("the sink ran o3 %d times after the resend; the surviving document says it is done", sink.seen["o3"])
+	if sink.seen["o2"] != 0 || sink.seen["o3"] != 0 || sink.seen["o4"] != 1 {
+		t.Fatalf("the sink ran o2 %d, o3 %d, o4 %d times; want 0, 0 and 1", sink.seen["o2"], sink.seen["o3"], sink.seen["o4"])
 	}
 }
