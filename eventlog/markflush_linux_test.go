@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gale-stream/gale/internal/mounttest"
 	"golang.org/x/sys/unix"
 )
 
@@ -223,8 +224,8 @@ func needLoop(t *testing.T) {
 	if os.Getenv("GALE_TEST_LOOP") == "1" {
 		skip = t.Fatalf
 	}
-	if os.Geteuid() != 0 {
-		skip("needs root to mount a loop device, as .ci/run runs")
+	if why := mounttest.Missing(); why != "" {
+		skip("%s", why)
 	}
 	for _, tool := range []string{"mkfs.ext4", "mount", "umount"} {
 		if _, err := exec.LookPath(tool); err != nil {

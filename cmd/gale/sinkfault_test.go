@@ -17,6 +17,7 @@ import (
 	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/mounttest"
 )
 
 // servedLog runs gale serve on a fresh data directory, has it process n events of
@@ -130,8 +131,8 @@ func needRootWith(t *testing.T, what string, tools ...string) func(string, ...an
 	if os.Getenv("GALE_TEST_LOOP") == "1" {
 		skip = t.Fatalf
 	}
-	if os.Geteuid() != 0 {
-		skip("needs root (%s): run as root, as .ci/run does", what)
+	if why := mounttest.Missing(); why != "" {
+		skip("%s (%s)", why, what)
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
