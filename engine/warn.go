@@ -319,7 +319,7 @@ func (r *Runtime) warnTrees(comp string, rep treeReport) {
 		if rep.timedOut == 0 {
 			what = "failed them"
 		}
-		attrs = append(attrs, "lineage", "off: start the engine with engine.WithLineage to see which component "+what)
+		attrs = append(attrs, "lineage", "off: start the engine with engine.WithLineage (gale wordcount: --ui or --log-level debug) to see which component "+what)
 	} else {
 		if rep.failed > 0 {
 			attrs = append(attrs, "failed_by", r.linComponents(comp, lineage.Failed))

@@ -92,7 +92,8 @@ func Example_wordCount() {
 	}
 	<-done // every line's tree completed: each of its words was counted and acked
 
-	// Stop closes every task (a graceful stop would also wait for trees in flight).
+	// Stop is graceful: it waits for trees in flight (here none), up to
+	// Config.ShutdownTimeout, then closes every task.
 	if err := rt.Stop(context.Background()); err != nil {
 		fmt.Println(err)
 	}

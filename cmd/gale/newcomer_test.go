@@ -69,10 +69,10 @@ func TestVersion(t *testing.T) {
 			"commit: 0123456789abcdef0123456789abcdef01234567 (2026-01-01T12:00:00Z, modified)\n" +
 			"go: go1.26.8 linux/amd64\n"},
 		{"-buildvcs=false", unstamped, "gale version devel\n" +
-			"commit: unknown (the build has no VCS information: built with -buildvcs=false, or not from a git checkout)\n" +
+			"commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n" +
 			"go: go1.26.8 linux/arm64\n"},
 		{"no build info", nil, "gale version unknown\n" +
-			"commit: unknown (the build has no VCS information: built with -buildvcs=false, or not from a git checkout)\n" +
+			"commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n" +
 			"go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"},
 	} {
 		if got := versionText(c.bi); got != c.want {

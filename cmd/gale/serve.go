@@ -158,8 +158,8 @@ pipeline runs in this process unless --workers is given. Several serve processes
 share the stream (the same --nats and --prefix, a shared --sink such as PostgreSQL):
 each takes events in and answers for any event, and one at a time, the holder of a
 lease in JetStream KV, runs the log spout; another takes over --spout-lease-ttl after it
-dies, from the committed offset. Every answer says what
-PERSISTED meant ("durability"): "fsync" (Pebble); "replicated:N+fsync" when every
+dies, from the committed offset. Every answer that names a seq says what
+PERSISTED meant ("durability"; an ACCEPTED answer has neither): "fsync" (Pebble); "replicated:N+fsync" when every
 server fsyncs each write (sync_interval: always: gale nats does, as its --nats-data
 records; with --sys-creds the servers are asked), "replicated:N" when one does not
 (NATS's default fsyncs every 2 minutes), "unknown" when it cannot be told. The

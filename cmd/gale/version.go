@@ -47,7 +47,7 @@ func versionText(bi *debug.BuildInfo) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gale version %s\n", version)
 	if revision == "" {
-		b.WriteString("commit: unknown (the build has no VCS information: built with -buildvcs=false, or not from a git checkout)\n")
+		b.WriteString("commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n")
 	} else {
 		var about []string
 		if when != "" {
