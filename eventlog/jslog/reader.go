@@ -24,9 +24,14 @@ import (
 // one orphan per error.
 
 const (
-	// readAhead bounds the records read ahead: the buffer, and as many again
-	// asked of the server and not yet taken (so at most 2*readAhead in memory).
-	readAhead = 256
+	// readAhead bounds the records asked of the server and not yet taken, and
+	// readAheadBytes their bytes (raised to twice the connection's largest
+	// message, which must always fit in one pull): by count alone, 256 records
+	// of 1 MiB were held after one Read. handOff is the few more that wait
+	// between the consumer and Read.
+	readAhead      = 256
+	readAheadBytes = 8 << 20
+	handOff        = 16
 	// readerHeartbeat is how often the server tells an idle reader it is there:
 	// two missed, and the reader makes its consumer again.
 	readerHeartbeat = 5 * time.Second
@@ -63,7 +68,7 @@ type reader struct {
 // reader it replaces, or nil) has deleted its own.
 func (l *Log) newReader(from uint64, prev *reader) *reader {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &reader{l: l, from: from, msgs: make(chan jetstream.Msg, readAhead), ctx: ctx, cancel: cancel,
+	r := &reader{l: l, from: from, msgs: make(chan jetstream.Msg, handOff), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	var after <-chan struct{}
 	if prev != nil {
@@ -151,7 +156,10 @@ func (r *reader) consume(next *uint64) (made bool, err error) {
 	// Named here, so that it can be deleted even if the answer to its creation
 	// was lost.
 	name := l.cfg.Prefix + "-reader-" + rand.Text()
-	ctx, cancel := context.WithTimeout(r.ctx, l.cfg.Timeout)
+	// The creation is not cut short by a stop: the server may take a create
+	// after a delete sent later, and the consumer would be left behind. A stop
+	// waits for its answer (at most Timeout), then deletes it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), l.cfg.Timeout)
 	c, err := l.js.CreateConsumer(ctx, l.name, jetstream.ConsumerConfig{
 		Name: name, Description: "gale's log reader (" + l.cfg.Holder + ")",
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(*next, 1),
@@ -166,7 +174,11 @@ func (r *reader) consume(next *uint64) (made bool, err error) {
 		return false, err
 	}
 	defer l.deleteConsumer(name, true)
-	it, err := c.Messages(jetstream.PullMaxMessages(readAhead), jetstream.PullHeartbeat(readerHeartbeat),
+	if err := r.ctx.Err(); err != nil {
+		return false, err
+	}
+	limit := max(readAheadBytes, 2*int(l.js.Conn().MaxPayload()))
+	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(readAhead, limit), jetstream.PullHeartbeat(readerHeartbeat),
 		jetstream.WithMessagesErrOnMissingHeartbeat(true))
 	if err != nil {
 		return false, err
