@@ -15,6 +15,7 @@ var kindNames = map[byte][2]string{
 	'd':              {"dedupe entry", "dedupe entries"},
 	byte(Status):     {"status document", "status documents"},
 	byte(DeadLetter): {"dead letter", "dead letters"},
+	syncPrefix:       {"group sync time", "group sync times"},
 }
 
 // keyRange describes the keys from lo to hi (both included; hi nil: to the end).
@@ -27,6 +28,9 @@ func keyRange(lo, hi []byte) string {
 		if lo[0] == 'l' {
 			from, to, _ := recordSeqs(lo, hi)
 			return fmt.Sprintf("records seq %d..%d", from, to)
+		}
+		if lo[0] == syncPrefix { // keyed by a group's last seq, as records by theirs
+			return fmt.Sprintf("group sync times of groups ending at seq %d..%d", firstSeqFrom(lo), lastSeqTo(hi))
 		}
 		return fmt.Sprintf("%s of ids %s..%s", names[1], idBound(lo, true), idBound(hi, false))
 	}
