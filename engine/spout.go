@@ -182,8 +182,8 @@ func (s *spoutExec) drainOutcomes() {
 			s.e.stats.acked++
 			s.e.stats.latency.Record(ev.Latency)
 			calls = append(calls, spoutCall{msgID: ev.MsgID, ack: true})
-			if len(s.timedOutIDs) > 0 && comparableID(ev.MsgID) {
-				delete(s.timedOutIDs, ev.MsgID)
+			if len(s.timedOutIDs) > 0 {
+				delete(s.timedOutIDs, idKey(ev.MsgID))
 			}
 			if s.rt.sampled(o.Root) {
 				s.lineageEnd(ev, lineage.Completed)
@@ -288,29 +288,36 @@ const maxTimedOutIDs = 4096
 // timedOutAgain remembers that msgID's tree timed out and says whether it had
 // already, with no ack in between.
 func (s *spoutExec) timedOutAgain(msgID any) bool {
-	if !comparableID(msgID) {
+	k := idKey(msgID)
+	if k == nil {
 		return false
 	}
-	if _, ok := s.timedOutIDs[msgID]; ok {
+	if _, ok := s.timedOutIDs[k]; ok {
 		return true
 	}
 	if s.timedOutIDs == nil || len(s.timedOutIDs) >= maxTimedOutIDs {
 		s.timedOutIDs = map[any]struct{}{}
 	}
-	s.timedOutIDs[msgID] = struct{}{}
+	s.timedOutIDs[k] = struct{}{}
 	return false
 }
 
-// comparableID says whether a message id can be a map key (a spout may use any
-// value as its id; a slice cannot be).
-func comparableID(id any) bool {
+// printedID keys a message id that cannot be a map key (a slice, a map, a struct
+// holding one) by its printed value; as its own type it meets no other id.
+type printedID struct{ s string }
+
+// idKey is the map key of a message id: the id itself, or its printed value.
+func idKey(id any) any {
 	switch id.(type) {
 	case nil:
-		return false
+		return nil
 	case string, int, int64, uint64, int32, uint32:
-		return true
+		return id
 	}
-	return reflect.ValueOf(id).Comparable()
+	if reflect.ValueOf(id).Comparable() {
+		return id
+	}
+	return printedID{fmt.Sprintf("%T %v", id, id)}
 }
 
 // endedBadly counts the trees just failed or timed out for the warning about their

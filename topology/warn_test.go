@@ -300,3 +300,66 @@ func TestWarnReplayTimesOutAgain(t *testing.T) {
 		})
 	}
 }
+
+// idSpout emits n tuples whose message ids mk makes, replaying a failed one with
+// the same id.
+type idSpout struct {
+	topology.BaseSpout
+	mk      func(i int) any
+	n, next int
+}
+
+func (s *idSpout) NextTuple() {
+	if s.next < s.n {
+		_ = s.Out.Emit(tuple.Values{fmt.Sprint(s.next)}, s.mk(s.next))
+		s.next++
+	}
+}
+func (s *idSpout) Fail(msgID any) { _ = s.Out.Emit(tuple.Values{"again"}, msgID) }
+
+// holdBolt never acks.
+type holdBolt struct{ topology.BaseBolt }
+
+func (*holdBolt) Execute(*tuple.Tuple) {}
+
+// A replay that times out again is warned about whatever its message id: one that
+// cannot be a map key (a slice, a map, a struct holding a slice) is known by its
+// printed value (the break-it pass found these silent).
+func TestWarnReplayTimesOutAgainAnyID(t *testing.T) {
+	for name, mk := range map[string]func(int) any{
+		"slice":  func(i int) any { return []int{i} },
+		"map":    func(i int) any { return map[string]int{"i": i} },
+		"struct": func(i int) any { return struct{ s []int }{[]int{i}} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := topology.NewBuilder()
+			b.SetSpout("s", func() topology.Spout { return &idSpout{mk: mk, n: 3} }, 1).Output("line")
+			b.SetBolt("b", func() topology.Bolt { return &holdBolt{} }, 2).ShuffleGrouping("s")
+			topo, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &logLines{}
+			cfg := topology.DefaultConfig()
+			cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+			fake := clock.NewFake(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+			ctx, cancel := context.WithCancel(context.Background())
+			rt, err := engine.Start(ctx, topo, cfg, engine.WithClock(fake))
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cancel(); <-rt.Done() })
+			deadline := time.Now().Add(20 * time.Second)
+			for rt.Stats().Components["s"].TimedOut < 6 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d trees timed out", rt.Stats().Components["s"].TimedOut)
+				}
+				fake.Advance(cfg.MessageTimeout / 4)
+				time.Sleep(5 * time.Millisecond)
+			}
+			logs.wait(t, map[string]string{"level": "WARN", "component": "s",
+				"msg": "replayed trees timing out again: their messages never complete"})
+		})
+	}
+}
