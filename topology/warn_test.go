@@ -217,7 +217,6 @@ func TestWarnCountDoesNotAck(t *testing.T) {
 				}, lin)
 			// Every line's words reach count (and are held there), then the clock
 			// moves a rotation (a quarter timeout) at a time until they time out.
-			cfg := rt.Config()
 			deadline := time.Now().Add(20 * time.Second)
 			for rt.Stats().Components["count"].Executed < 200*8 {
 				if time.Now().After(deadline) {
@@ -225,24 +224,12 @@ func TestWarnCountDoesNotAck(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			for rt.Stats().Components["lines"].TimedOut < 200 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d trees timed out after %v", rt.Stats().Components["lines"].TimedOut, fake.Since(rt.Started()))
-				}
-				fake.Advance(cfg.MessageTimeout / 4)
-				time.Sleep(5 * time.Millisecond)
-			}
+			advanceUntilTimedOut(t, rt, fake, "lines", 200, deadline)
 			trees := logs.wait(t, map[string]string{"level": "WARN", "component": "lines", "kind": "trees-failing"})
 			if r := fmt.Sprint(trees["reasons"]); !strings.Contains(r, "message timeout: tree not complete after 30s (200)") {
 				t.Errorf("trees line's reasons %q, want the 200 timeouts", r)
 			}
-			if lin {
-				if h := fmt.Sprint(trees["held_by"]); !strings.HasPrefix(h, "count (") {
-					t.Errorf("trees line's held_by %q, want count", h)
-				}
-			} else if l := fmt.Sprint(trees["lineage"]); !strings.Contains(l, "engine.WithLineage") {
-				t.Errorf("trees line's lineage %q does not say how to turn it on", l)
-			}
+			checkHeldByCount(t, trees, lin)
 		})
 	}
 }
@@ -257,7 +244,6 @@ func TestWarnReplayTimesOutAgain(t *testing.T) {
 				func(mu *sync.Mutex, counts map[string]int) topology.Bolt {
 					return &countNoAck{Count{mu: mu, counts: counts}}
 				}, lin)
-			cfg := rt.Config()
 			deadline := time.Now().Add(20 * time.Second)
 			// Two rounds: the three trees time out, are replayed, and time out again.
 			for round := uint64(1); round <= 2; round++ {
@@ -267,13 +253,7 @@ func TestWarnReplayTimesOutAgain(t *testing.T) {
 					}
 					time.Sleep(time.Millisecond)
 				}
-				for rt.Stats().Components["lines"].TimedOut < 3*round {
-					if time.Now().After(deadline) {
-						t.Fatalf("round %d: %d trees timed out", round, rt.Stats().Components["lines"].TimedOut)
-					}
-					fake.Advance(cfg.MessageTimeout / 4)
-					time.Sleep(5 * time.Millisecond)
-				}
+				advanceUntilTimedOut(t, rt, fake, "lines", 3*round, deadline)
 				if round == 1 && !lin {
 					// Three timeouts, none a replay's: below the rate, nothing to say
 					// yet (without lineage the check runs as the spout counts them).
@@ -290,13 +270,7 @@ func TestWarnReplayTimesOutAgain(t *testing.T) {
 			if r := fmt.Sprint(trees["reasons"]); !strings.Contains(r, "message timeout: tree not complete after 30s") {
 				t.Errorf("trees line's reasons %q, want the timeouts", r)
 			}
-			if lin {
-				if h := fmt.Sprint(trees["held_by"]); !strings.HasPrefix(h, "count (") {
-					t.Errorf("trees line's held_by %q, want count", h)
-				}
-			} else if l := fmt.Sprint(trees["lineage"]); !strings.Contains(l, "engine.WithLineage") {
-				t.Errorf("trees line's lineage %q does not say how to turn it on", l)
-			}
+			checkHeldByCount(t, trees, lin)
 		})
 	}
 }
@@ -350,16 +324,35 @@ func TestWarnReplayTimesOutAgainAnyID(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cancel(); <-rt.Done() })
-			deadline := time.Now().Add(20 * time.Second)
-			for rt.Stats().Components["s"].TimedOut < 6 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d trees timed out", rt.Stats().Components["s"].TimedOut)
-				}
-				fake.Advance(cfg.MessageTimeout / 4)
-				time.Sleep(5 * time.Millisecond)
-			}
+			advanceUntilTimedOut(t, rt, fake, "s", 6, time.Now().Add(20*time.Second))
 			logs.wait(t, map[string]string{"level": "WARN", "component": "s",
 				"msg": "replayed trees timing out again: their messages never complete"})
 		})
+	}
+}
+
+// advanceUntilTimedOut moves the fake clock a rotation (a quarter timeout) at a time
+// until n trees of spout comp have timed out, or fails at deadline.
+func advanceUntilTimedOut(t *testing.T, rt *engine.Runtime, fake *clock.Fake, comp string, n uint64, deadline time.Time) {
+	t.Helper()
+	for rt.Stats().Components[comp].TimedOut < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d trees of %s timed out after %v, want %d", rt.Stats().Components[comp].TimedOut, comp, fake.Since(rt.Started()), n)
+		}
+		fake.Advance(rt.Config().MessageTimeout / 4)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkHeldByCount checks a trees line names count as holding them (lineage on),
+// or says how to turn lineage on.
+func checkHeldByCount(t *testing.T, trees map[string]any, lin bool) {
+	t.Helper()
+	if lin {
+		if h := fmt.Sprint(trees["held_by"]); !strings.HasPrefix(h, "count (") {
+			t.Errorf("trees line's held_by %q, want count", h)
+		}
+	} else if l := fmt.Sprint(trees["lineage"]); !strings.Contains(l, "engine.WithLineage") {
+		t.Errorf("trees line's lineage %q does not say how to turn it on", l)
 	}
 }

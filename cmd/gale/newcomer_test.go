@@ -199,6 +199,21 @@ func TestStatusWorkerCounts(t *testing.T) {
 
 // startTestNode starts an embedded NATS node with JetStream on loopback; the test's
 // end shuts it down.
+// nodeJS connects to node with its credentials, until the test ends.
+func nodeJS(t *testing.T, node *natsnode.Node) jetstream.JetStream {
+	t.Helper()
+	nc, err := natsnode.Connect(node.ClientURL(), node.DataDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 func startTestNode(t *testing.T) *natsnode.Node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -223,15 +238,7 @@ func TestSubmitWithoutLiveWorker(t *testing.T) {
 	// The buckets, as a worker that has since stopped left them.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := natsnode.Connect(node.ClientURL(), node.DataDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := nodeJS(t, node)
 	if _, err := cluster.Open(ctx, js, cluster.Config{}); err != nil {
 		t.Fatal(err)
 	}
@@ -392,15 +399,7 @@ func TestClusterClientFlags(t *testing.T) {
 			t.Errorf("gale %v on a server without the cluster: exit %d\nstdout %q\nstderr %q\nwant exit 2 and %q", args, code, out, errs, want)
 		}
 	}
-	nc, err := natsnode.Connect(node.ClientURL(), node.DataDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := nodeJS(t, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for name := range js.StreamNames(ctx).Name() {
