@@ -112,7 +112,7 @@ func decodeAnswer(t *testing.T, b []byte) ingest.Answer {
 }
 
 // gale serve --log jetstream on one embedded node (gale nats's package): the
-// orders pipeline ingests the 7,419 retail lines, every one ends PROCESSED and is
+// orders pipeline ingests a day of retail lines, every one ends PROCESSED and is
 // in the sink once, the stream holds each once, and the answers say
 // "replicated:1+fsync" (the node's gale-sync.json, read through --nats-data).
 func TestServeJetStreamOneNode(t *testing.T) {
@@ -124,7 +124,7 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
 	c := startServeChild(t, "serve", "--log", "jetstream", "--nats", node.ClientURL(), "--nats-data", node.DataDir(),
 		"--pipeline", "orders", "--data", dir+"/data", "--addr", freeAddr(t), "--log-level", "warn")
-	in, err := openInputs(retailFiles(t))
+	in, err := openInputs([]string{retailDay})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sent != 7419 || rep.Final["PROCESSED"] != 7419 || len(rep.Final) != 1 || rep.bad() != 0 {
+	if rep.Sent != retailDayLines || rep.Final["PROCESSED"] != retailDayLines || len(rep.Final) != 1 || rep.bad() != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if s, b := durabilityOf(t, c.url, "probe"); s != "replicated:1+fsync" || b != "replicated:1+fsync" {
@@ -152,8 +152,8 @@ func TestServeJetStreamOneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := streamIDs(t, js, 1)
-	if len(ids) != 7421 { // and the two probes
-		t.Errorf("the stream holds %d ids, want 7,421", len(ids))
+	if len(ids) != retailDayLines+2 { // and the two probes
+		t.Errorf("the stream holds %d ids, want %d", len(ids), retailDayLines+2)
 	}
 	for id, n := range ids {
 		if n != 1 {
@@ -169,8 +169,8 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	if err := db.SQL.QueryRowContext(ctx, "SELECT count(*), count(DISTINCT event_id) FROM order_lines").Scan(&lines, &distinct); err != nil {
 		t.Fatal(err)
 	}
-	if lines != 7419 || distinct != 7419 {
-		t.Errorf("order_lines: %d rows, %d ids; want 7,419 each", lines, distinct)
+	if lines != retailDayLines || distinct != retailDayLines {
+		t.Errorf("order_lines: %d rows, %d ids; want %d each", lines, distinct, retailDayLines)
 	}
 }
 

@@ -39,6 +39,16 @@ func retailFiles(t *testing.T) []string {
 	return files
 }
 
+// retailDay is one day of the retail testdata, 2 December 2010 (2,109 order
+// lines), for tests whose assertions hold line by line and need no more than a
+// day: the three days, 7,419 lines, go through the Pebble log in
+// TestOrdersOneCommand and through the JetStream log in the shared-log and SIGSTOP
+// tests.
+const (
+	retailDay      = "../../testdata/retail/2010-12-02.csv"
+	retailDayLines = 2109
+)
+
 // The one-command form on the real testdata: every one of the 7,419 order lines is
 // PROCESSED, written once, and the 418 invoices are summarised.
 func TestOrdersOneCommand(t *testing.T) {
