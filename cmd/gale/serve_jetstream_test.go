@@ -542,7 +542,7 @@ func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]in
 			continue
 		}
 		if len(recs) == 0 {
-			if empty++; empty > 500 {
+			if empty++; empty > 1500 { // 15 s: a reader's consumer stalled by the restart is made again after two missed heartbeats
 				t.Fatalf("the stream's records from seq %d (of %d) never came", from, last)
 			}
 			time.Sleep(10 * time.Millisecond)
