@@ -105,6 +105,16 @@ func startChild(t *testing.T, args ...string) *child {
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A failed test shows what each child said last: a CI run is seen once.
+	t.Cleanup(func() {
+		if t.Failed() {
+			out := c.stderr.String()
+			if len(out) > 6000 {
+				out = "..." + out[len(out)-6000:]
+			}
+			t.Logf("child pid %d (%s) stderr:\n%s", c.cmd.Process.Pid, strings.Join(args, " "), out)
+		}
+	})
 	for i, a := range args {
 		if a == "--addr" {
 			c.url = "http://" + args[i+1]
