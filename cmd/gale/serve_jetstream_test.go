@@ -514,7 +514,8 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 
 // streamIDs reads gale serve's stream (prefix gale) through jslog, up to its last
 // seq, and counts the records of each event id; it waits (bounded) for a
-// restarted cluster to serve the stream.
+// restarted or healed cluster to serve the stream, also when a read fails
+// meanwhile (the stream's leader not elected yet: "no responders").
 func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]int {
 	t.Helper()
 	var l *jslog.Log
@@ -531,13 +532,17 @@ func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]in
 	defer l.Close()
 	ids := map[string]int{}
 	last := l.Durable() // the stream's last seq when opened
-	for from, empty := uint64(1), 0; from <= last; {
+	for from, empty, failed := uint64(1), 0, 0; from <= last; {
 		recs, err := l.Read(from, 1000)
 		if err != nil {
-			t.Fatal(err)
+			if failed++; failed > 100 {
+				t.Fatalf("the stream's records from seq %d (of %d): %v, 100 times", from, last, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		if len(recs) == 0 {
-			if empty++; empty > 500 {
+			if empty++; empty > 1500 { // 15 s: a reader's consumer stalled by the restart is made again after two missed heartbeats
 				t.Fatalf("the stream's records from seq %d (of %d) never came", from, last)
 			}
 			time.Sleep(10 * time.Millisecond)

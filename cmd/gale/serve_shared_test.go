@@ -18,7 +18,7 @@ import (
 
 // Two gale serve processes share one JetStream log and one sink (issue 13 §3:
 // any serve process takes in and answers for any event, one at a time holds the
-// log spout). The first holds the lease; the 7,419 retail lines go to the second
+// log spout). The first holds the lease; a day of retail lines goes to the second
 // at ack=processed, which answers PROCESSED for what the first processed. Mid-way
 // the first is kill -9'd: the second takes the log spout over at the committed
 // offset once the lease expires, and every line ends PROCESSED, once in the sink
@@ -85,7 +85,7 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r.rep.Sent != 7419 || r.rep.Final["PROCESSED"] != 7419 || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
+	if r.rep.Sent != retailDayLines || r.rep.Final["PROCESSED"] != retailDayLines || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
 		t.Fatalf("report %+v", r.rep)
 	}
 	if !sr.holds(b) {
@@ -94,14 +94,14 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	if mb := metric(b, "gale_jslog_spout_lease_held"); mb != "1" {
 		t.Errorf("gale_jslog_spout_lease_held %s on the second after the takeover, want 1", mb)
 	}
-	if n, distinct := rows(); n != 7419 || distinct != 7419 {
-		t.Errorf("order_lines: %d rows, %d ids; want 7,419 each (%d when the first serve was killed)", n, distinct, killedAt)
+	if n, distinct := rows(); n != retailDayLines || distinct != retailDayLines {
+		t.Errorf("order_lines: %d rows, %d ids; want %d each (%d when the first serve was killed)", n, distinct, retailDayLines, killedAt)
 	}
 	t.Logf("the first serve was killed at %d rows; the ingest ended %v later", killedAt, time.Since(killed).Round(time.Millisecond))
 	stopServe(t, b)
 	ids := streamIDs(t, sr.js, 1)
-	if len(ids) != 7419 {
-		t.Errorf("the stream holds %d ids, want 7,419", len(ids))
+	if len(ids) != retailDayLines {
+		t.Errorf("the stream holds %d ids, want %d", len(ids), retailDayLines)
 	}
 	for id, n := range ids {
 		if n != 1 {
@@ -174,10 +174,11 @@ type ingestResult struct {
 	err error
 }
 
-// ingestRetail sends the retail lines to url at ack=processed in the background.
+// ingestRetail sends a day of retail lines (retailDay) to url at ack=processed in
+// the background.
 func ingestRetail(t *testing.T, ctx context.Context, url string) <-chan ingestResult {
 	t.Helper()
-	in, err := openInputs(retailFiles(t))
+	in, err := openInputs([]string{retailDay})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,7 +196,7 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r.rep.Sent != 7419 || r.rep.Final["PROCESSED"] != 7419 || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
+	if r.rep.Sent != retailDayLines || r.rep.Final["PROCESSED"] != retailDayLines || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
 		t.Fatalf("report %+v", r.rep)
 	}
 	if after, _ := metricOf(a.url, `gale_emitted_total{component="events"`); after != emitted {
@@ -206,8 +206,8 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 		t.Errorf("lease holder pid %d at the end, want the second serve's %d", p, b.cmd.Process.Pid)
 	}
 	n, distinct := rows()
-	if distinct != 7419 {
-		t.Errorf("order_lines: %d ids in the two sinks, want 7,419", distinct)
+	if distinct != retailDayLines {
+		t.Errorf("order_lines: %d ids in the two sinks, want %d", distinct, retailDayLines)
 	}
 	t.Logf("%d rows in the two sinks: %d lines processed by both (at least once: the paused one's trees in flight)", n, n-distinct)
 	// The first answers for events the second processed (the last one sent, say).
@@ -240,8 +240,8 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 	stopServe(t, a)
 	stopServe(t, b)
 	ids := streamIDs(t, js, 1)
-	if len(ids) != 7419 {
-		t.Errorf("the stream holds %d ids, want 7,419", len(ids))
+	if len(ids) != retailDayLines {
+		t.Errorf("the stream holds %d ids, want %d", len(ids), retailDayLines)
 	}
 	for id, n := range ids {
 		if n != 1 {

@@ -168,8 +168,8 @@ func TestSinkRebuildOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.OrderLines != retailDayLines || res.Invoices != 167 {
-		t.Fatalf("gale orders wrote %d order lines and %d invoices, want %d and 167", res.OrderLines, res.Invoices, retailDayLines)
+	if res.OrderLines != retailDayLines || res.Invoices != 143 {
+		t.Fatalf("gale orders wrote %d order lines and %d invoices, want %d and 143", res.OrderLines, res.Invoices, retailDayLines)
 	}
 	fresh := filepath.Join(t.TempDir(), "orders.db")
 	rb, err := rebuildSink(context.Background(), rebuildOptions{dataDir: o.DataDir, sinkURL: fresh, from: 1, pipeline: "orders"})
@@ -333,16 +333,22 @@ func TestSinkRebuildListsSeqsTheLogLacks(t *testing.T) {
 }
 
 // flipRecordsBlock flips a bit in a data block of the log's SSTs that holds only
-// records (as gale log check names it) and returns the seqs of that block.
+// records (as gale log check names it) and returns the seqs of that block. Only a
+// block between two separators of record keys ('l') can: the others are not
+// tried (a check of the store after each flip of the dedupe entries' blocks
+// before them took 13 s under -race).
 func flipRecordsBlock(t *testing.T, logDir string) [2]uint64 {
 	t.Helper()
 	ssts, _ := filepath.Glob(filepath.Join(logDir, "*.sst"))
 	for _, p := range ssts {
-		blocks, err := ssttest.DataBlocks(vfs.Default, p)
+		seps, err := ssttest.DataBlockSeparators(vfs.Default, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 1; i < blocks-1; i++ {
+		for i := 1; i < len(seps)-1; i++ {
+			if !bytes.HasPrefix(seps[i-1], []byte{'l'}) || !bytes.HasPrefix(seps[i], []byte{'l'}) {
+				continue
+			}
 			if _, err := ssttest.FlipDataBlockBit(vfs.Default, p, i); err != nil {
 				t.Fatal(err)
 			}

@@ -33,8 +33,11 @@ const (
 	readAheadBytes = 8 << 20
 	handOff        = 16
 	// readerHeartbeat is how often the server tells an idle reader it is there:
-	// two missed, and the reader makes its consumer again.
-	readerHeartbeat = 5 * time.Second
+	// two missed, and the reader makes its consumer again. A consumer stalled by a
+	// leader change is noticed by them: at 5 s the spout stood still 10 s after a
+	// kill of every node (TestServeJetStreamThreeNodesKilled). A heartbeat is a
+	// message, not an API request.
+	readerHeartbeat = time.Second
 	// readerInactive is how long the server keeps a reader's consumer nobody
 	// asks anything of: one left behind (a process killed, a delete lost in an
 	// outage) goes after it; a reader that stalled longer (its buffer full while

@@ -3,10 +3,15 @@
 package ssttest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"github.com/cockroachdb/pebble/v2/sstable/block/blockkind"
+	"github.com/cockroachdb/pebble/v2/sstable/colblk"
+	"github.com/cockroachdb/pebble/v2/sstable/rowblk"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -17,6 +22,62 @@ func DataBlocks(fs vfs.FS, path string) (int, error) {
 		return 0, err
 	}
 	return len(l.Data), nil
+}
+
+// DataBlockSeparators are the index separators of the data blocks of the SST at
+// path, in order: data block i holds the keys k with seps[i-1] < k <= seps[i]. A
+// test finds with them which blocks hold keys of one kind only, without flipping
+// a bit in each block to see what a check of the store names.
+func DataBlockSeparators(fs vfs.FS, path string) (seps [][]byte, err error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	readable, err := sstable.NewSimpleReadable(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	r, err := sstable.NewReader(context.Background(), readable, sstable.ReaderOptions{})
+	if err != nil {
+		_ = readable.Close()
+		return nil, fmt.Errorf("ssttest: %s: %w", path, err)
+	}
+	defer r.Close()
+	l, err := r.Layout()
+	if err != nil {
+		return nil, err
+	}
+	format, err := r.TableFormat()
+	if err != nil {
+		return nil, err
+	}
+	for _, bh := range l.Index { // the index block, or the second-level ones
+		h, err := r.BlockReader().Read(context.Background(), block.NoReadEnv, nil, bh, blockkind.SSTableIndex,
+			func(*block.Metadata, []byte) error { return nil })
+		if err != nil {
+			return nil, fmt.Errorf("ssttest: index block of %s at %d: %w", path, bh.Offset, err)
+		}
+		var it block.IndexBlockIterator
+		if format.BlockColumnar() {
+			it = &colblk.IndexIter{}
+		} else {
+			it = &rowblk.IndexIter{}
+		}
+		if err := it.Init(r.Comparer, h.BlockData(), block.NoTransforms); err != nil {
+			h.Release()
+			return nil, fmt.Errorf("ssttest: index block of %s at %d: %w", path, bh.Offset, err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			seps = append(seps, bytes.Clone(it.Separator()))
+		}
+		_ = it.Close()
+		h.Release()
+	}
+	if len(seps) != len(l.Data) {
+		return nil, fmt.Errorf("ssttest: %s: %d index separators for %d data blocks", path, len(seps), len(l.Data))
+	}
+	return seps, nil
 }
 
 func layout(fs vfs.FS, path string) (*sstable.Layout, error) {
