@@ -81,9 +81,9 @@
 // # Shutdown, and which context governs what
 //
 // Start's context is handed to every Open and Prepare: a task uses it for its own
-// I/O (a sink's transactions), and its end is a hard stop. Cancelling it (the
-// README's signal-context pattern) stops NextTuple calls and cuts blocked sends at
-// once; the trees in flight are abandoned, never failed: a failure a bolt reports
+// I/O (a sink's transactions), and its end is a hard stop. Cancelling it (a signal
+// context; docs/repair.md, "A stop charges nothing") stops NextTuple calls and cuts
+// blocked sends at once; the trees in flight are abandoned, never failed: a failure a bolt reports
 // because its context was cancelled ("context canceled" from a transaction) is the
 // stop's doing, so the spout is not told (the spout reads the context itself, so
 // such a failure cannot reach it first). Their spouts replay them on the next run.

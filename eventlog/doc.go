@@ -26,7 +26,7 @@
 // against ffbb1f7, the build before the mark: single-event PERSISTED answers/s
 // 1.03x (median; geometric mean 0.97x), the raw group-commit row of the same runs
 // 0.94x; with the slot's own fdatasync it was 0.89x to 0.91x, with the serial mark
-// for every group 0.81x (README, Performance).
+// for every group 0.81x (docs/performance.md).
 //
 // A record is visible to readers (Read, Durable) only once durable: Pebble makes a
 // write readable before its sync returns, so readers are bounded by the durable

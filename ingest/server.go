@@ -528,7 +528,7 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 
 // lost lists the acknowledged seq ranges that a salvage of a damaged log could not
 // keep, with the event ids some surviving copy named (and their seqs): their
-// clients must send them again (what a resend does: README, on salvage).
+// clients must send them again (what a resend does: docs/repair.md, on salvage).
 func (h *handler) lost(w http.ResponseWriter, _ *http.Request) {
 	lost := h.s.log.Lost()
 	if lost == nil {

@@ -42,9 +42,9 @@ func (b *ctxSink) Execute(t *tuple.Tuple) {
 	_ = b.out.FailWith(t, fmt.Errorf("sink: write: %w", b.ctx.Err()))
 }
 
-// Cancelling the context given to engine.Start is a stop (the README's pattern with
-// a signal context): the event whose sink write it cut off is neither failed nor
-// charged an attempt, however many runs end that way, and it is processed after a
+// Cancelling the context given to engine.Start is a stop (a signal context, as
+// docs/repair.md describes a stop): the event whose sink write it cut off is neither
+// failed nor charged an attempt, however many runs end that way, and it is processed after a
 // restart. Before the fix the runtime could deliver the sink's "context canceled"
 // fail to the log spout (with MaxAttempts 1 the event was dead-lettered by a mere
 // shutdown), and each restart charged the interrupted attempt as if the process had

@@ -16,7 +16,7 @@
 //
 // A component embeds BaseSpout, BaseBolt or BaseBasicBolt (Storm's BaseRichSpout,
 // BaseRichBolt and BaseBasicBolt) for the methods it leaves empty; Example_wordCount
-// is a whole topology built so, and the README quotes it.
+// is a whole topology built so, and docs/topologies.md quotes it.
 //
 // # Reliable processing
 //

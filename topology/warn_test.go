@@ -19,7 +19,7 @@ import (
 	"github.com/gale-stream/gale/tuple"
 )
 
-// The README's example (example_test.go) with each of the two faults issue 25 §3
+// The example of docs/topologies.md (example_test.go) with each of the two faults issue 25 §3
 // found silent, run on a fake clock with the engine's log captured: each must be
 // reported at WARN, naming the component and what went wrong.
 
@@ -201,7 +201,7 @@ func TestWarnSplitEmitsTwoValues(t *testing.T) {
 
 // Count does not ack: the trees wait out the message timeout (30 s of fake time)
 // and time out together, which is logged with the reason and, with lineage on, the
-// component holding them (count), or, with it off, how to turn it on. The README's
+// component holding them (count), or, with it off, how to turn it on. The example's
 // three lines would time out at 3 per 37.5 s, below the 10 per second warned about:
 // the input here is 200 lines.
 func TestWarnCountDoesNotAck(t *testing.T) {
@@ -234,7 +234,7 @@ func TestWarnCountDoesNotAck(t *testing.T) {
 	}
 }
 
-// The README's own three lines with Count not acking: they time out far below the
+// The example's own three lines with Count not acking: they time out far below the
 // rate warned about, but each is replayed and times out again, which is warned about
 // whatever the rate, naming the component holding them (lineage on) or how to see it.
 func TestWarnReplayTimesOutAgain(t *testing.T) {

@@ -303,8 +303,8 @@ type resendAnswer struct {
 // idempotent producer expects: the same payload of a PROCESSED event is its
 // duplicate (nothing stored, the sink not run again), another payload a
 // conflict (409); a resend of a FAILED_FINAL one is a new event at a new seq,
-// processed once, with a history of its own (README, "Lost records in
-// JetStream").
+// processed once, with a history of its own (docs/repair.md, "Lost records
+// in JetStream").
 func TestLostEventWithItsStatusDocument(t *testing.T) {
 	url := natstest.Run(t, natstest.JetStream(t, "")).ClientURL()
 	js := openJS(t, url)

@@ -84,7 +84,7 @@ var metricName = regexp.MustCompile(`\b(?:gale|go|process)_[A-Za-z0-9_]+`)
 
 // TestDeployFilesNameRealMetrics: every metric the dashboard and the alert rules
 // name is in a real scrape of gale serve (with its topology), and the rules page
-// for what the README says they do.
+// for what docs/monitoring.md says they do.
 func TestDeployFilesNameRealMetrics(t *testing.T) {
 	exprs := dashboardExprs(t)
 	if len(exprs) < 20 {

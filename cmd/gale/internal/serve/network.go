@@ -17,7 +17,7 @@ import (
 	"github.com/gale-stream/gale/ingest/access"
 )
 
-// NetOptions say who may reach the API and how much it takes (README: "Running gale
+// NetOptions say who may reach the API and how much it takes (docs/ingest.md: "Running gale
 // serve on a network"). The zero value is today's loopback server.
 type NetOptions struct {
 	// TokensFile lists the tokens and their scopes (ingest/access); re-read by Reload.

@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// TestReadmeQuotesExample: the README's "A topology in Go" code is example_test.go,
-// byte for byte, so the code a reader copies is the code Example_wordCount runs.
-func TestReadmeQuotesExample(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// TestDocsQuoteExample: the "A topology in Go" code of docs/topologies.md is
+// example_test.go, byte for byte, so the code a reader copies is the code
+// Example_wordCount runs.
+func TestDocsQuoteExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/topologies.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,9 +18,9 @@ func TestReadmeQuotesExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## A topology in Go\n")
+	_, section, ok := strings.Cut(string(doc), "\n## A topology in Go\n")
 	if !ok {
-		t.Fatal(`README.md has no "## A topology in Go" section`)
+		t.Fatal(`docs/topologies.md has no "## A topology in Go" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	_, code, ok := strings.Cut(section, "\n```go\n")
@@ -33,7 +34,7 @@ func TestReadmeQuotesExample(t *testing.T) {
 		a, b := strings.Split(code, "\n"), strings.Split(want, "\n")
 		for i := range max(len(a), len(b)) {
 			if i >= len(a) || i >= len(b) || a[i] != b[i] {
-				t.Fatalf("README.md's code differs from topology/example_test.go at line %d of the block:\nREADME:  %q\nexample: %q",
+				t.Fatalf("docs/topologies.md's code differs from topology/example_test.go at line %d of the block:\ndocs:    %q\nexample: %q",
 					i+1, at(a, i), at(b, i))
 			}
 		}
