@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -119,12 +120,18 @@ func (c *Counted) Start(cfg topology.Config, opts ...engine.Option) (*engine.Run
 	if err != nil {
 		return nil, err
 	}
-	for deadline := time.Now().Add(30 * time.Second); c.Done.Load() < int64(c.Roots); {
-		if time.Now().After(deadline) {
-			_ = rt.Stop(context.Background())
-			return nil, fmt.Errorf("only %d of %d roots ended in 30 s", c.Done.Load(), c.Roots)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := waitfor.Err(context.Background(), 30*time.Second, c.Ended); err != nil {
+		_ = rt.Stop(context.Background())
+		return nil, err
 	}
 	return rt, nil
+}
+
+// Ended returns nil once every root has ended (its spout got Ack or Fail), else an
+// error saying how many have: a condition for waitfor.
+func (c *Counted) Ended() error {
+	if n := c.Done.Load(); n < int64(c.Roots) {
+		return fmt.Errorf("%d of %d roots ended", n, c.Roots)
+	}
+	return nil
 }
