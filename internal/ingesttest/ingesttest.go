@@ -3,6 +3,7 @@
 package ingesttest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -25,6 +26,11 @@ func Of(svc *ingest.Service) StatusFunc {
 		}
 		return st, err == nil, err
 	}
+}
+
+// OfClient is the StatusFunc of a service over HTTP, each request bounded by ctx.
+func OfClient(ctx context.Context, c *ingest.Client) StatusFunc {
+	return func(id string) (ingest.EventStatus, bool, error) { return c.Status(ctx, id) }
 }
 
 // WaitProcessed waits until every id is PROCESSED and returns their statuses. It
