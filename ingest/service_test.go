@@ -752,6 +752,27 @@ func TestConcurrentFlushesKeepNewestStatus(t *testing.T) {
 	}
 }
 
+// Stats.Flushes counts every flush done, one with nothing to write included.
+func TestStatsCountFlushes(t *testing.T) {
+	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	svc, _ := New(Config{Log: l, Logger: quiet(), FlushEvery: time.Hour})
+	defer svc.Close()
+	if n := svc.Stats().Flushes; n != 0 {
+		t.Fatalf("%d flushes before any", n)
+	}
+	svc.flush() // nothing to write
+	e, _ := event.Parse([]byte(ev("x", `{}`)))
+	svc.Submit(context.Background(), []event.Event{e}, LevelPersisted, 0)
+	svc.flush() // x's PERSISTED document
+	if n := svc.Stats().Flushes; n != 2 {
+		t.Fatalf("%d flushes, want 2", n)
+	}
+}
+
 // Regression (adversarial review): PROCESSED was answered before its status
 // document was durable, so a power cut right after showed it PERSISTED again.
 func TestProcessedSurvivesPowerCut(t *testing.T) {
