@@ -14,6 +14,7 @@ import (
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 func openLeased(t *testing.T, url, holder string) *Log {
@@ -30,16 +31,12 @@ func openLeased(t *testing.T, url, holder string) *Log {
 // waitHolding waits, bounded, until l holds the lease, and returns its term.
 func waitHolding(t *testing.T, l *Log, within time.Duration) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if epoch, ok := l.Holding(); ok {
-			return epoch
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not hold the lease after %v", l.cfg.Holder, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var epoch uint64
+	waitfor.True(t, within, l.cfg.Holder+" to hold the lease", func() (ok bool) {
+		epoch, ok = l.Holding()
+		return ok
+	})
+	return epoch
 }
 
 func committedValue(t *testing.T, l *Log) uint64 {
