@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -17,13 +18,7 @@ import (
 // waitStat polls a component counter until cond holds (a bound catches hangs only).
 func waitStat(t *testing.T, rt *Runtime, what string, cond func(Stats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond(rt.Stats()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, 20*time.Second, what, func() bool { return cond(rt.Stats()) })
 }
 
 // holdBolt sends every input to held and acks or fails nothing itself.
@@ -585,7 +580,7 @@ func TestResetTimeoutKeepsTreeAlive(t *testing.T) {
 	b := topology.NewBuilder()
 	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
 	b.SetBolt("slow", bolt(func(b *fnBolt, t *tuple.Tuple) {
-		go func() { // held for 3 timeouts, reset every quarter timeout
+		go func() { // held for 3 timeouts, reset every quarter timeout: wall time, as the timeout is
 			for range 12 {
 				time.Sleep(timeout / 4)
 				if err := b.out.ResetTimeout(t); err != nil {
