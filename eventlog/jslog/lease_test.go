@@ -172,29 +172,26 @@ func TestOnStatusChange(t *testing.T) {
 		}
 	})
 	// The watch starts in the background: write until b hears of a first document.
-	deadline := time.Now().Add(10 * time.Second)
-	for heard := false; !heard; {
+	waitfor.Until(t, 10*time.Second, func() error {
+		select {
+		case <-changed:
+			return nil
+		default:
+		}
 		var w eventlog.Write
 		w.Set(eventlog.Status, "warm-up/é", []byte(`{}`))
 		if err := a.Apply(&w); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-changed:
-			heard = true
-		case <-time.After(50 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("b heard of no status document")
-			}
-		}
-	}
+		return errors.New("b heard of no status document")
+	})
 	var w eventlog.Write
 	w.Set(eventlog.Status, "o1", []byte(`{"status":"PROCESSED"}`))
 	w.Set(eventlog.DeadLetter, "o2", []byte(`{}`)) // not a status: not told
 	if err := a.Apply(&w); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for told := false; !told; {
 		select {
 		case <-changed:
