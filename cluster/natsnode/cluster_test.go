@@ -156,24 +156,23 @@ func TestClusterOfThree(t *testing.T) {
 	}
 }
 
+// bucketRetry opens the bucket until its stream answers, each attempt up to 2 s, for
+// at most 2 minutes.
 func bucketRetry(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) jetstream.KeyValue {
 	t.Helper()
-	var last error
-	for range 100 {
+	var kv jetstream.KeyValue
+	if err := waitfor.Err(ctx, 2*time.Minute, func() error {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kv, err := js.KeyValue(actx, name)
-		cancel()
-		if err == nil {
-			return kv
+		defer cancel()
+		var err error
+		if kv, err = js.KeyValue(actx, name); err != nil {
+			t.Logf("bucket %s: %v (retrying)", name, err)
 		}
-		t.Logf("bucket %s: %v (retrying)", name, err)
-		last = err
-		if ctx.Err() != nil {
-			break
-		}
+		return err
+	}); err != nil {
+		t.Fatalf("bucket %s: %v", name, err)
 	}
-	t.Fatalf("bucket %s: %v", name, last)
-	return nil
+	return kv
 }
 
 // putRetry puts until the bucket's stream answers (a new leader is elected after the
