@@ -330,17 +330,27 @@ func waitExecuted(t *testing.T, rt *engine.Runtime, comp string, n uint64) {
 	})
 }
 
-// advanceUntilTimedOut moves the fake clock a rotation (a quarter timeout) at a time,
-// one each time it looks, until n trees of spout comp have timed out.
+// advanceUntilTimedOut moves the fake clock a rotation (a quarter timeout) at a time
+// until n trees of spout comp have timed out: a timeout's worth of rotations each
+// time it looks, each once the timers the last one fired are armed again (the
+// engine has handled it).
 func advanceUntilTimedOut(t *testing.T, rt *engine.Runtime, fake *clock.Fake, comp string, n uint64) {
 	t.Helper()
 	waitfor.Until(t, 20*time.Second, func() error {
-		got := rt.Stats().Components[comp].TimedOut
-		if got >= n {
-			return nil
+		for range 4 {
+			if rt.Stats().Components[comp].TimedOut >= n {
+				return nil
+			}
+			armed := fake.Waiters()
+			fake.Advance(rt.Config().MessageTimeout / 4)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := fake.BlockUntil(ctx, armed)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%d timers armed again of the %d before a rotation: %w", fake.Waiters(), armed, err)
+			}
 		}
-		fake.Advance(rt.Config().MessageTimeout / 4)
-		return fmt.Errorf("%d trees of %s timed out after %v, want %d", got, comp, fake.Since(rt.Started()), n)
+		return fmt.Errorf("%d trees of %s timed out after %v, want %d", rt.Stats().Components[comp].TimedOut, comp, fake.Since(rt.Started()), n)
 	})
 }
 
