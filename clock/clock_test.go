@@ -215,7 +215,7 @@ func TestScenarios(t *testing.T) {
 			})
 			t.Run("real", func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					if got := play(t, Real(), time.Sleep, sc.script); got != want {
+					if got := play(t, Real(), time.Sleep, sc.script); got != want { // time.Sleep moves the bubble's fake time
 						t.Errorf("got\n%s\nwant\n%s", got, want)
 					}
 				})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // runNodes starts an in-process JetStream cluster of n servers on loopback, each
@@ -52,19 +54,18 @@ func openWhenReady(t *testing.T, url string, cfg Config) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// Polling the cluster's readiness: there is no event to wait on.
+	var s *Store
+	waitfor.Until(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s, err := Open(ctx, js, cfg)
-		cancel()
-		if err == nil {
-			return s
+		defer cancel()
+		var err error
+		if s, err = Open(ctx, js, cfg); err != nil {
+			return fmt.Errorf("JetStream cluster not ready: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("JetStream cluster not ready in 30s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the cluster's readiness: no event to wait on
-	}
+		return nil
+	})
+	return s
 }
 
 // On a three-node JetStream cluster with every bucket replicated three times, the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/codec"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/transport/transporttest"
@@ -91,19 +92,12 @@ func runLossy(t *testing.T, n int, opts ...transporttest.FaultOption) lossyRun {
 		}
 	}()
 	total := 2 * n
-	deadline := time.After(30 * time.Second)
-	for done := false; !done; {
-		a, fl := rec.counts()
-		if a+fl >= total {
-			break
+	waitfor.Until(t, 30*time.Second, func() error {
+		if a, fl := rec.counts(); a+fl < total {
+			return fmt.Errorf("only %d acked + %d failed of %d trees; faults %+v", a, fl, total, f.Faults())
 		}
-		select {
-		case <-rec.change:
-		case <-time.After(20 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("only %d acked + %d failed of %d trees after 30 s; faults %+v", a, fl, total, f.Faults())
-		}
-	}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 	began := time.Now()
@@ -292,22 +286,15 @@ func TestBreakDeadPeerTreesTimeOut(t *testing.T) {
 	}
 	// Every tree the spout emitted must now end within about 1.25 message timeouts;
 	// wait up to 20 of them.
-	deadline := time.After(20 * cfg.MessageTimeout)
-	for {
+	waitfor.Until(t, 20*cfg.MessageTimeout, func() error {
 		a, f := rec.counts()
-		emitted := int(h1.Stats().Components["s"].Emitted)
-		if a+f == emitted && emitted == 1000 {
-			break
-		}
-		select {
-		case <-rec.change:
-		case <-time.After(20 * time.Millisecond):
-		case <-deadline:
-			s := h1.Stats().Components["s"]
-			t.Fatalf("dead peer: spout emitted %d of 1000, told %d acks + %d fails, %d pending, backpressure %v: trees neither time out nor fail",
+		s := h1.Stats().Components["s"]
+		if emitted := int(s.Emitted); a+f != emitted || emitted != 1000 {
+			return fmt.Errorf("dead peer: spout emitted %d of 1000, told %d acks + %d fails, %d pending, backpressure %v: trees neither time out nor fail",
 				emitted, a, f, s.Pending, s.Backpressure)
 		}
-	}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	began := time.Now()
@@ -593,7 +580,7 @@ func TestBreakStopWhileProducerWaitsOnStuckBolt(t *testing.T) {
 		t.Fatal("bolt never executed")
 	}
 	// Wait until the spout is blocked for credit.
-	waitUntil(t, "spout blocked for credit", func() bool { return h1.Stats().Components["s"].Backpressure > 50*time.Millisecond })
+	waitfor.True(t, 10*time.Second, "spout blocked for credit", func() bool { return h1.Stats().Components["s"].Backpressure > 50*time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	began := time.Now()
@@ -662,17 +649,13 @@ func TestBreakNoGoroutineLeftAfterLossyRun(t *testing.T) {
 	r := runLossy(t, 200, transporttest.Drop(0.05, transport.KindTuples, transport.KindAcks, transport.KindOutcomes,
 		transport.KindCredit, transport.KindProbe, transport.KindControl), transporttest.Duplicate(0.02), transporttest.Seed(3))
 	checkLossy(t, r, 400)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		left := engineGoroutines()
-		if len(left) == 0 {
-			return
+	// A goroutine's exit is no event to wait on: the stacks are polled.
+	waitfor.Until(t, 5*time.Second, func() error {
+		if left := engineGoroutines(); len(left) > 0 {
+			return fmt.Errorf("%d engine goroutines left after every Done:\n%s", len(left), strings.Join(left, "\n\n"))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d engine goroutines left 5 s after every Done:\n%s", len(left), strings.Join(left, "\n\n"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Spread with n < 1 hosts panicked (integer divide by zero); it refuses instead.

@@ -3,7 +3,9 @@ package engine
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -45,12 +47,12 @@ func TestStatsLatencyMatchesCounts(t *testing.T) {
 	}
 	budget.Store(100)
 	rec.waitFor(t, "100 acks", func(acks, _ int) bool { return acks == 100 })
-	waitUntil(t, "100 acks published", published(100))
+	waitfor.True(t, 10*time.Second, "100 acks published", published(100))
 	check("idle task", 100)
 
 	budget.Store(200)
 	rec.waitFor(t, "200 acks", func(acks, _ int) bool { return acks == 200 })
-	waitUntil(t, "200 acks published", published(200))
+	waitfor.True(t, 10*time.Second, "200 acks published", published(200))
 	e.mu.Lock() // the task is busy (emitting, or blocked in a send) when Stats asks
 	c := rt.Stats().Components["s"]
 	e.mu.Unlock()

@@ -221,6 +221,7 @@ func (r *Runtime) runSweeper() {
 			r.sweep()
 			r.checkTrees() // once the tasks holding trees just timed out were asked
 			r.flushForward()
+			r.sweeps.Add(1)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
@@ -146,11 +147,12 @@ func startOn(t *testing.T, tr transport.Transport, topo *topology.Topology, of m
 // waitEnded polls until the spout got Ack or Fail for n roots (bounded: 30 s).
 func waitEnded(t *testing.T, ended *atomic.Int64, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ended.Load() < int64(n); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d roots ended", ended.Load(), n)
+	waitfor.Until(t, 30*time.Second, func() error {
+		if e := ended.Load(); e < int64(n) {
+			return fmt.Errorf("%d of %d roots ended", e, n)
 		}
-	}
+		return nil
+	})
 }
 
 // A bolt on host 2 fails every tuple with a long reason (an error that quotes its
@@ -175,9 +177,12 @@ func TestForwardedBatchesStayUnderMaxPayload(t *testing.T) {
 		}
 		return got
 	}
-	for deadline := time.Now().Add(20 * time.Second); withFail() < n && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = waitfor.Err(context.Background(), 20*time.Second, func() error {
+		if got := withFail(); got < n {
+			return fmt.Errorf("%d of %d", got, n)
+		}
+		return nil
+	})
 	if got := withFail(); got != n {
 		t.Errorf("%d of %d failed trees have their fail point on the spout's host", got, n)
 	}
@@ -225,11 +230,7 @@ func TestLastForwardedAcksSurviveTheStop(t *testing.T) {
 		}
 		rts = append(rts, rt)
 	}
-	for deadline := time.Now().Add(20 * time.Second); c.Done.Load() < int64(c.Roots); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d roots ended", c.Done.Load(), c.Roots)
-		}
-	}
+	waitfor.Until(t, 20*time.Second, c.Ended)
 	errs := make(chan error, len(rts))
 	for _, rt := range rts {
 		go func() { errs <- rt.Stop(context.Background()) }()

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
@@ -55,15 +57,14 @@ func startHosts(t *testing.T, c *testtopo.Counted, of map[int]int, samples []flo
 func waitTree(t *testing.T, rec *lineage.Recorder, id string, ok func(lineage.Tree) bool) lineage.Tree {
 	t.Helper()
 	var tree lineage.Tree
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitfor.Until(t, 20*time.Second, func() error {
 		var found bool
-		if tree, found = rec.Lookup(id); found && ok(tree) {
-			return tree
+		if tree, found = rec.Lookup(id); !found || !ok(tree) {
+			return fmt.Errorf("tree of message %s on the spout's host: %+v (found %v)", id, tree, found)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tree of message %s on the spout's host: %+v (found %v)", id, tree, found)
-		}
-	}
+		return nil
+	})
+	return tree
 }
 
 // The spout is on host 1; fan and one sink task on host 2. Host 2's recorder samples

@@ -62,16 +62,7 @@ func TestLineageNamesAHolderOnAnotherHost(t *testing.T) {
 			<-rt.Done()
 		}
 	}()
-	var tree lineage.Tree
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		var ok bool
-		if tree, ok = recs[0].Lookup("7"); ok && len(tree.Holders) >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("root 7's lineage on host 1: %+v (found %v)", tree, ok)
-		}
-	}
+	tree := waitTree(t, recs[0], "7", func(tr lineage.Tree) bool { return len(tr.Holders) >= 2 })
 	if tree.Outcome != lineage.TimedOut || tree.SpoutTask != 1 {
 		t.Fatalf("outcome %s spout task %d", tree.Outcome, tree.SpoutTask)
 	}

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 )
@@ -29,13 +31,14 @@ func runCounted(t *testing.T, c *testtopo.Counted, sample float64) *lineage.Reco
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	// The holders answer after the timeout, at their next wake-up.
-	for c.DropAck >= 0 && time.Now().Before(deadline) {
-		if tr, ok := rec.Lookup("7"); ok && reported(tr) >= c.Fanout {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	if c.DropAck >= 0 {
+		// The holders answer after the timeout, at their next wake-up.
+		_ = waitfor.Err(context.Background(), 20*time.Second, func() error {
+			if tr, ok := rec.Lookup("7"); !ok || reported(tr) < c.Fanout {
+				return fmt.Errorf("root 7: %d holders reported (found %v), want %d", reported(tr), ok, c.Fanout)
+			}
+			return nil
+		})
 	}
 	if err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)

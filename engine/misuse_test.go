@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,27 +8,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Each misuse is ignored for the tree (the tree's outcome is still right), counted per
 // component and kind, returned as ErrMisuse, and logged at most once per component and
@@ -93,7 +75,7 @@ func TestMisuseIsReported(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			rec := newRecorder()
-			var logs syncBuffer
+			var logs testio.SyncBuffer
 			var mu sync.Mutex
 			var errs []error
 			colls := map[int]topology.OutputCollector{}

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -19,17 +21,6 @@ func recorder0(t *testing.T) *lineage.Recorder {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// waitUntil polls cond for up to 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func taskHolders(rec *lineage.Recorder, msg string) []lineage.Holder {
@@ -59,7 +50,7 @@ func TestStuckExecuteNamesHolder(t *testing.T) {
 	cfg.MessageTimeout = 100 * time.Millisecond
 	lin := recorder0(t)
 	start(t, mustBuild(t, b), cfg, WithLineage(lin))
-	waitUntil(t, "the stuck task to be named", func() bool { return len(taskHolders(lin, "0")) == 1 })
+	waitfor.True(t, 10*time.Second, "the stuck task to be named", func() bool { return len(taskHolders(lin, "0")) == 1 })
 	h := taskHolders(lin, "0")[0]
 	if h.Component != "stuck" || h.Task != 2 || h.SourceComp != "s" || h.Since == 0 {
 		t.Errorf("holder %+v", h)
@@ -117,7 +108,7 @@ func TestMultiRootTupleNamedForBothTrees(t *testing.T) {
 	lin := recorder0(t)
 	start(t, mustBuild(t, b), cfg, WithLineage(lin))
 	for _, msg := range []string{"0", "1"} {
-		waitUntil(t, "a holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
+		waitfor.True(t, 10*time.Second, "a holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
 		if h := taskHolders(lin, msg)[0]; h.Component != "last" || h.SourceComp != "join" {
 			t.Errorf("tree %s: holder %+v", msg, h)
 		}
@@ -152,12 +143,12 @@ func TestHeldListLetsGoOfFailedTrees(t *testing.T) {
 	// The fails can all be in before the dropper has run (its held list is empty then
 	// too): wait for the dropper to have taken every input, then for it to report
 	// tree 199 and let go of every tree.
-	waitUntil(t, "the dropper to execute 200 inputs", func() bool { return rt.Stats().Components["dropper"].Executed == 200 })
-	waitUntil(t, "the dropper to report tree 199", func() bool { return len(taskHolders(lin, "199")) == 1 })
+	waitfor.True(t, 10*time.Second, "the dropper to execute 200 inputs", func() bool { return rt.Stats().Components["dropper"].Executed == 200 })
+	waitfor.True(t, 10*time.Second, "the dropper to report tree 199", func() bool { return len(taskHolders(lin, "199")) == 1 })
 	if hs := taskHolders(lin, "199"); hs[0].Component != "dropper" {
 		t.Errorf("failed tree 199 holders %+v, want dropper", hs)
 	}
-	waitUntil(t, "dropper's held list to empty", func() bool { return heldLen(rt, "dropper") == 0 })
+	waitfor.True(t, 10*time.Second, "dropper's held list to empty", func() bool { return heldLen(rt, "dropper") == 0 })
 }
 
 // TestStallTimesAreLive: time held back by max spout pending and time blocked on a
@@ -172,10 +163,13 @@ func TestStallTimesAreLive(t *testing.T) {
 	cfg.MaxSpoutPending = 1
 	cfg.MessageTimeout = time.Minute
 	rt := start(t, mustBuild(t, b), cfg)
-	time.Sleep(300 * time.Millisecond)
-	if d := rt.Stats().Components["s"].SkippedMaxSpout; d < 200*time.Millisecond {
-		t.Errorf("after 300 ms at max spout pending, SkippedMaxSpout = %v", d)
-	}
+	// The stall lasts until release: its time must show meanwhile.
+	waitfor.Until(t, 10*time.Second, func() error {
+		if d := rt.Stats().Components["s"].SkippedMaxSpout; d < 200*time.Millisecond {
+			return fmt.Errorf("at max spout pending, SkippedMaxSpout = %v, want it to pass 200ms before the stall ends", d)
+		}
+		return nil
+	})
 	close(release)
 
 	block := make(chan struct{})
@@ -186,10 +180,12 @@ func TestStallTimesAreLive(t *testing.T) {
 	cfg2 := quietConfig()
 	cfg2.BatchSize, cfg2.ReceiveQueue = 1, 2
 	rt2 := start(t, mustBuild(t, b2), cfg2)
-	time.Sleep(300 * time.Millisecond)
-	if d := rt2.Stats().Components["s"].Backpressure; d < 200*time.Millisecond {
-		t.Errorf("after 300 ms blocked on a full queue, Backpressure = %v", d)
-	}
+	waitfor.Until(t, 10*time.Second, func() error {
+		if d := rt2.Stats().Components["s"].Backpressure; d < 200*time.Millisecond {
+			return fmt.Errorf("blocked on a full queue, Backpressure = %v, want it to pass 200ms before the block ends", d)
+		}
+		return nil
+	})
 }
 
 // TestAsyncAckProcessLatency: an input acked by another goroutine while a later
@@ -226,6 +222,7 @@ func TestAsyncAckProcessLatency(t *testing.T) {
 			from = entered
 		}
 		// (an eighth more: the runtime times inputs with a calibrated cycle counter)
+		// Wall time by nature: the latency measured is this Execute's length.
 		for want := 2*d + d/8; time.Since(from) < want; {
 			time.Sleep(want - time.Since(from))
 		}
@@ -254,11 +251,15 @@ func TestAsyncAckProcessLatency(t *testing.T) {
 // they stayed listed for good).
 func TestHeldListAfterStalls(t *testing.T) {
 	rec := newRecorder()
+	ended := make(chan struct{}) // closed once every tree has timed out
+	var once sync.Once
+	end := func() { once.Do(func() { close(ended) }) }
+	defer end()
 	b := topology.NewBuilder()
 	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 20} }, 1).Output("id")
 	b.SetBolt("slow", bolt(func(_ *fnBolt, in *tuple.Tuple) {
 		if in.Value(0).(int) == 0 {
-			time.Sleep(700 * time.Millisecond) // then returns without acking
+			waitOrFail(t, ended, "every tree to time out") // then returns without acking
 		}
 	}), 1).ShuffleGrouping("s")
 	cfg := quietConfig()
@@ -266,11 +267,13 @@ func TestHeldListAfterStalls(t *testing.T) {
 	lin := recorder0(t)
 	rt := start(t, mustBuild(t, b), cfg, WithLineage(lin))
 	rec.waitFor(t, "20 timeouts", func(_, f int) bool { return f == 20 })
-	waitUntil(t, "every input executed", func() bool { return rt.Stats().Components["slow"].Executed == 20 })
+	end() // input 0's Execute outlived its tree; the others waited in the queue
+	waitfor.True(t, 10*time.Second, "every input executed", func() bool { return rt.Stats().Components["slow"].Executed == 20 })
 	for _, msg := range []string{"0", "19"} {
-		waitUntil(t, "the holder of "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
+		waitfor.True(t, 10*time.Second, "the holder of "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
 	}
-	time.Sleep(3 * sweepEvery)
+	from := rt.sweeps.Load()
+	waitfor.True(t, 10*time.Second, "three more sweeps", func() bool { return rt.sweeps.Load() >= from+3 })
 	if n := heldLen(rt, "slow"); n != 0 {
 		t.Errorf("held list has %d inputs, all of whose trees ended", n)
 	}
@@ -287,7 +290,7 @@ func TestMultiRootStuckNamedForBoth(t *testing.T) {
 	lin := recorder0(t)
 	start(t, mustBuild(t, b), cfg, WithLineage(lin))
 	for _, msg := range []string{"0", "1"} {
-		waitUntil(t, "the stuck holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
+		waitfor.True(t, 10*time.Second, "the stuck holder of tree "+msg, func() bool { return len(taskHolders(lin, msg)) == 1 })
 		if h := taskHolders(lin, msg)[0]; h.Component != "last" || h.Since == 0 {
 			t.Errorf("tree %s: holder %+v", msg, h)
 		}
@@ -303,6 +306,7 @@ func TestStallTimesNeverShrink(t *testing.T) {
 		s := &listSpout{rec: rec, n: 1 << 30}
 		return s
 	}, 1).Output("id")
+	// A slow bolt (the stalls under test): each Execute takes 200 µs of wall time.
 	b.SetBolt("slow", bolt(func(b *fnBolt, in *tuple.Tuple) { time.Sleep(200 * time.Microsecond); _ = b.out.Ack(in) }), 1).ShuffleGrouping("s")
 	cfg := quietConfig()
 	cfg.BatchSize, cfg.ReceiveQueue, cfg.MaxSpoutPending = 1, 2, 3
@@ -340,7 +344,7 @@ func TestBlockedInSendNamedAsHolder(t *testing.T) {
 	cfg.BatchSize, cfg.ReceiveQueue, cfg.MessageTimeout = 1, 2, 200*time.Millisecond
 	lin := recorder0(t)
 	start(t, mustBuild(t, b), cfg, WithLineage(lin))
-	waitUntil(t, "up and down named", func() bool {
+	waitfor.True(t, 10*time.Second, "up and down named", func() bool {
 		names := map[string]bool{}
 		for _, h := range taskHolders(lin, "0") {
 			names[h.Component] = true
@@ -375,9 +379,9 @@ func TestQueueDepthCountsTuples(t *testing.T) {
 	cfg.BatchSize, cfg.ReceiveQueue = 3, 6 // room for 2 batches
 	rt := start(t, mustBuild(t, b), cfg)
 	depth := func() int { return rt.Stats().Components["down"].QueueDepth }
-	waitUntil(t, "6 tuples queued", func() bool { return depth() == 6 })
+	waitfor.True(t, 10*time.Second, "6 tuples queued", func() bool { return depth() == 6 })
 	free()
-	waitUntil(t, "the queue emptied and every tuple executed", func() bool {
+	waitfor.True(t, 10*time.Second, "the queue emptied and every tuple executed", func() bool {
 		c := rt.Stats().Components["down"]
 		return c.QueueDepth == 0 && c.Executed == 12
 	})

@@ -68,6 +68,7 @@ type Runtime struct {
 	sampleBelow atomic.Uint64
 	fwd         *linForward // where records of trees rooted elsewhere go (lineage_cluster.go)
 	held        heldQuery
+	sweeps      atomic.Uint64 // sweeps done (runSweeper), for the tests that wait for one
 	compOfTask  []*topology.Component
 
 	numTasks   int // spout and bolt tasks are 1..numTasks

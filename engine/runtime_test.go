@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -17,13 +18,7 @@ import (
 // waitStat polls a component counter until cond holds (a bound catches hangs only).
 func waitStat(t *testing.T, rt *Runtime, what string, cond func(Stats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond(rt.Stats()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, 20*time.Second, what, func() bool { return cond(rt.Stats()) })
 }
 
 // holdBolt sends every input to held and acks or fails nothing itself.
@@ -578,29 +573,32 @@ func (s *retrySpout) Fail(msgID any) {
 }
 func (s *retrySpout) Close() error { return nil }
 
-// R7 (STORM-1549): ResetTimeout keeps a slow tuple's tree alive past the timeout.
+// R7 (STORM-1549): ResetTimeout keeps a slow tuple's tree alive past the timeout: on
+// a fake clock, the tuple is held for 3 timeouts (12 rotations), its timeout reset
+// before each rotation (once the acker has handled the reset before it).
 func TestResetTimeoutKeepsTreeAlive(t *testing.T) {
 	rec := newRecorder()
-	const timeout = 400 * time.Millisecond
+	held := make(chan *tuple.Tuple, 1)
+	outs := make(chan topology.OutputCollector, 1)
 	b := topology.NewBuilder()
 	b.SetSpout("s", func() topology.Spout { return &listSpout{rec: rec, n: 1} }, 1).Output("id")
-	b.SetBolt("slow", bolt(func(b *fnBolt, t *tuple.Tuple) {
-		go func() { // held for 3 timeouts, reset every quarter timeout
-			for range 12 {
-				time.Sleep(timeout / 4)
-				if err := b.out.ResetTimeout(t); err != nil {
-					panic(err)
-				}
-			}
-			_ = b.out.Ack(t)
-		}()
-	}), 1).ShuffleGrouping("s")
+	b.SetBolt("slow", holdBolt(held, outs), 1).ShuffleGrouping("s")
 	cfg := quietConfig()
-	cfg.MessageTimeout = timeout
-	rt := start(t, mustBuild(t, b), cfg)
+	cfg.MessageTimeout = 400 * time.Millisecond
+	f := startFake(t, mustBuild(t, b), cfg)
+	out, in := receive(t, outs, 1)[0], receive(t, held, 1)[0]
+	for i := uint64(1); i <= 12; i++ {
+		if err := out.ResetTimeout(in); err != nil {
+			t.Fatal(err)
+		}
+		waitStat(t, f.rt, fmt.Sprintf("the acker to handle reset %d", i), func(s Stats) bool { return s.Acker.Resets == i })
+		f.rotate()
+	}
+	if err := out.Ack(in); err != nil {
+		t.Fatal(err)
+	}
 	rec.waitFor(t, "the outcome", func(a, f int) bool { return a+f == 1 })
-	stop(t, rt)
-	s := rt.Stats()
+	s := f.rt.Stats()
 	if a, f := rec.counts(); a != 1 || f != 0 || s.Acker.Resets != 12 {
 		t.Fatalf("acks %d fails %d resets %d", a, f, s.Acker.Resets)
 	}

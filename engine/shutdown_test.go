@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/internal/leaktest"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -148,13 +149,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		<-rt.Done()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if after := runtime.NumGoroutine(); after > before {
-		buf := make([]byte, 1<<16)
-		t.Fatalf("%d goroutines before, %d after:\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	if after, stacks := leaktest.Settle(before); after > before {
+		t.Fatalf("%d goroutines before, %d after:\n%s", before, after, stacks)
 	}
 }
 
@@ -167,10 +163,12 @@ func TestStalledSpoutDoesNotExpireFreshTrees(t *testing.T) {
 	b.SetSpout("s", func() topology.Spout {
 		return &listSpout{rec: rec, n: 1, onNext: func(topology.SpoutCollector) {
 			if calls.Add(1) == 1 {
-				time.Sleep(300 * time.Millisecond) // 3 timeouts
+				time.Sleep(300 * time.Millisecond) // the stall, 3 timeouts: its length is the fault
 			}
 		}}
 	}, 1).Output("id")
+	// The fresh tree lives 10 ms: long enough for a burst of catch-up rotations
+	// right after the stall to expire it.
 	b.SetBolt("a", bolt(func(b *fnBolt, t *tuple.Tuple) { time.Sleep(10 * time.Millisecond); _ = b.out.Ack(t) }), 1).ShuffleGrouping("s")
 	cfg := quietConfig()
 	cfg.MessageTimeout = 100 * time.Millisecond

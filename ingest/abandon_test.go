@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -154,15 +156,13 @@ func TestChargeAbandoned(t *testing.T) {
 // watch: it is polled briefly).
 func waitStatus(t *testing.T, svc *Service, id string, want Status) EventStatus {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := svc.Status(id)
-		if err == nil && st.Status == want {
-			return st
+	var st EventStatus
+	waitfor.Until(t, 10*time.Second, func() error {
+		var err error
+		if st, err = svc.Status(id); err != nil || st.Status != want {
+			return fmt.Errorf("%s: %+v %v, want %v", id, st, err, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %+v %v, want %v", id, st, err, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // TestCountsByStatusSourceAndLevel: over real HTTP, the counts per source and
@@ -41,12 +43,12 @@ func TestCountsByStatusSourceAndLevel(t *testing.T) {
 		t.Fatalf("c-1: %d %s", code, b)
 	}
 	// c-1 was answered ACCEPTED: wait for its PROCESSED to be counted.
-	for deadline := time.Now().Add(10 * time.Second); r.svc.Counts().Events["c"].ByStatus[Processed] != 1; {
-		if time.Now().After(deadline) {
-			t.Fatalf("c-1 not counted PROCESSED: %+v", r.svc.Counts().Events["c"])
+	waitfor.Until(t, 10*time.Second, func() error {
+		if c := r.svc.Counts().Events["c"]; c.ByStatus[Processed] != 1 {
+			return fmt.Errorf("c-1 not counted PROCESSED: %+v", c)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	c := r.svc.Counts()
 	want := map[string]map[Status]uint64{
 		"a": {Accepted: 3, Persisted: 3, Processed: 3},

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // On a log several serve processes share, a dead letter may be resubmitted
@@ -33,13 +34,13 @@ func TestNewerGenerationFromAnotherProcessIsProcessed(t *testing.T) {
 	if res := r.svc.Submit(ctx, []event.Event{e}, LevelPersisted, 0); res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
-	waitFor(t, "the dead letter", func() bool { return r.svc.Stats().Steps[StepDeadLetter] == 1 })
+	waitfor.True(t, 10*time.Second, "the dead letter", func() bool { return r.svc.Stats().Steps[StepDeadLetter] == 1 })
 	close(healed)
 	// Another process's :retry: the record of generation 1, appended to the log.
 	if err := r.log.Append(ctx, &event.Record{ReceivedAt: time.Now().UnixNano(), Hash: e.Hash(), Generation: 1, Event: e}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "generation 1 processed", func() bool {
+	waitfor.True(t, 10*time.Second, "generation 1 processed", func() bool {
 		applied, _ := sink.count("bad")
 		return applied == 1
 	})

@@ -3,8 +3,11 @@ package ingest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // stepOf is the first transition of step in st's history.
@@ -87,7 +90,7 @@ func TestHistorySaysWhenPersisted(t *testing.T) {
 	// The sink is back: both are processed; their histories keep the time.
 	health.set(nil)
 	for _, id := range []string{"a", "b"} {
-		waitFor(t, id+" processed", func() bool { return get(r, id).Status == Processed })
+		waitfor.True(t, 10*time.Second, id+" processed", func() bool { return get(r, id).Status == Processed })
 		st := get(r, id)
 		if p := checkPersisted(t, "processed", st, false); p.At != persisted[id].At {
 			t.Fatalf("processed: %s persisted at %d, was %d", id, p.At, persisted[id].At)

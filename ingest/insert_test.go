@@ -14,6 +14,7 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -246,9 +247,9 @@ func TestInsertLogConcurrentCopiesOfAStoredID(t *testing.T) {
 			res := make(chan Result, 2)
 			send := func() { res <- svc.Submit(ctx, []event.Event{orderEvent("x", tc.payload)}, LevelPersisted, 0)[0] }
 			go send()
-			waitFor(t, "the first copy held", func() bool { return svc.held("x") })
+			waitfor.True(t, 10*time.Second, "the first copy held", func() bool { return svc.held("x") })
 			go send()
-			waitFor(t, "the second copy waiting on the first", func() bool { return svc.Stats().Waiters == 1 })
+			waitfor.True(t, 10*time.Second, "the second copy waiting on the first", func() bool { return svc.Stats().Waiters == 1 })
 			close(l.hold)
 			for range 2 {
 				r := <-res
@@ -293,7 +294,7 @@ func TestInsertLogProcessedResendWaitsForTheStoredEvent(t *testing.T) {
 	go func() {
 		res <- svc.Submit(ctx, []event.Event{orderEvent("e", `{}`)}, LevelProcessed, 20*time.Second)[0]
 	}()
-	waitFor(t, "the resend waiting", func() bool { return l.lookups.Load() > 0 && svc.Stats().Waiters == 1 })
+	waitfor.True(t, 10*time.Second, "the resend waiting", func() bool { return l.lookups.Load() > 0 && svc.Stats().Waiters == 1 })
 	select {
 	case r := <-res:
 		t.Fatalf("answered before anything processed e: %+v", r)

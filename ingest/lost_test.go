@@ -15,6 +15,7 @@ import (
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/internal/ssttest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // After a salvage recorded seq 3 lost (its WAL record was damaged), the service
@@ -86,7 +87,7 @@ func TestSalvagedLogListsLostAndCommitsPastThem(t *testing.T) {
 			t.Fatalf("GET %s: %d %s; want 404 saying a lost seq with an unknown id exists (see /v1/lost)", id, code, body)
 		}
 	}
-	waitFor(t, "the committed offset to reach 14 (past the lost seq 3)", func() bool { return r.svc.Stats().Committed == 14 })
+	waitfor.True(t, 10*time.Second, "the committed offset to reach 14 (past the lost seq 3)", func() bool { return r.svc.Stats().Committed == 14 })
 	for _, i := range []int{1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12} { // every record but the lost one
 		id := fmt.Sprintf("event-number-%d", i)
 		if applied, _ := r.sink.count(id); applied != 1 {
@@ -164,7 +165,7 @@ func TestLostEventSaysSo(t *testing.T) {
 			t.Fatalf("batch: %d %v", code, ba.Counts)
 		}
 	}
-	waitFor(t, "every status synced", func() bool { return r.log.Committed() == n+1 })
+	waitfor.True(t, 10*time.Second, "every status synced", func() bool { return r.log.Committed() == n+1 })
 	docs := map[string]EventStatus{} // what GET said before the damage
 	for i := range n {
 		id := fmt.Sprintf("c%04d", i)

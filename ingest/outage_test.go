@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -120,14 +121,14 @@ func TestSinkOutageChargesNoAttempt(t *testing.T) {
 	}
 	// The spout looks many times and emits nothing (or, the fault, emits it).
 	from := h.askedTimes()
-	waitFor(t, "the spout to look 100 times", func() bool { return h.askedTimes() >= from+100 || bolt.executions("early") > 0 })
+	waitfor.True(t, 10*time.Second, "the spout to look 100 times", func() bool { return h.askedTimes() >= from+100 || bolt.executions("early") > 0 })
 	if n := bolt.executions("early"); n != 0 {
 		t.Fatalf("the spout emitted %q %d times while the sink was unavailable", "early", n)
 	}
 	h.set(nil)
 	// early's first execution holds it (first is a no-op for it): it times out
 	// with no outage, and is charged: FAILED_FINAL at max attempts 1.
-	waitFor(t, "early to end", func() bool {
+	waitfor.True(t, 10*time.Second, "early to end", func() bool {
 		st, err := r.svc.Status("early")
 		return err == nil && st.Status == FailedFinal
 	})
@@ -136,7 +137,7 @@ func TestSinkOutageChargesNoAttempt(t *testing.T) {
 	if code, _, b := r.post("/v1/events?ack=persisted", ev("during", `{}`)); code != 200 {
 		t.Fatalf("post: %d %s", code, b)
 	}
-	waitFor(t, "during's attempt to end", func() bool {
+	waitfor.True(t, 10*time.Second, "during's attempt to end", func() bool {
 		st, err := r.svc.Status("during")
 		if err != nil || len(st.Transitions) == 0 {
 			return false
@@ -152,7 +153,7 @@ func TestSinkOutageChargesNoAttempt(t *testing.T) {
 		t.Fatalf("interrupted transition %+v does not say why", tr)
 	}
 	from = h.askedTimes()
-	waitFor(t, "the spout to look 100 times", func() bool { return h.askedTimes() >= from+100 || bolt.executions("during") > 1 })
+	waitfor.True(t, 10*time.Second, "the spout to look 100 times", func() bool { return h.askedTimes() >= from+100 || bolt.executions("during") > 1 })
 	if n := bolt.executions("during"); n != 1 {
 		t.Fatalf("during executed %d times while the sink was down, want 1", n)
 	}

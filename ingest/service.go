@@ -163,6 +163,7 @@ type Service struct {
 	unsynced  map[string]bool
 	kick      chan struct{} // asks the flusher for a flush now (someone waits)
 	flushMu   sync.Mutex    // one flush at a time, so documents land in order
+	flushes   atomic.Uint64 // flushes run (Stats.Flushes)
 	closeOnce sync.Once
 	inflight  sync.WaitGroup // submissions under way, so Close can answer them all
 	counts    counts         // for metrics (counts.go)
@@ -1088,6 +1089,10 @@ type Stats struct {
 	Committed, Durable           uint64
 	// Steps counts the events' transitions by step since the start (Tracker.Steps).
 	Steps map[Step]uint64
+	// Flushes counts the flushes done since the start (every FlushEvery, when an
+	// answer waits for one, at Close), those with nothing to write included. A
+	// count 2 above the one read at some moment means a whole flush began after it.
+	Flushes uint64
 }
 
 // Stats returns current gauges.
@@ -1095,7 +1100,7 @@ func (s *Service) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{Held: s.tr.Len(), Waiters: len(s.waiters), AheadOfOffset: s.offsets.Ahead(),
-		Committed: s.offsets.Committed(), Durable: s.log.Durable(), Steps: s.tr.Steps()}
+		Committed: s.offsets.Committed(), Durable: s.log.Durable(), Steps: s.tr.Steps(), Flushes: s.flushes.Load()}
 }
 
 func (s *Service) flusher() {
@@ -1128,6 +1133,7 @@ func (s *Service) flusher() {
 func (s *Service) flush() {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	defer s.flushes.Add(1)
 	s.mu.Lock()
 	committed := s.offsets.Committed()
 	if sl, ok := s.log.(spoutLease); ok {

@@ -22,6 +22,7 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -438,11 +439,14 @@ func TestPowerLossThenRestartProcessesEveryPersistedEvent(t *testing.T) {
 	if out := decode[BatchAnswer](t, b); code != 200 || out.Counts["PERSISTED"]+out.Counts["PROCESSED"] != 100 {
 		t.Fatalf("batch: %d %s", code, b)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.svc.Stats().Committed < 21 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(30 * time.Millisecond) // a flush of the processed statuses
+	// The 20 processed events' statuses are durable once a flush has written the
+	// committed offset past them (the same write).
+	waitfor.Until(t, 10*time.Second, func() error {
+		if c := r.log.Committed(); c < 21 {
+			return fmt.Errorf("the log's committed offset is %d, want 21 (service: %d)", c, r.svc.Stats().Committed)
+		}
+		return nil
+	})
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 	r.drain = 100 * time.Millisecond // 80 trees stay pending: don't wait for them
 	r.stop()
@@ -490,12 +494,12 @@ func TestDedupeWindowTrim(t *testing.T) {
 	r.post("/v1/events?ack=processed", ev("old", `{}`))
 	now.Add(int64(30 * time.Minute))
 	r.post("/v1/events?ack=processed", ev("young", `{}`))
-	for deadline := time.Now().Add(5 * time.Second); r.log.Committed() < 3; { // a flush
-		if time.Now().After(deadline) {
-			t.Fatalf("committed offset %d, want 3", r.log.Committed())
+	waitfor.Until(t, 10*time.Second, func() error { // a flush
+		if c := r.log.Committed(); c < 3 {
+			return fmt.Errorf("committed offset %d, want 3", c)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	now.Add(int64(45 * time.Minute)) // old is 75 min old, young 45
 	if ids := r.log.Stats().IDs; ids != 2 {
 		t.Fatalf("dedupe index holds %d ids before the trim, want 2", ids)
@@ -641,7 +645,7 @@ func TestCrashLoopingEventIsDeadLettered(t *testing.T) {
 	for crash := 1; ; crash++ {
 		// Both events reached the sink in this run: after a restart, their attempt
 		// was durable before they were emitted.
-		waitFor(t, "the events running", func() bool { return bs.n.Load() == 2 })
+		waitfor.True(t, 10*time.Second, "the events running", func() bool { return bs.n.Load() == 2 })
 		fs := mem.CrashClone(vfs.CrashCloneCfg{})
 		r.drain = 50 * time.Millisecond
 		r.stop()
@@ -656,7 +660,7 @@ func TestCrashLoopingEventIsDeadLettered(t *testing.T) {
 	sink := newSink(nil)
 	r = startRig(t, mem, sink, cfg)
 	var b []byte
-	waitFor(t, "both dead-lettered", func() bool {
+	waitfor.True(t, 10*time.Second, "both dead-lettered", func() bool {
 		_, fb := r.get("/v1/events/fine")
 		_, b = r.get("/v1/events/poison")
 		return decode[EventStatus](t, b).Status == FailedFinal && decode[EventStatus](t, fb).Status == FailedFinal
@@ -686,8 +690,10 @@ func TestDrainAnswersWaitingRequests(t *testing.T) {
 		_ = json.Unmarshal(b, &a)
 		done <- a
 	}()
-	waitFor(t, "the event started", func() bool { return r.svc.Stats().Held == 1 })
-	time.Sleep(10 * time.Millisecond) // the request is waiting now
+	waitfor.True(t, 10*time.Second, "the event started and its request waiting", func() bool {
+		st := r.svc.Stats()
+		return st.Held == 1 && st.Waiters == 1
+	})
 	r.svc.Drain()
 	select {
 	case a := <-done:
@@ -700,15 +706,6 @@ func TestDrainAnswersWaitingRequests(t *testing.T) {
 	code, _, b := r.post("/v1/events", ev("late", `{}`))
 	if a := decode[Answer](t, b); code != 503 || a.Status != FailedRetryable {
 		t.Fatalf("after Drain: %d %s", code, b)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 
@@ -755,6 +752,27 @@ func TestConcurrentFlushesKeepNewestStatus(t *testing.T) {
 	}
 }
 
+// Stats.Flushes counts every flush done, one with nothing to write included.
+func TestStatsCountFlushes(t *testing.T) {
+	l, err := eventlog.Open(eventlog.Options{Dir: "data", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	svc, _ := New(Config{Log: l, Logger: quiet(), FlushEvery: time.Hour})
+	defer svc.Close()
+	if n := svc.Stats().Flushes; n != 0 {
+		t.Fatalf("%d flushes before any", n)
+	}
+	svc.flush() // nothing to write
+	e, _ := event.Parse([]byte(ev("x", `{}`)))
+	svc.Submit(context.Background(), []event.Event{e}, LevelPersisted, 0)
+	svc.flush() // x's PERSISTED document
+	if n := svc.Stats().Flushes; n != 2 {
+		t.Fatalf("%d flushes, want 2", n)
+	}
+}
+
 // Regression (adversarial review): PROCESSED was answered before its status
 // document was durable, so a power cut right after showed it PERSISTED again.
 func TestProcessedSurvivesPowerCut(t *testing.T) {
@@ -784,7 +802,7 @@ func TestProcessedAfterARetryIsAnsweredOnlyWhenDurable(t *testing.T) {
 	var slow atomic.Bool
 	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if slow.Load() && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
-			time.Sleep(40 * time.Millisecond)
+			time.Sleep(40 * time.Millisecond) // the fault: a slow disk, whose syncs take this long
 		}
 		return nil
 	}))
@@ -816,22 +834,31 @@ func TestProcessedAfterARetryIsAnsweredOnlyWhenDurable(t *testing.T) {
 // running. Only records actually emitted are charged now.
 func TestRestartsDoNotChargeRecordsThatNeverRan(t *testing.T) {
 	mem := vfs.NewMem()
+	var sink *blockSink
 	start := func() *rig {
-		r := startRigWith(t, mem, &blockSink{sinkBolt: newSink(nil)}, Config{Tracker: TrackerConfig{MaxAttempts: 3}},
+		sink = &blockSink{sinkBolt: newSink(nil)}
+		r := startRigWith(t, mem, sink, Config{Tracker: TrackerConfig{MaxAttempts: 3}},
 			func(tc *topology.Config) { tc.MaxSpoutPending, tc.MessageTimeout = 2, time.Minute })
 		r.drain = 50 * time.Millisecond
 		return r
+	}
+	// A run has charged what it will once its first emits reach the sink: the
+	// recovered chunk's attempts are synced before it is emitted, and max spout
+	// pending holds back the rest (the trees never complete).
+	emitted := func() {
+		t.Helper()
+		waitfor.True(t, 10*time.Second, "the run's first two emits at the sink", func() bool { return sink.n.Load() >= 2 })
 	}
 	r := start()
 	for i := range 100 {
 		r.post("/v1/events?ack=persisted", ev(fmt.Sprintf("e%02d", i), `{}`))
 	}
 	for range 4 {
-		time.Sleep(100 * time.Millisecond)
+		emitted()
 		r.stop()
 		r = start()
 	}
-	time.Sleep(100 * time.Millisecond)
+	emitted()
 	defer r.stop()
 	dl, err := r.svc.DeadLetters(1000)
 	if err != nil {
@@ -864,7 +891,7 @@ func TestTrimKeepsDeadLetters(t *testing.T) {
 		t.Fatalf("dead: %d %s", code, b)
 	}
 	r.post("/v1/events?ack=processed", ev("done", `{}`))
-	waitFor(t, "both finished", func() bool { return r.log.Committed() >= 3 })
+	waitfor.True(t, 10*time.Second, "both finished", func() bool { return r.log.Committed() >= 3 })
 	now.Add(int64(2 * time.Hour))
 	if n, err := r.svc.Trim(); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want 1 (the processed one)", n, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -129,7 +130,7 @@ func TestCancelledStartContextChargesNoAttempt(t *testing.T) {
 	for run := range 5 {
 		id := fmt.Sprintf("e%d", run)
 		var st EventStatus
-		waitFor(t, id+" processed", func() bool {
+		waitfor.True(t, 10*time.Second, id+" processed", func() bool {
 			var err error
 			st, err = r.svc.Status(id)
 			return err == nil && (st.Status == Processed || st.Status == FailedFinal)

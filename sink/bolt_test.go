@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/tuple"
 )
 
@@ -505,7 +506,7 @@ func TestRuntimeStop(t *testing.T) {
 			opts.BatchDelay = 300 * time.Millisecond
 			o := newOutcomes()
 			rt := startTopology(t, &recordSpout{records: recs, out: o}, opts, 1, false)
-			waitFor(t, "3 inputs buffered", func() bool { return rt.Stats().Components["sink"].Executed == 3 })
+			waitfor.True(t, 20*time.Second, "3 inputs buffered", func() bool { return rt.Stats().Components["sink"].Executed == 3 })
 			// Most likely no tick has written them yet: the ticks that go on while Stop
 			// waits for the pending trees do.
 			if err := stopTopology(t, rt, 10*time.Second); err != nil {
@@ -527,7 +528,7 @@ func TestRuntimeStop(t *testing.T) {
 			opts.BatchRows = 1000
 			o := newOutcomes()
 			rt := startTopology(t, &recordSpout{records: recs, out: o}, opts, 1, true)
-			waitFor(t, "3 inputs buffered", func() bool { return rt.Stats().Components["sink"].Executed == 3 })
+			waitfor.True(t, 20*time.Second, "3 inputs buffered", func() bool { return rt.Stats().Components["sink"].Executed == 3 })
 			if err := stopTopology(t, rt, 10*time.Second); err != nil {
 				t.Fatalf("Stop = %v, want nil (the partial batch drained)", err)
 			}
@@ -541,17 +542,6 @@ func TestRuntimeStop(t *testing.T) {
 			eq(t, "sink errors", sk.Errors, 0)
 		})
 	})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // Several poison inputs at the head of a batch fail alone; every other input of the

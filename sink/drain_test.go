@@ -7,6 +7,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // Stop drains a batching sink (Storm's deactivate, then drain): with a batch of 100
@@ -46,5 +47,5 @@ func TestStopDrainsAPartialBatch(t *testing.T) {
 // waitSinkExecuted waits until the sink has executed n inputs.
 func waitSinkExecuted(t *testing.T, rt *engine.Runtime, n uint64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("the sink to execute %d inputs", n), func() bool { return rt.Stats().Components["sink"].Executed >= n })
+	waitfor.True(t, 20*time.Second, fmt.Sprintf("the sink to execute %d inputs", n), func() bool { return rt.Stats().Components["sink"].Executed >= n })
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -336,17 +337,12 @@ func (o *outcomes) counts() (acks, fails int) {
 
 func (o *outcomes) waitFor(t *testing.T, what string, cond func(acks, fails int) bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		a, f := o.counts()
-		if cond(a, f) {
-			return
+	waitfor.Until(t, 20*time.Second, func() error {
+		if a, f := o.counts(); !cond(a, f) {
+			return fmt.Errorf("still waiting for %s: acks=%d fails=%d", what, a, f)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: acks=%d fails=%d", what, a, f)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // recordSpout emits its records once each, tracked with the event id as message id,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -411,7 +412,7 @@ func TestRuntimeOutageKeepsTreesAlive(t *testing.T) {
 	rt := startRuntime(t, topo, cfg)
 	<-changed // the outage began
 	// Longer than the message timeout: wait for retries worth of 3 timeouts.
-	waitFor(t, "retries over three message timeouts", func() bool { return c.Retries.Load() >= 3*400/50+3 })
+	waitfor.True(t, 20*time.Second, "retries over three message timeouts", func() bool { return c.Retries.Load() >= 3*400/50+3 })
 	_, fails := o.counts()
 	eq(t, "fails during the outage", fails, 0)
 	changed = opts.Health.Changed()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gale-stream/gale/clock"
 	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -93,18 +94,17 @@ func (l *logLines) find(t *testing.T, match map[string]string) []map[string]any 
 // line never logged into a failure).
 func (l *logLines) wait(t *testing.T, match map[string]string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var line map[string]any
+	waitfor.Until(t, 20*time.Second, func() error {
 		if ls := l.find(t, match); len(ls) > 0 {
-			return ls[0]
+			line = ls[0]
+			return nil
 		}
-		if time.Now().After(deadline) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			t.Fatalf("no log line with %v; the log:\n%s", match, l.buf.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return fmt.Errorf("no log line with %v; the log:\n%s", match, l.buf.String())
+	})
+	return line
 }
 
 // runFault starts the example's topology with split and count in place of its own,
@@ -217,14 +217,8 @@ func TestWarnCountDoesNotAck(t *testing.T) {
 				}, lin)
 			// Every line's words reach count (and are held there), then the clock
 			// moves a rotation (a quarter timeout) at a time until they time out.
-			deadline := time.Now().Add(20 * time.Second)
-			for rt.Stats().Components["count"].Executed < 200*8 {
-				if time.Now().After(deadline) {
-					t.Fatalf("count executed %d words", rt.Stats().Components["count"].Executed)
-				}
-				time.Sleep(time.Millisecond)
-			}
-			advanceUntilTimedOut(t, rt, fake, "lines", 200, deadline)
+			waitExecuted(t, rt, "count", 200*8)
+			advanceUntilTimedOut(t, rt, fake, "lines", 200)
 			trees := logs.wait(t, map[string]string{"level": "WARN", "component": "lines", "kind": "trees-failing"})
 			if r := fmt.Sprint(trees["reasons"]); !strings.Contains(r, "message timeout: tree not complete after 30s (200)") {
 				t.Errorf("trees line's reasons %q, want the 200 timeouts", r)
@@ -244,16 +238,10 @@ func TestWarnReplayTimesOutAgain(t *testing.T) {
 				func(mu *sync.Mutex, counts map[string]int) topology.Bolt {
 					return &countNoAck{Count{mu: mu, counts: counts}}
 				}, lin)
-			deadline := time.Now().Add(20 * time.Second)
 			// Two rounds: the three trees time out, are replayed, and time out again.
 			for round := uint64(1); round <= 2; round++ {
-				for rt.Stats().Components["count"].Executed < 8*round {
-					if time.Now().After(deadline) {
-						t.Fatalf("round %d: count executed %d words", round, rt.Stats().Components["count"].Executed)
-					}
-					time.Sleep(time.Millisecond)
-				}
-				advanceUntilTimedOut(t, rt, fake, "lines", 3*round, deadline)
+				waitExecuted(t, rt, "count", 8*round)
+				advanceUntilTimedOut(t, rt, fake, "lines", 3*round)
 				if round == 1 && !lin {
 					// Three timeouts, none a replay's: below the rate, nothing to say
 					// yet (without lineage the check runs as the spout counts them).
@@ -324,24 +312,46 @@ func TestWarnReplayTimesOutAgainAnyID(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cancel(); <-rt.Done() })
-			advanceUntilTimedOut(t, rt, fake, "s", 6, time.Now().Add(20*time.Second))
+			advanceUntilTimedOut(t, rt, fake, "s", 6)
 			logs.wait(t, map[string]string{"level": "WARN", "component": "s",
 				"msg": "replayed trees timing out again: their messages never complete"})
 		})
 	}
 }
 
-// advanceUntilTimedOut moves the fake clock a rotation (a quarter timeout) at a time
-// until n trees of spout comp have timed out, or fails at deadline.
-func advanceUntilTimedOut(t *testing.T, rt *engine.Runtime, fake *clock.Fake, comp string, n uint64, deadline time.Time) {
+// waitExecuted waits until bolt comp has executed at least n tuples.
+func waitExecuted(t *testing.T, rt *engine.Runtime, comp string, n uint64) {
 	t.Helper()
-	for rt.Stats().Components[comp].TimedOut < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d trees of %s timed out after %v, want %d", rt.Stats().Components[comp].TimedOut, comp, fake.Since(rt.Started()), n)
+	waitfor.Until(t, 20*time.Second, func() error {
+		if got := rt.Stats().Components[comp].Executed; got < n {
+			return fmt.Errorf("%s executed %d tuples, want %d", comp, got, n)
 		}
-		fake.Advance(rt.Config().MessageTimeout / 4)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+}
+
+// advanceUntilTimedOut moves the fake clock a rotation (a quarter timeout) at a time
+// until n trees of spout comp have timed out: a timeout's worth of rotations each
+// time it looks, each once the timers the last one fired are armed again (the
+// engine has handled it).
+func advanceUntilTimedOut(t *testing.T, rt *engine.Runtime, fake *clock.Fake, comp string, n uint64) {
+	t.Helper()
+	waitfor.Until(t, 20*time.Second, func() error {
+		for range 4 {
+			if rt.Stats().Components[comp].TimedOut >= n {
+				return nil
+			}
+			armed := fake.Waiters()
+			fake.Advance(rt.Config().MessageTimeout / 4)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := fake.BlockUntil(ctx, armed)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%d timers armed again of the %d before a rotation: %w", fake.Waiters(), armed, err)
+			}
+		}
+		return fmt.Errorf("%d trees of %s timed out after %v, want %d", rt.Stats().Components[comp].TimedOut, comp, fake.Since(rt.Started()), n)
+	})
 }
 
 // checkHeldByCount checks a trees line names count as holding them (lineage on),

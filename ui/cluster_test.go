@@ -15,6 +15,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/ui"
@@ -318,16 +319,13 @@ func TestUIStatsAcrossHosts(t *testing.T) {
 	defer srv.Close()
 	// Counters are as of each task's last flush: ask until every ack is in.
 	var tab ui.StatsView
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	waitfor.Until(t, 30*time.Second, func() error {
 		get(t, srv.URL+"/api/stats?window=all", &tab)
 		if len(tab.Bolts) == 2 && tab.Bolts[1].Acked == 600 && tab.Spouts[0].Acked == 200 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats never reached every ack: %+v", tab)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("stats never reached every ack: %+v", tab)
+	})
 	fan, sink := tab.Bolts[0], tab.Bolts[1]
 	if tab.Partial || fan.Executed != 200 || len(fan.ByTask) != 1 || fan.ByTask[0].Task != 2 || sink.Executed != 600 || len(sink.ByTask) != 2 {
 		t.Errorf("both hosts' stats: partial %v, fan %+v, sink %+v", tab.Partial, fan, sink)

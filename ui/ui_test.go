@@ -13,6 +13,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
 	"github.com/gale-stream/gale/topology"
@@ -44,12 +45,7 @@ func startCountedWith(t *testing.T, o ui.Options) (*httptest.Server, *testtopo.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Stop(context.Background()) })
-	for deadline := time.Now().Add(20 * time.Second); !holdersIn(rec); {
-		if time.Now().After(deadline) {
-			t.Fatal("root 7's holders were not reported")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, 20*time.Second, "root 7's holders to be reported", func() bool { return holdersIn(rec) })
 	if o.History == nil {
 		// Three observations 2 s apart make two chart points (the run itself took less).
 		o.History = metrics.NewHistory(metrics.HistoryConfig{})

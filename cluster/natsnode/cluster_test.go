@@ -2,17 +2,16 @@ package natsnode_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gale-stream/gale/cluster/natsnode"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // startCluster starts n nodes routed to each other on loopback, the first one's
@@ -42,8 +41,8 @@ func startCluster(t *testing.T, n int) []*natsnode.Node {
 // current. There is no notification of it: the leader's state is polled.
 func waitPeers(t *testing.T, nodes []*natsnode.Node, want int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waitfor.Until(t, 60*time.Second, func() error {
+		seen := "no meta leader"
 		for _, n := range nodes {
 			jsi, err := n.Server().Jsz(&server.JSzOptions{})
 			if err != nil || jsi.Meta == nil || jsi.Meta.Leader != n.Name() {
@@ -56,14 +55,12 @@ func waitPeers(t *testing.T, nodes []*natsnode.Node, want int) {
 				}
 			}
 			if current == want {
-				return
+				return nil
 			}
+			seen = fmt.Sprintf("%d current peers with leader %s", current, n.Name())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the meta group did not reach %d current peers in 60s", want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the meta group did not reach %d current peers: %s", want, seen)
+	})
 }
 
 // Three nodes routed on loopback: a KV bucket with 3 replicas survives the loss of
@@ -159,50 +156,42 @@ func TestClusterOfThree(t *testing.T) {
 	}
 }
 
+// bucketRetry opens the bucket until its stream answers, each attempt up to 2 s, for
+// at most 2 minutes.
 func bucketRetry(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) jetstream.KeyValue {
 	t.Helper()
-	var last error
-	for range 100 {
+	var kv jetstream.KeyValue
+	if err := waitfor.Err(ctx, 2*time.Minute, func() error {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kv, err := js.KeyValue(actx, name)
-		cancel()
-		if err == nil {
-			return kv
+		defer cancel()
+		var err error
+		if kv, err = js.KeyValue(actx, name); err != nil {
+			t.Logf("bucket %s: %v (retrying)", name, err)
 		}
-		t.Logf("bucket %s: %v (retrying)", name, err)
-		last = err
-		if ctx.Err() != nil {
-			break
-		}
+		return err
+	}); err != nil {
+		t.Fatalf("bucket %s: %v", name, err)
 	}
-	t.Fatalf("bucket %s: %v", name, last)
-	return nil
+	return kv
 }
 
 // putRetry puts until the bucket's stream answers (a new leader is elected after the
-// old one's node went down), at most 100 attempts of up to 2 s each.
+// old one's node went down), each attempt up to 2 s, for at most 2 minutes.
 func putRetry(t *testing.T, ctx context.Context, kv jetstream.KeyValue, key, val string) uint64 {
 	t.Helper()
-	var last error
-	for range 100 {
+	var rev uint64
+	if err := waitfor.Err(ctx, 2*time.Minute, func() error {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		rev, err := kv.Put(actx, key, []byte(val))
-		cancel()
-		if err == nil {
-			return rev
+		defer cancel()
+		var err error
+		if rev, err = kv.Put(actx, key, []byte(val)); err != nil {
+			t.Logf("put %s: %v (retrying)", key, err)
 		}
-		last = err
-		t.Logf("put %s: %v (retrying)", key, err)
-		if ctx.Err() != nil {
-			break
-		}
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoResponders) &&
-			!errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrTimeout) {
-			time.Sleep(50 * time.Millisecond) // an answer that says "not yet": ask again a little later
-		}
+		return err
+	}); err != nil {
+		t.Fatalf("put %s: %v", key, err)
 	}
-	t.Fatalf("put %s: %v", key, last)
-	return 0
+	return rev
 }
 
 // A node with other credentials cannot join: each refuses the other's routes. (The

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -220,16 +221,18 @@ func submitNamed(t *testing.T, st *cluster.Store, reg *cluster.Registry, name st
 
 func kindIs(k EventKind) func(Event) bool { return func(e Event) bool { return e.Kind == k } }
 
-// waitAcked waits until k.acked reaches n.
-func waitAcked(t *testing.T, k *ticks, n int64, d time.Duration) {
+// waitAcked waits until the counter of acked trees reaches want.
+func waitAcked(t *testing.T, acked *atomic.Int64, want int64, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for k.acked.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("acked %d, want %d within %v", k.acked.Load(), n, d)
-		}
-		time.Sleep(5 * time.Millisecond) // an atomic counter: polled
+	waitfor.Until(t, d, func() error { return ackedAtLeast(acked, want) })
+}
+
+// ackedAtLeast says how many trees are acked unless it is want or more.
+func ackedAtLeast(acked *atomic.Int64, want int64) error {
+	if n := acked.Load(); n < want {
+		return fmt.Errorf("acked %d, want %d", n, want)
 	}
+	return nil
 }
 
 // A spout whose Open always fails: the worker reports StartFailed and tries again
@@ -306,7 +309,7 @@ func TestAttackOpenFailsThenRecovers(t *testing.T) {
 	if n := w.ev.count(kindIs(StartFailed)); n != 2 {
 		t.Errorf("%d StartFailed, want 2", n)
 	}
-	waitAcked(t, k, 100, 10*time.Second)
+	waitAcked(t, &k.acked, 100, 10*time.Second)
 	if g := w.w.Info().Running["ticks"]; g != rec.Generation() {
 		t.Errorf("heartbeat says generation %d, want %d", g, rec.Generation())
 	}
@@ -478,7 +481,7 @@ func TestAttackDuplicateNameDoesNotDisturb(t *testing.T) {
 			t.Fatalf("%s did not start generation %d", w.w.Name(), gen)
 		}
 	}
-	waitAcked(t, k, 200, 10*time.Second)
+	waitAcked(t, &k.acked, 200, 10*time.Second)
 
 	dup := startAtk(t, url, "w1", reg, func(c *Config) { c.NoScheduler = true })
 	select {
@@ -494,10 +497,7 @@ func TestAttackDuplicateNameDoesNotDisturb(t *testing.T) {
 	}
 	// The topology goes on on the real workers.
 	base := k.acked.Load()
-	deadline := time.Now().Add(5 * time.Second)
-	for k.acked.Load() < base+200 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // an atomic counter: polled
-	}
+	_ = waitfor.Err(context.Background(), 5*time.Second, func() error { return ackedAtLeast(&k.acked, base+200) })
 	if a := k.acked.Load(); a < base+200 {
 		t.Errorf("the topology stalled after the duplicate left: %d trees acked in 5s", a-base)
 	}
@@ -638,8 +638,8 @@ func TestAttackKillOneOfTwo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAcked(t, ka, 100, 10*time.Second)
-	waitAcked(t, kb, 100, 10*time.Second)
+	waitAcked(t, &ka.acked, 100, 10*time.Second)
+	waitAcked(t, &kb.acked, 100, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := client.Kill(ctx, "ta"); err != nil {
@@ -650,7 +650,7 @@ func TestAttackKillOneOfTwo(t *testing.T) {
 		t.Fatalf("ta's stop: %+v (found %v)", ev, ok)
 	}
 	b := kb.acked.Load()
-	waitAcked(t, kb, b+100, 5*time.Second)
+	waitAcked(t, &kb.acked, b+100, 5*time.Second)
 	if n := w.ev.count(func(e Event) bool { return e.Kind == Stopped && e.Topology == "tb" }); n != 0 {
 		t.Errorf("tb stopped %d times", n)
 	}
@@ -786,7 +786,7 @@ func TestAttackSupersededGenerationStartedLate(t *testing.T) {
 			t.Fatalf("%s did not start", n)
 		}
 	}
-	waitAcked2(t, &c.acked, 200, 10*time.Second)
+	waitAcked(t, &c.acked, 200, 10*time.Second)
 	// From now on the spout's worker holds its next spout Open (generation 2's) until
 	// the new w2 has opened its spout (generation 3's), at most 8 s.
 	c.mu.Lock()
@@ -828,10 +828,7 @@ func TestAttackSupersededGenerationStartedLate(t *testing.T) {
 		ws[n].ev.wait(10*time.Second, func(e Event) bool { return e.Kind == Started && e.Generation == last.Generation() })
 	}
 	base := c.acked.Load()
-	deadline := time.Now().Add(5 * time.Second)
-	for c.acked.Load() < base+200 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // an atomic counter: polled
-	}
+	_ = waitfor.Err(context.Background(), 5*time.Second, func() error { return ackedAtLeast(&c.acked, base+200) })
 	var started []string
 	for _, n := range []string{"w1", "w3"} {
 		for _, e := range ws[n].ev.all() {
@@ -854,15 +851,4 @@ func (c *claims) opensSnapshot() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.opens...)
-}
-
-func waitAcked2(t *testing.T, n *atomic.Int64, want int64, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for n.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("acked %d, want %d within %v", n.Load(), want, d)
-		}
-		time.Sleep(5 * time.Millisecond) // an atomic counter: polled
-	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/internal/leaktest"
+	"github.com/gale-stream/gale/internal/testtopo"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -48,80 +49,21 @@ func openStore(t testing.TB, nc *nats.Conn) *cluster.Store {
 	return st
 }
 
-// source is a durable source shared by every spout task of the test topology,
-// wherever (whichever worker) it runs: numbers 0..n-1, each done once acked.
-type source struct {
-	mu      sync.Mutex
-	n       int
-	acked   map[int]bool
-	applied map[int]int
-	opens   int
-	done    chan struct{}
-}
-
-func newSource(n int) *source {
-	return &source{n: n, acked: map[int]bool{}, applied: map[int]int{}, done: make(chan struct{})}
-}
-
-type numSpout struct {
-	topology.BaseSpout
-	src  *source
-	todo []int
-}
-
-func (s *numSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
-	s.Out = out
-	s.src.mu.Lock()
-	defer s.src.mu.Unlock()
-	s.src.opens++
-	for i := s.src.n - 1; i >= 0; i-- {
-		if !s.src.acked[i] {
-			s.todo = append(s.todo, i)
-		}
-	}
-	return nil
-}
-
-func (s *numSpout) NextTuple() {
-	if n := len(s.todo); n > 0 {
-		i := s.todo[n-1]
-		s.todo = s.todo[:n-1]
-		s.Out.Emit(tuple.Values{i}, i)
-	}
-}
-
-func (s *numSpout) Ack(id any) {
-	s.src.mu.Lock()
-	defer s.src.mu.Unlock()
-	s.src.acked[id.(int)] = true
-	if len(s.src.acked) == s.src.n {
-		select {
-		case <-s.src.done:
-		default:
-			close(s.src.done)
-		}
-	}
-}
-
-func (s *numSpout) Fail(id any) { s.todo = append(s.todo, id.(int)) }
-
 type applyBolt struct {
 	topology.BaseBasicBolt
-	src *source
+	src *testtopo.Numbers
 }
 
 func (b *applyBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
-	b.src.mu.Lock()
-	b.src.applied[t.Value(0).(int)]++
-	b.src.mu.Unlock()
+	b.src.Apply(t.Value(0).(int))
 	return nil
 }
 
 // numbers registers topology "nums" over src: nums (1 task) -> apply (par tasks).
-func numbers(reg *cluster.Registry, src *source, par int) {
+func numbers(reg *cluster.Registry, src *testtopo.Numbers, par int) {
 	if err := reg.Register("nums", func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
 		b := topology.NewBuilder()
-		b.SetSpout("nums", func() topology.Spout { return &numSpout{src: src} }, 1).Output("n")
+		b.SetSpout("nums", src.Spout, 1).Output("n")
 		b.SetBasicBolt("apply", func() topology.BasicBolt { return &applyBolt{src: src} }, par).FieldsGrouping("nums", "n")
 		topo, err := b.Build()
 		if err != nil {
@@ -214,7 +156,7 @@ func submit(t *testing.T, st *cluster.Store, reg *cluster.Registry, want int) *c
 // drains and stops it on all three.
 func TestWorkersRunAndKill(t *testing.T) {
 	url := runServer(t).ClientURL()
-	src := newSource(3000)
+	src := testtopo.NewNumbers(3000)
 	reg := &cluster.Registry{}
 	numbers(reg, src, 4)
 	ws := []*testWorker{startWorker(t, url, "w1", reg), startWorker(t, url, "w2", reg), startWorker(t, url, "w3", reg)}
@@ -237,9 +179,9 @@ func TestWorkersRunAndKill(t *testing.T) {
 		t.Errorf("tasks started %v, want 1..%d once each", all, want)
 	}
 	select {
-	case <-src.done:
+	case <-src.Done():
 	case <-time.After(60 * time.Second):
-		t.Fatalf("not every tree completed: %d of %d acked", len(src.acked), src.n)
+		t.Fatalf("not every tree completed: %d of %d acked", src.Acked(), src.N())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -255,10 +197,8 @@ func TestWorkersRunAndKill(t *testing.T) {
 			t.Errorf("%s still runs %+v", w.w.Name(), w.w.Runs())
 		}
 	}
-	src.mu.Lock()
-	defer src.mu.Unlock()
-	for i := range src.n {
-		if src.applied[i] < 1 {
+	for i := range src.N() {
+		if src.Applied(i) < 1 {
 			t.Fatalf("number %d never applied", i)
 		}
 	}
@@ -269,7 +209,7 @@ func TestWorkersRunAndKill(t *testing.T) {
 // stops it there (drained), activate starts it again under a new generation.
 func TestWorkerRefusesAndScheduleMoves(t *testing.T) {
 	url := runServer(t).ClientURL()
-	src := newSource(100)
+	src := testtopo.NewNumbers(100)
 	reg := &cluster.Registry{}
 	numbers(reg, src, 2)
 	// w0 has another build: an empty registry (its name sorts first, so placement
@@ -292,7 +232,7 @@ func TestWorkerRefusesAndScheduleMoves(t *testing.T) {
 		t.Errorf("w1 is host %d", started.Host)
 	}
 	select {
-	case <-src.done:
+	case <-src.Done():
 	case <-time.After(60 * time.Second):
 		t.Fatal("not every tree completed on w1")
 	}
@@ -312,10 +252,7 @@ func TestWorkerRefusesAndScheduleMoves(t *testing.T) {
 		t.Errorf("activated at generation %d, want 3", rec.Generation())
 	}
 	w1.ev.wait(t, "w1 starts generation 3", isKind(Started, 3))
-	src.mu.Lock()
-	opens := src.opens
-	src.mu.Unlock()
-	if opens != 2 {
+	if opens := src.Opens(); opens != 2 {
 		t.Errorf("the spout opened %d times, want 2 (generations 2 and 3)", opens)
 	}
 }
@@ -351,7 +288,7 @@ func waitLive(t *testing.T, st *cluster.Store, n int) {
 // slot: its submit is refused with the reason.
 func TestWorkerRefusesOtherFingerprintAndFullSlots(t *testing.T) {
 	url := runServer(t).ClientURL()
-	src := newSource(10)
+	src := testtopo.NewNumbers(10)
 	mine, theirs := &cluster.Registry{}, &cluster.Registry{}
 	numbers(mine, src, 2)
 	numbers(theirs, src, 3)

@@ -75,14 +75,18 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	for src.Stats().Acked < 2 { // both trees complete: stored, then acked
-		time.Sleep(5 * time.Millisecond)
+	// Read both shouts as any consumer of the stream would; then stop, which waits
+	// for the trees: each input acked after its PubAck, each line after its tree.
+	shouts, _ := out.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	got, _ := shouts.Fetch(2, jetstream.FetchMaxWait(30*time.Second))
+	var stored []jetstream.Msg
+	for m := range got.Messages() {
+		stored = append(stored, m)
 	}
 	_ = rt.Stop(ctx)
 
-	for seq := uint64(1); seq <= 2; seq++ {
-		m, _ := out.GetMsg(ctx, seq)
-		fmt.Println(m.Header.Get(jetstream.MsgIDHeader), string(m.Data))
+	for _, m := range stored {
+		fmt.Println(m.Headers().Get(jetstream.MsgIDHeader), string(m.Data()))
 	}
 	fmt.Printf("%+v\n", snk.Stats())
 	// Output:

@@ -1,10 +1,8 @@
 package natsjs_test
 
 import (
-	"bufio"
 	"context"
 	"math/rand"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -42,27 +40,6 @@ func mustStream(t *testing.T, js jetstream.JetStream, name string, subjects ...s
 	return st
 }
 
-// bookLines returns the non-empty lines of one test book (A Study in Scarlet).
-func bookLines(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open("../../testdata/books/244-0.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := strings.TrimRight(sc.Text(), "\r"); strings.TrimSpace(l) != "" {
-			lines = append(lines, l)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return lines
-}
-
 // publish stores lines on subject, pipelined, and waits for every PubAck.
 func publish(t *testing.T, js jetstream.JetStream, subject string, lines []string) {
 	t.Helper()
@@ -93,19 +70,6 @@ func oneGoroutineCount(lines []string) (map[string]int, int) {
 		wordcount.Words(l, func(w string, _ int) { c[w]++; n++ })
 	}
 	return c, n
-}
-
-// waitFor polls cond (a state the test waits for, not a duration) until it holds,
-// failing after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // split emits each word of the "line" field with the line's stream sequence and the

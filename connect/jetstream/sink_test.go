@@ -14,6 +14,7 @@ import (
 
 	natsjs "github.com/gale-stream/gale/connect/jetstream"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -120,7 +121,7 @@ func TestSinkAcksAfterPubAckAndDedupes(t *testing.T) {
 			return nil
 		}
 		rt := start(t, context.Background(), sinkTopology(t, func() topology.Spout { return &events{n: n, rec: rec} }, snk), cfg)
-		waitFor(t, 30*time.Second, "every event acked", func() bool { a, _, _ := rec.get(); return a == n })
+		waitfor.True(t, 30*time.Second, "every event acked", func() bool { a, _, _ := rec.get(); return a == n })
 		stop(t, rt)
 		if _, failed, errs := rec.get(); len(failed) > 0 || len(errs) > 0 {
 			t.Fatalf("run %d: failed %v, ack checks %v", run, failed, errs)
@@ -149,7 +150,7 @@ func TestSinkFailsBadInput(t *testing.T) {
 	}
 	rec := &outcomes{}
 	rt := start(t, context.Background(), sinkTopology(t, func() topology.Spout { return &events{n: 1, rec: rec} }, snk), testConfig(5*time.Second))
-	waitFor(t, 10*time.Second, "the input failed", func() bool { _, f, _ := rec.get(); return len(f) == 1 })
+	waitfor.True(t, 10*time.Second, "the input failed", func() bool { _, f, _ := rec.get(); return len(f) == 1 })
 	stop(t, rt)
 	_, failed, _ := rec.get()
 	if !strings.Contains(failed[0], `field "data" (the event id) is []uint8`) {
@@ -193,18 +194,18 @@ func TestSinkHoldsWhileStreamMissing(t *testing.T) {
 	for range n / 2 {
 		gate <- struct{}{}
 	}
-	waitFor(t, 10*time.Second, "half acked", func() bool { a, _, _ := rec.get(); return a == n/2 })
+	waitfor.True(t, 10*time.Second, "half acked", func() bool { a, _, _ := rec.get(); return a == n/2 })
 	if err := js.DeleteStream(context.Background(), "OUT"); err != nil {
 		t.Fatal(err)
 	}
 	for range n / 2 {
 		gate <- struct{}{}
 	}
-	waitFor(t, 10*time.Second, "an outage seen", func() bool { return snk.Stats().Outages > 0 })
+	waitfor.True(t, 10*time.Second, "an outage seen", func() bool { return snk.Stats().Outages > 0 })
 	// Held across several message timeouts (1 s): ResetTimeout keeps the trees alive.
-	waitFor(t, 10*time.Second, "probes across 2 s", func() bool { return snk.Stats().Retries >= 20 })
+	waitfor.True(t, 10*time.Second, "probes across 2 s", func() bool { return snk.Stats().Retries >= 20 })
 	st := mustStream(t, js, "OUT", "out.events")
-	waitFor(t, 20*time.Second, "every event acked", func() bool { a, _, _ := rec.get(); return a == n })
+	waitfor.True(t, 20*time.Second, "every event acked", func() bool { a, _, _ := rec.get(); return a == n })
 	stop(t, rt)
 	if _, failed, _ := rec.get(); len(failed) > 0 {
 		t.Errorf("inputs charged for the outage: %v", failed)
@@ -237,15 +238,15 @@ func TestSinkServerRestart(t *testing.T) {
 	for range n / 2 {
 		gate <- struct{}{}
 	}
-	waitFor(t, 10*time.Second, "half acked", func() bool { a, _, _ := rec.get(); return a == n/2 })
+	waitfor.True(t, 10*time.Second, "half acked", func() bool { a, _, _ := rec.get(); return a == n/2 })
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	for range n / 2 {
 		gate <- struct{}{}
 	}
-	waitFor(t, 10*time.Second, "an outage seen", func() bool { return snk.Stats().Outages > 0 })
+	waitfor.True(t, 10*time.Second, "an outage seen", func() bool { return snk.Stats().Outages > 0 })
 	natstest.Run(t, natstest.JetStream(t, dir), natstest.Port(port))
-	waitFor(t, 30*time.Second, "every event acked", func() bool { a, _, _ := rec.get(); return a == n })
+	waitfor.True(t, 30*time.Second, "every event acked", func() bool { a, _, _ := rec.get(); return a == n })
 	stop(t, rt)
 	if _, failed, _ := rec.get(); len(failed) > 0 {
 		t.Errorf("inputs charged for the outage: %v", failed)

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	natsjs "github.com/gale-stream/gale/connect/jetstream"
+	"github.com/gale-stream/gale/internal/testio"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -24,7 +26,7 @@ func lineFields() natsjs.SourceOption {
 func TestWordCountFromStreamExact(t *testing.T) {
 	js := newJS(t)
 	mustStream(t, js, "BOOKS", "books.>")
-	lines := bookLines(t)
+	lines := testio.BookLines(t)
 	publish(t, js, "books.scarlet", lines)
 	want, wantN := oneGoroutineCount(lines)
 
@@ -36,8 +38,8 @@ func TestWordCountFromStreamExact(t *testing.T) {
 	}
 	c := newCounts()
 	rt := start(t, context.Background(), wordCountTopology(t, src, c, 0.05, 1, nil), cfg)
-	waitFor(t, 2*time.Minute, "every occurrence counted", func() bool { return c.total() == wantN })
-	waitFor(t, 30*time.Second, "every message acked", func() bool { return drained(t, js, "BOOKS", "wordcount") })
+	waitfor.True(t, 2*time.Minute, "every occurrence counted", func() bool { return c.total() == wantN })
+	waitfor.True(t, 30*time.Second, "every message acked", func() bool { return drained(t, js, "BOOKS", "wordcount") })
 	stop(t, rt)
 
 	checkCounts(t, c, want, wantN)
@@ -84,8 +86,8 @@ func TestPoisonMessageDeadLettered(t *testing.T) {
 	c := newCounts()
 	var poisoned counter
 	rt := start(t, context.Background(), wordCountTopology(t, src, c, 0, 1, &poisoned), cfg)
-	waitFor(t, 30*time.Second, "a dead letter", func() bool { return src.Stats().DeadLettered == 1 })
-	waitFor(t, 30*time.Second, "every message settled", func() bool { return drained(t, js, "IN", "poison") })
+	waitfor.True(t, 30*time.Second, "a dead letter", func() bool { return src.Stats().DeadLettered == 1 })
+	waitfor.True(t, 30*time.Second, "every message settled", func() bool { return drained(t, js, "IN", "poison") })
 	stop(t, rt)
 
 	checkCounts(t, c, want, wantN)
@@ -122,7 +124,7 @@ func TestPoisonMessageDeadLettered(t *testing.T) {
 func TestSpoutMovedResumesFromDurable(t *testing.T) {
 	js := newJS(t)
 	mustStream(t, js, "BOOKS", "books.>")
-	lines := bookLines(t)
+	lines := testio.BookLines(t)
 	publish(t, js, "books.scarlet", lines)
 	want, wantN := oneGoroutineCount(lines)
 	cfg := testConfig(5 * time.Second)
@@ -140,7 +142,7 @@ func TestSpoutMovedResumesFromDurable(t *testing.T) {
 	first := newSrc()
 	ctx, cancel := context.WithCancel(context.Background())
 	rt := start(t, ctx, wordCountTopology(t, first, c, 0.05, 7, nil), cfg)
-	waitFor(t, time.Minute, "a third of the occurrences", func() bool { return c.total() >= wantN/3 })
+	waitfor.True(t, time.Minute, "a third of the occurrences", func() bool { return c.total() >= wantN/3 })
 	cancel() // a hard stop: trees in flight abandoned, as when a worker is lost
 	<-rt.Done()
 	if got := c.total(); got >= wantN {
@@ -152,8 +154,8 @@ func TestSpoutMovedResumesFromDurable(t *testing.T) {
 
 	second := newSrc()
 	rt = start(t, context.Background(), wordCountTopology(t, second, c, 0.05, 8, nil), cfg)
-	waitFor(t, 2*time.Minute, "every occurrence counted", func() bool { return c.total() == wantN })
-	waitFor(t, 30*time.Second, "every message acked", func() bool { return drained(t, js, "BOOKS", "moved") })
+	waitfor.True(t, 2*time.Minute, "every occurrence counted", func() bool { return c.total() == wantN })
+	waitfor.True(t, 30*time.Second, "every message acked", func() bool { return drained(t, js, "BOOKS", "moved") })
 	stop(t, rt)
 	checkCounts(t, c, want, wantN)
 	if a := first.Stats().Acked + second.Stats().Acked; a < uint64(len(lines)) {
@@ -171,6 +173,7 @@ type holder struct {
 }
 
 func (h *holder) Execute(t *tuple.Tuple) {
+	// The hold is wall time by nature: it must outlast the server's AckWait.
 	for end := time.Now().Add(h.hold); time.Now().Before(end); time.Sleep(h.every) {
 		_ = h.Out.ResetTimeout(t)
 	}
@@ -198,8 +201,8 @@ func TestInProgressKeepsSlowTreeFromRedelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := start(t, context.Background(), topo, cfg)
-	waitFor(t, 20*time.Second, "both held trees acked", func() bool { return done.get() == 2 })
-	waitFor(t, 10*time.Second, "both messages acked", func() bool { return drained(t, js, "SLOW", "slow") })
+	waitfor.True(t, 20*time.Second, "both held trees acked", func() bool { return done.get() == 2 })
+	waitfor.True(t, 10*time.Second, "both messages acked", func() bool { return drained(t, js, "SLOW", "slow") })
 	stop(t, rt)
 	st := src.Stats()
 	if st.InProgress == 0 || st.Resets < 2 || st.Replays != 0 || st.Merged != 0 || st.Acked != 2 || st.Naked != 0 {

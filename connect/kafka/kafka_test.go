@@ -1,13 +1,11 @@
 package kafka
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +19,8 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/leaktest"
+	"github.com/gale-stream/gale/internal/testio"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -42,25 +42,6 @@ func newCluster(t *testing.T, brokers int, topics ...string) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// bookLines is the lines of one book of testdata/books.
-func bookLines(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open("../../testdata/books/244-0.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return lines
 }
 
 // produce writes values round robin over the topic's partitions, synchronously.
@@ -305,7 +286,7 @@ func newSource(t *testing.T, c *kfake.Cluster, group string, l *ledger, opts ...
 // the lowest unacked offset, and the end commits equal the end offsets.
 func TestWordCountUnderFailures(t *testing.T) {
 	cl := newCluster(t, 1, "lines")
-	lines := bookLines(t)
+	lines := testio.BookLines(t)
 	produce(t, cl, "lines", lines)
 	l := newLedger()
 	c := newCounter(5, len(lines))
@@ -315,19 +296,17 @@ func TestWordCountUnderFailures(t *testing.T) {
 	l.waitCommitted(t, "lines", endOffsets(cl, "lines"))
 	// The hook sees an offset when it is chosen; Lag, once the broker took the
 	// commit: wait for that (bounded).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitfor.Until(t, 30*time.Second, func() error {
 		lag := src.Lag()
 		zero := len(lag) == partitions
 		for _, pl := range lag {
 			zero = zero && pl.Lag == 0
 		}
-		if zero {
-			break
+		if !zero {
+			return fmt.Errorf("lag %+v, want %d partitions at 0", lag, partitions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lag %+v, want %d partitions at 0", lag, partitions)
-		}
-	}
+		return nil
+	})
 	stop(t, rt)
 	checkCounts(t, cl, "wc", "lines", lines, c)
 	l.check(t)
@@ -340,7 +319,7 @@ func TestWordCountUnderFailures(t *testing.T) {
 // commits equal the end offsets.
 func TestRebalance(t *testing.T) {
 	cl := newCluster(t, 1, "lines")
-	lines := bookLines(t)
+	lines := testio.BookLines(t)
 	produce(t, cl, "lines", lines)
 	l := newLedger()
 	c := newCounter(5, len(lines))
@@ -485,7 +464,7 @@ func TestBrokerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	lines := bookLines(t)
+	lines := testio.BookLines(t)
 	third := len(lines) / 3
 	produce(t, cl, "lines", lines[:third])
 	l := newLedger()
@@ -590,13 +569,12 @@ func TestPoisonRecord(t *testing.T) {
 		t.Errorf("dead letter key %q value %q headers %v", r.Key, r.Value, hdr)
 	}
 	// The partition moved on: committed at its end.
-	for i := 0; i < 2000; i++ { // bounded: 20 s
-		if cl.GroupInfo("poison").Commits["lines"][1].Offset == 10 {
-			return
+	waitfor.Until(t, 20*time.Second, func() error {
+		if o := cl.GroupInfo("poison").Commits["lines"][1].Offset; o != 10 {
+			return fmt.Errorf("partition 1 committed at %d, want 10", o)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("partition 1 committed at %d, want 10", cl.GroupInfo("poison").Commits["lines"][1].Offset)
+		return nil
+	})
 }
 
 // listSpout emits n tracked tuples (key, value) and counts acks and fails.

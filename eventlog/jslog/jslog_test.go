@@ -16,6 +16,7 @@ import (
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -495,14 +496,12 @@ func TestHistoryOnTheJetStreamLog(t *testing.T) {
 	}
 	persisted := s[ingest.StepPersisted].At
 	health.down.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for st.Status != ingest.Processed {
-		if time.Now().After(deadline) {
-			t.Fatalf("o0 not processed: %+v", st)
+	waitfor.Until(t, 10*time.Second, func() error {
+		if st, _ = a.Status("o0"); st.Status != ingest.Processed {
+			return fmt.Errorf("o0 not processed: %+v", st)
 		}
-		time.Sleep(5 * time.Millisecond)
-		st, _ = a.Status("o0")
-	}
+		return nil
+	})
 	s = steps(st)
 	if s[ingest.StepPersisted].At != persisted || s[ingest.StepStarted].At < persisted {
 		t.Fatalf("o0 processed: %+v; want persisted still at %d, started no earlier", st, persisted)

@@ -14,6 +14,7 @@ import (
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 func openLeased(t *testing.T, url, holder string) *Log {
@@ -30,16 +31,12 @@ func openLeased(t *testing.T, url, holder string) *Log {
 // waitHolding waits, bounded, until l holds the lease, and returns its term.
 func waitHolding(t *testing.T, l *Log, within time.Duration) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if epoch, ok := l.Holding(); ok {
-			return epoch
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not hold the lease after %v", l.cfg.Holder, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var epoch uint64
+	waitfor.True(t, within, l.cfg.Holder+" to hold the lease", func() (ok bool) {
+		epoch, ok = l.Holding()
+		return ok
+	})
+	return epoch
 }
 
 func committedValue(t *testing.T, l *Log) uint64 {
@@ -175,29 +172,26 @@ func TestOnStatusChange(t *testing.T) {
 		}
 	})
 	// The watch starts in the background: write until b hears of a first document.
-	deadline := time.Now().Add(10 * time.Second)
-	for heard := false; !heard; {
+	waitfor.Until(t, 10*time.Second, func() error {
+		select {
+		case <-changed:
+			return nil
+		default:
+		}
 		var w eventlog.Write
 		w.Set(eventlog.Status, "warm-up/é", []byte(`{}`))
 		if err := a.Apply(&w); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-changed:
-			heard = true
-		case <-time.After(50 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("b heard of no status document")
-			}
-		}
-	}
+		return errors.New("b heard of no status document")
+	})
 	var w eventlog.Write
 	w.Set(eventlog.Status, "o1", []byte(`{"status":"PROCESSED"}`))
 	w.Set(eventlog.DeadLetter, "o2", []byte(`{}`)) // not a status: not told
 	if err := a.Apply(&w); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for told := false; !told; {
 		select {
 		case <-changed:

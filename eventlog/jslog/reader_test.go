@@ -17,6 +17,7 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -124,7 +125,7 @@ func TestIdleServeDoesNotChurnConsumers(t *testing.T) {
 	}
 
 	before, c0, d0 := countsOf(t, srv), created.Load(), deleted.Load()
-	time.Sleep(idleFor)
+	time.Sleep(idleFor) // the idleness under test: a window of wall time (see idleFor)
 	idle, c1, d1 := countsOf(t, srv), created.Load(), deleted.Load()
 	t.Logf("idle %v: consumers %d -> %d (%d created, %d deleted), %d API requests (%d errors)",
 		idleFor, before.consumers, idle.consumers, c1-c0, d1-d0, idle.api-before.api, idle.errors-before.errors)
@@ -258,16 +259,9 @@ func TestReaderAfterARestartedServer(t *testing.T) {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	srv = natstest.Run(t, natstest.JetStream(t, dir), natstest.Port(port))
-	var err error
-	for range 100 { // until the stream is back
-		if err = l.Append(context.Background(), rec("e3", 0, `{}`)); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitfor.Until(t, time.Minute, func() error { // until the stream is back
+		return l.Append(context.Background(), rec("e3", 0, `{}`))
+	})
 	if recs, err := readTo(t, l, 3, 3, 10); err != nil || len(recs) != 1 || recs[0].Event.ID != "e3" {
 		t.Fatalf("read after the restart: %+v, %v", recs, err)
 	}

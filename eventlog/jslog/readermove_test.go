@@ -84,11 +84,9 @@ func TestCloseDuringConsumerCreation(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- l.Close() }()
 	// Release once the stop has reached the reader, as the race had it.
-	deadline := time.Now().Add(10 * time.Second)
-	for rd.ctx.Err() == nil && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if rd.ctx.Err() == nil {
+	select {
+	case <-rd.ctx.Done():
+	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not stop the reader")
 	}
 	close(js.release)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // cluster3 starts three JetStream servers routed on loopback and returns their
@@ -53,34 +54,24 @@ func TestOpenKeepsTheReplicas(t *testing.T) {
 	js := openJS(t, url)
 	ctx := context.Background()
 	var l *Log
-	deadline := time.Now().Add(30 * time.Second)
-	for { // the meta group forms
-		var err error
-		if l, err = Open(ctx, Config{JS: js, Prefix: "t", Replicas: 3, Timeout: 5 * time.Second, LeaseTTL: time.Second}); err == nil {
-			break
+	waitfor.Until(t, 30*time.Second, func() (err error) { // the meta group forms
+		if l, err = Open(ctx, Config{JS: js, Prefix: "t", Replicas: 3, Timeout: 5 * time.Second, LeaseTTL: time.Second}); err != nil {
+			return fmt.Errorf("Open at 3 replicas: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Open at 3 replicas: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	appendN(t, l, 1, 3)
 	_ = l.Close()
 	// A loaded machine's cluster may not answer every request at once: each
 	// call is tried again for a while.
 	again := func(what string, f func() error) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			err := f()
-			if err == nil {
-				return
+		waitfor.Until(t, 30*time.Second, func() error {
+			if err := f(); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	replicas := func() (stream, docs int) {
 		t.Helper()

@@ -21,6 +21,7 @@ import (
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -84,13 +85,7 @@ func TestSalvageInterruptedWhileFilling(t *testing.T) {
 	if r := svc.Submit(ctx, orderEvents(0, 1), ingest.LevelProcessed, 10*time.Second)[0]; r.Err != nil || r.Status.Status != ingest.Processed || r.Status.Seq != 6 {
 		t.Fatalf("a new event after the salvages: %+v", r)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for svc.Stats().Committed != 7 {
-		if time.Now().After(deadline) {
-			t.Fatalf("committed offset %d, want 7 (past the fillers and the new event)", svc.Stats().Committed)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitCommitted(t, svc, 7, "past the fillers and the new event")
 }
 
 // The stream loses its tail while serve runs (a server restarted without it,
@@ -135,13 +130,7 @@ func TestStreamLosesItsTailWhileServing(t *testing.T) {
 		t.Fatalf("the next append: %v, want ErrLost (refused)", err)
 	}
 	// The lease loop tells an idle one.
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Ready() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("a is still ready 10s after its stream lost its tail")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, "a to be unready once its stream lost its tail", func() bool { return a.Ready() != nil })
 	if err := a.Ready(); !errors.Is(err, ErrLost) {
 		t.Fatalf("Ready: %v, want ErrLost", err)
 	}
@@ -181,13 +170,12 @@ func TestLostTailSeenByAnIdleProcess(t *testing.T) {
 		t.Fatalf("mark %d, want 5", lb.Mark())
 	}
 	loseTail(t, js, 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for la.Damaged() == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("a does not see the stream ending at 2, below the mark 5 (a's mark %d)", la.Mark())
+	waitfor.Until(t, 10*time.Second, func() error {
+		if la.Damaged() == nil {
+			return fmt.Errorf("a does not see the stream ending at 2, below the mark 5 (a's mark %d)", la.Mark())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := la.Append(context.Background(), rec("x", 0, `{}`)); !errors.Is(err, ErrLost) {
 		t.Fatalf("a's append once the tail is lost: %v, want ErrLost", err)
 	}
@@ -454,13 +442,7 @@ func TestLostEventWithItsStatusDocument(t *testing.T) {
 	if code != 200 || !ans.Duplicate || ans.Seq != 6 || ans.RecordLost {
 		t.Fatalf("second resend of o4: %d %s; want a duplicate of seq 6", code, body)
 	}
-	waitCommitted := time.Now().Add(10 * time.Second)
-	for b.Stats().Committed != 7 {
-		if time.Now().After(waitCommitted) {
-			t.Fatalf("committed offset %d, want 7 (past o4's new record)", b.Stats().Committed)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitCommitted(t, b, 7, "past o4's new record")
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if sink.seen["o2"] != 0 || sink.seen["o3"] != 0 || sink.seen["o4"] != 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -114,17 +116,24 @@ func storedStatus(t *testing.T, l *Log, id string) *ingest.EventStatus {
 // waitStored waits, bounded, until id's stored status is want.
 func waitStored(t *testing.T, l *Log, id string, want ingest.Status, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		st := storedStatus(t, l, id)
-		if st != nil && st.Status == want {
-			return
+	waitfor.Until(t, within, func() error {
+		if st := storedStatus(t, l, id); st == nil || st.Status != want {
+			return fmt.Errorf("%s's stored status: %+v, want %s", id, st, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's stored status after %v: %+v, want %s", id, within, st, want)
+		return nil
+	})
+}
+
+// waitCommitted waits, bounded, until svc's committed offset is want (why says
+// what it is past).
+func waitCommitted(t *testing.T, svc *ingest.Service, want uint64, why string) {
+	t.Helper()
+	waitfor.Until(t, 10*time.Second, func() error {
+		if c := svc.Stats().Committed; c != want {
+			return fmt.Errorf("committed offset %d, want %d (%s)", c, want, why)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A holder loses the lease with a tree in flight (a slow sink); the other takes
@@ -158,11 +167,7 @@ func TestDeposedHolderStaleFailure(t *testing.T) {
 	sa.hold["o0"] <- errors.New("the sink timed out") // the old tree ends, failed
 	// Once a's spout has had the failure, a stops: its stop flushes whatever it
 	// recorded, so the stored status below is final.
-	for deadline := time.Now().Add(10 * time.Second); rta.Stats().Components["log"].Failed == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a's spout never had o0's failure")
-		}
-	}
+	waitfor.True(t, 10*time.Second, "a's spout to have o0's failure", func() bool { return rta.Stats().Components["log"].Failed > 0 })
 	_ = rta.Stop(ctx)
 	_ = a.Close()
 	if st := storedStatus(t, lb, "o0"); st == nil || st.Status != ingest.Processed {
@@ -200,13 +205,7 @@ func TestDeposedHolderLateFlush(t *testing.T) {
 		t.Fatal("a's sink never got o0")
 	}
 	sa.hold["o0"] <- errors.New("the sink said no") // failed while a holds: a retry in an hour
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Stats().Steps[ingest.StepFailed] == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("a never recorded o0's failure")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, "a to record o0's failure", func() bool { return a.Stats().Steps[ingest.StepFailed] > 0 })
 	la.lease.paused.Store(true)
 	waitHolding(t, lb, 15*time.Second)
 	waitStored(t, lb, "o0", ingest.Processed, 15*time.Second)
@@ -244,13 +243,8 @@ func TestDeposedHolderStaleDeadLetter(t *testing.T) {
 	waitHolding(t, lb, 15*time.Second)
 	waitStored(t, lb, "o0", ingest.Processed, 15*time.Second)
 	sa.hold["o0"] <- errors.New("the sink timed out")
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Stats().Held > 0 { // a's spout heard of it and let the event go
-		if time.Now().After(deadline) {
-			t.Fatal("a still holds o0")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// a's spout heard of it and let the event go.
+	waitfor.True(t, 10*time.Second, "a to let o0 go", func() bool { return a.Stats().Held == 0 })
 	_ = rta.Stop(ctx) // a's stop flushes whatever it recorded
 	_ = a.Close()
 	st := storedStatus(t, lb, "o0")
@@ -311,16 +305,19 @@ func TestDeposedHolderNoFenceStorm(t *testing.T) {
 	waitHolding(t, lb, 15*time.Second)
 	waitStored(t, lb, "o0", ingest.Processed, 15*time.Second)
 	sa.hold["o0"] <- nil // a's old tree completes: a's offset moves past o0
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Stats().Committed < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a's offset %d, want 2", a.Stats().Committed)
+	waitfor.Until(t, 10*time.Second, func() error {
+		if c := a.Stats().Committed; c < 2 {
+			return fmt.Errorf("a's offset %d, want 2", c)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(time.Second)
+		return nil
+	})
+	// Each flush of a would try to write its offset: let 100 of them run (half a
+	// second at a flush every 5 ms).
+	const flushes = 100
+	from := a.Stats().Flushes
+	waitfor.True(t, 30*time.Second, fmt.Sprint(flushes, " more flushes of a"), func() bool { return a.Stats().Flushes >= from+flushes })
 	if n, f := warned.Load(), la.Fenced(); n > 2 || f > 2 {
-		t.Fatalf("in a second, the deposed holder logged %d warnings of an offset not moved and counted %d fenced writes; want at most 2", n, f)
+		t.Fatalf("in %d flushes, the deposed holder logged %d warnings of an offset not moved and counted %d fenced writes; want at most 2", flushes, n, f)
 	}
 }
 

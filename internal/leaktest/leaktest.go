@@ -4,11 +4,14 @@
 package leaktest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // Main runs the tests and exits: with 1 if they failed, or if more goroutines run
@@ -29,10 +32,12 @@ func Main(m *testing.M) {
 // event one can wait on: the count is polled (as goleak does), and the stacks of
 // what is left returned.
 func Settle(n int) (int, string) {
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = waitfor.Err(context.Background(), 10*time.Second, func() error {
+		if got := runtime.NumGoroutine(); got > n {
+			return fmt.Errorf("%d goroutines, want at most %d", got, n)
+		}
+		return nil
+	})
 	buf := make([]byte, 1<<20)
 	return runtime.NumGoroutine(), string(buf[:runtime.Stack(buf, true)])
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/internal/plaintest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
@@ -288,10 +289,14 @@ func runOn(t *testing.T, recs []*event.Record, opts Options, cfg topology.Config
 		defer st.mu.Unlock()
 		t.Fatalf("not settled: %d of %d acked, %d given up; transport %+v", len(st.acked), st.n, len(st.dead), trStats(tr))
 	}
-	for deadline := time.Now().Add(10 * time.Second); waitEvictions && opts.Counters.Held.Load() > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Errorf("the decision bolt still holds %d halves", opts.Counters.Held.Load())
-			break
+	if waitEvictions {
+		if err := waitfor.Err(context.Background(), 10*time.Second, func() error {
+			if n := opts.Counters.Held.Load(); n > 0 {
+				return fmt.Errorf("the decision bolt still holds %d halves", n)
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
 		}
 	}
 	stats := stop()

@@ -1,7 +1,9 @@
 package natstransport_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gale-stream/gale/codec"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/transport/natstransport"
 	"github.com/gale-stream/gale/transport/transporttest"
@@ -264,7 +267,6 @@ func TestLocalDeliveryDropsItsOwnMessageFromBeforeTheSwitch(t *testing.T) {
 	defer nc.RemoveStatusListener(reconnecting)
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	deadline := time.Now().Add(transporttest.Timeout)
 	select { // until then a publish may go to the dead socket
 	case <-reconnecting:
 	case <-time.After(transporttest.Timeout):
@@ -276,7 +278,16 @@ func TestLocalDeliveryDropsItsOwnMessageFromBeforeTheSwitch(t *testing.T) {
 	restarted := make(chan struct{})
 	go func() {
 		defer close(restarted)
-		time.Sleep(50 * time.Millisecond)
+		// The restart comes once Register has subscribed, still disconnected: the
+		// subscriptions wait in the reconnect buffer ahead of seq 1.
+		if err := waitfor.Err(context.Background(), transporttest.Timeout, func() error {
+			if !tr.Registered(2) {
+				return errors.New("endpoint 2 not registered")
+			}
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
 		runServer(t, func(o *server.Options) { o.Port = p })
 	}()
 	in, err := tr.Register(2) // waits for the server (the flush), so for the restart
@@ -288,12 +299,12 @@ func TestLocalDeliveryDropsItsOwnMessageFromBeforeTheSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-back
-	for tr.Stats().Dropped != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v: seq 1 never came back", tr.Stats())
+	waitfor.Until(t, transporttest.Timeout, func() error {
+		if s := tr.Stats(); s.Dropped != 1 {
+			return fmt.Errorf("stats %+v: seq 1 never came back", s)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	got := in.TakeControl(nil)
 	if len(got) != 1 || got[0].Seq != 2 {
 		t.Fatalf("got %d control messages; want seq 2 alone", len(got))
@@ -343,13 +354,12 @@ func TestLostLastFrameOfALinksLastMessageIsCounted(t *testing.T) {
 	if err := p.snd.Send(batch(1, 300, 40)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(transporttest.Timeout)
-	for p.rcv.Stats().Dropped != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("receiver stats %+v: seq 1 lost its last frame, never counted", p.rcv.Stats())
+	waitfor.Until(t, transporttest.Timeout, func() error {
+		if s := p.rcv.Stats(); s.Dropped != 1 {
+			return fmt.Errorf("receiver stats %+v: seq 1 lost its last frame, never counted", s)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	if n, bytes := p.rcv.Partials(2); n != 0 || bytes != 0 {
 		t.Fatalf("the receiver holds %d partials of %d bytes", n, bytes)
 	}
@@ -359,12 +369,10 @@ func TestLostLastFrameOfALinksLastMessageIsCounted(t *testing.T) {
 	if err := p.snd.Send(batch(1, 300, 40)); err != nil {
 		t.Fatal(err)
 	}
-	for n, _ := p.rcv.Partials(2); n != 1; n, _ = p.rcv.Partials(2) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first frames of seq 1 never arrived")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, transporttest.Timeout, "the first frames of seq 1", func() bool {
+		n, _ := p.rcv.Partials(2)
+		return n == 1
+	})
 	p.rcv.Unregister(2)
 	if s := p.rcv.Stats(); s.Dropped != 1 {
 		t.Fatalf("receiver stats %+v: unregistered while seq 1 was missing its last frame", s)

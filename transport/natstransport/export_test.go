@@ -24,6 +24,14 @@ func (t *Transport) KnowsGone(endpoint int) bool {
 	return gone
 }
 
+// Registered reports whether endpoint is registered here (its subscriptions made,
+// if the connection is down then waiting in its reconnect buffer).
+func (t *Transport) Registered(endpoint int) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.eps[endpoint] != nil
+}
+
 // SetPartialIdle sets how long a split message waits for its next frame, until the
 // test ends.
 func SetPartialIdle(t interface{ Cleanup(func()) }, d time.Duration) {

@@ -16,6 +16,7 @@ import (
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/ingesttest"
 	"github.com/gale-stream/gale/pipelines/orders"
 )
 
@@ -172,16 +173,8 @@ func TestRawHashStillAnswersRetries(t *testing.T) {
 	for restart := range 2 {
 		s := startOrders(t, dir)
 		c := &ingest.Client{URL: s.URL()}
-		for i := 0; ; i++ { // until the topology has processed the stored events (bounded)
-			st, found, err := c.Status(context.Background(), evs[1].ID)
-			if err == nil && found && st.Status == ingest.Processed {
-				break
-			}
-			if i == 2000 {
-				t.Fatalf("never PROCESSED: %+v %v %v", st, found, err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		// Until the topology has processed the stored events.
+		ingesttest.WaitProcessed(t, 20*time.Second, ingesttest.OfClient(context.Background(), c), []string{evs[1].ID})
 		for _, e := range evs {
 			code, a := postEvent(t, s.URL(), retailEventJSON(e, e.Payload, ""))
 			if code != 200 || !a.Duplicate || a.Status != ingest.Processed || a.PayloadHash != e.HashAs(event.HashRaw).String() {

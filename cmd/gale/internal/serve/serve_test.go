@@ -16,6 +16,7 @@ import (
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // Shutdown answers every request it took in. A request can still meet a closed or
@@ -73,9 +74,7 @@ func TestShutdownAnswersEveryRequestTakenIn(t *testing.T) {
 			}
 		}()
 	}
-	for answered.Load() < 16 {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, 30*time.Second, "16 answers", func() bool { return answered.Load() >= 16 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {

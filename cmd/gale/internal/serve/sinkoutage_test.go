@@ -13,44 +13,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/ingesttest"
 	"github.com/gale-stream/gale/internal/pgtest"
+	"github.com/gale-stream/gale/internal/testio"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 )
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// lines returns the log lines that contain every one of words.
-func (b *syncBuffer) lines(words ...string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(b.b.String(), "\n") {
-		all := l != ""
-		for _, w := range words {
-			all = all && strings.Contains(l, w)
-		}
-		if all {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // getJSON GETs path from s and decodes its JSON body into v; it returns the status.
 func getJSON(t *testing.T, s *Server, path string, v any) int {
@@ -89,53 +62,33 @@ func deadLetters(t *testing.T, s *Server) int {
 // event is dead-lettered first, and checks it is the former.
 func waitOutage(t *testing.T, s *Server, reasonWord string) readiness {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var r readiness
+	var r readiness
+	waitfor.Until(t, 60*time.Second, func() error {
+		r = readiness{}
 		code := getJSON(t, s, "/readyz", &r)
 		dead := deadLetters(t, s)
 		if dead > 0 {
 			t.Fatalf("%d events dead-lettered during the sink outage (readyz %d %+v)", dead, code, r)
 		}
-		if code == http.StatusServiceUnavailable {
-			if !strings.Contains(r.Reason, "sink") || !strings.Contains(r.Reason, reasonWord) {
-				t.Fatalf("readyz reason %q does not name the sink and %q", r.Reason, reasonWord)
-			}
-			return r
+		if code != http.StatusServiceUnavailable {
+			return fmt.Errorf("the sink outage was never reported: readyz %d %+v", code, r)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sink outage was never reported: readyz %d %+v", code, r)
+		if !strings.Contains(r.Reason, "sink") || !strings.Contains(r.Reason, reasonWord) {
+			t.Fatalf("readyz reason %q does not name the sink and %q", r.Reason, reasonWord)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return r
 }
 
 // waitProcessed waits until every id is PROCESSED (bounded), then checks that
 // none was charged an attempt beyond its first and that /readyz is 200 again.
 func waitProcessed(t *testing.T, s *Server, ids []string) {
 	t.Helper()
-	deadline := time.Now().Add(120 * time.Second)
+	got := ingesttest.WaitProcessed(t, 120*time.Second, ingesttest.Of(s.Service), ids)
 	for _, id := range ids {
-		for {
-			st, err := s.Service.Status(id)
-			if err != nil {
-				t.Fatalf("status of %s: %v", id, err)
-			}
-			if st.Status == ingest.FailedFinal {
-				t.Fatalf("%s is FAILED_FINAL after %d attempts: %s", id, st.Attempts, st.LastError)
-			}
-			if st.Status == ingest.Processed {
-				if st.Attempts != 1 {
-					t.Errorf("%s PROCESSED with %d attempts charged, want 1 (the outage is not its fault); last error %q", id, st.Attempts, st.LastError)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				var r readiness
-				code := getJSON(t, s, "/readyz", &r)
-				t.Fatalf("%s still %s after the sink came back (readyz %d %+v)", id, st.Status, code, r)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if st := got[id]; st.Attempts != 1 {
+			t.Errorf("%s PROCESSED with %d attempts charged, want 1 (the outage is not its fault); last error %q", id, st.Attempts, st.LastError)
 		}
 	}
 	if dead := deadLetters(t, s); dead != 0 {
@@ -206,7 +159,7 @@ func TestSQLiteSinkOnAFullDisk(t *testing.T) {
 			t.Errorf("umount %s: %v: %s", mnt, err, out)
 		}
 	})
-	logs := &syncBuffer{}
+	logs := &testio.SyncBuffer{}
 	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
 		SinkURL: filepath.Join(mnt, "sink.db"), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -234,7 +187,7 @@ func TestSQLiteSinkOnAFullDisk(t *testing.T) {
 	if got := metric(t, s, "gale_sink_outages_total"); got != "1" {
 		t.Errorf("gale_sink_outages_total = %q, want 1", got)
 	}
-	down, up := logs.lines("sink unavailable"), logs.lines("sink available again")
+	down, up := logs.Lines("sink unavailable"), logs.Lines("sink available again")
 	if len(down) != 1 || len(up) != 1 {
 		t.Errorf("log lines: %d 'sink unavailable' %q and %d 'sink available again' %q, want one each", len(down), down, len(up), up)
 	}
@@ -247,7 +200,7 @@ func TestSQLiteSinkOnAFullDisk(t *testing.T) {
 // PROCESSED, once each in the sink, none charged an attempt for the outage.
 func TestPostgresSinkDownThenBack(t *testing.T) {
 	pg := pgtest.Start(t)
-	logs := &syncBuffer{}
+	logs := &testio.SyncBuffer{}
 	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
 		SinkURL: pg.URL(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -276,7 +229,7 @@ func TestPostgresSinkDownThenBack(t *testing.T) {
 	if got := metric(t, s, "gale_sink_available"); got != "1" {
 		t.Errorf("gale_sink_available = %q after the outages, want 1", got)
 	}
-	down := logs.lines("sink unavailable")
+	down := logs.Lines("sink unavailable")
 	if len(down) < 2 {
 		t.Errorf("%d 'sink unavailable' log lines, want one per outage at least: %q", len(down), down)
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/ui"
 )
 
@@ -42,14 +44,15 @@ func TestUIShowsIngestPath(t *testing.T) {
 	}
 	badSeq := answers[1].Seq
 	var p ui.IngestPanel
-	for deadline := time.Now().Add(10 * time.Second); len(p.DeadLetters) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the dead letter never showed: %+v", p)
-		}
+	waitfor.Until(t, 10*time.Second, func() error {
 		if code := getJSON(t, s, "/ui/api/ingest", &p); code != http.StatusOK {
 			t.Fatalf("GET /ui/api/ingest: %d", code)
 		}
-	}
+		if len(p.DeadLetters) == 0 {
+			return fmt.Errorf("the dead letter never showed: %+v", p)
+		}
+		return nil
+	})
 	counts := map[string]uint64{}
 	for _, st := range p.Statuses {
 		counts[st.Status] = st.Count
