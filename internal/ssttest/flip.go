@@ -29,19 +29,9 @@ func DataBlocks(fs vfs.FS, path string) (int, error) {
 // test finds with them which blocks hold keys of one kind only, without flipping
 // a bit in each block to see what a check of the store names.
 func DataBlockSeparators(fs vfs.FS, path string) (seps [][]byte, err error) {
-	f, err := fs.Open(path)
+	r, err := open(fs, path)
 	if err != nil {
 		return nil, err
-	}
-	readable, err := sstable.NewSimpleReadable(f)
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	r, err := sstable.NewReader(context.Background(), readable, sstable.ReaderOptions{})
-	if err != nil {
-		_ = readable.Close()
-		return nil, fmt.Errorf("ssttest: %s: %w", path, err)
 	}
 	defer r.Close()
 	l, err := r.Layout()
@@ -81,6 +71,16 @@ func DataBlockSeparators(fs vfs.FS, path string) (seps [][]byte, err error) {
 }
 
 func layout(fs vfs.FS, path string) (*sstable.Layout, error) {
+	r, err := open(fs, path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Layout()
+}
+
+// open opens the SST at path for reading; closing the reader closes the file.
+func open(fs vfs.FS, path string) (*sstable.Reader, error) {
 	f, err := fs.Open(path)
 	if err != nil {
 		return nil, err
@@ -95,8 +95,7 @@ func layout(fs vfs.FS, path string) (*sstable.Layout, error) {
 		_ = readable.Close()
 		return nil, fmt.Errorf("ssttest: %s: %w", path, err)
 	}
-	defer r.Close()
-	return r.Layout()
+	return r, nil
 }
 
 // FlipDataBlockBit flips one bit in the middle of data block i of the SST at path
