@@ -205,6 +205,31 @@ func settled(b *changelogCount) bool {
 	return true
 }
 
+// heldBack waits until a call of b's that runs in the background (done is closed
+// when it returns) is held back on b's cond, and fails the test with what if the
+// call returns instead.
+func heldBack(t *testing.T, b *changelogCount, done <-chan struct{}, what string) {
+	t.Helper()
+	waitfor.Until(t, 10*time.Second, func() error {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.waiting == 0 {
+			return errors.New("the call has neither returned nor been held back")
+		}
+		return nil
+	})
+	select {
+	case <-done:
+		t.Fatal(what)
+	default:
+	}
+}
+
 func sameTuples(got []*tuple.Tuple, want ...*tuple.Tuple) bool {
 	if len(got) != len(want) {
 		return false
@@ -276,11 +301,7 @@ func TestChangelogPipelined(t *testing.T) {
 	// The batch fills: its publish waits while two are in flight.
 	done := make(chan struct{})
 	go func() { b.Execute(w[5]); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("Execute published a third batch with two in flight")
-	case <-time.After(50 * time.Millisecond):
-	}
+	heldBack(t, b, done, "Execute published a third batch with two in flight")
 	g.release(0)
 	<-done
 	if acked, _, _ := collect(t, b, 2, 0); !sameTuples(acked, w[0], w[1]) {
@@ -298,11 +319,7 @@ func TestChangelogPipelined(t *testing.T) {
 	// Drain publishes nothing new and waits for the third batch.
 	drained := make(chan struct{})
 	go func() { b.Drain(); close(drained) }()
-	select {
-	case <-drained:
-		t.Fatal("Drain returned with a batch in flight")
-	case <-time.After(50 * time.Millisecond):
-	}
+	heldBack(t, b, drained, "Drain returned with a batch in flight")
 	g.release(2)
 	<-drained
 	if a, _, _ := out.take(); !sameTuples(a, w[4], w[5], d4) {
@@ -358,11 +375,7 @@ func TestChangelogPipelineFailure(t *testing.T) {
 	// The lines replay. The state is rebuilt once publish 2 is answered.
 	done := make(chan struct{})
 	go func() { b.Execute(w[4]); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("the state was rebuilt with a batch in flight")
-	case <-time.After(50 * time.Millisecond):
-	}
+	heldBack(t, b, done, "the state was rebuilt with a batch in flight")
 	g.release(2)
 	<-done
 	if a, f, _ := out.take(); !sameTuples(a, w[4]) || len(f) != 0 {
@@ -433,7 +446,7 @@ func TestChangelogPipelineHardStop(t *testing.T) {
 	b.Execute(w[0]) // in flight, never answered
 	done := make(chan struct{})
 	go func() { b.Execute(w[1]); b.Execute(w[2]); close(done) }() // waits for room
-	time.Sleep(20 * time.Millisecond)
+	heldBack(t, b, done, "Execute published a second batch with one in flight")
 	cancel()
 	<-done
 	b.Drain()
