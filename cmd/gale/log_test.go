@@ -18,13 +18,13 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // runToEnd runs a gale child to its exit and returns its output and exit status.
 func runToEnd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
+	cmd := childSpawner(args)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -39,43 +39,41 @@ func runToEnd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
-// startRefused starts gale serve, which must exit without ever becoming ready,
-// and returns its stderr.
-func startRefused(t *testing.T, url string, args ...string) string {
+// startRefused starts gale serve, which must exit (not 0) without ever becoming
+// ready, and returns its stderr.
+func startRefused(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
-	var e bytes.Buffer
-	cmd.Stderr = &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c := spawnChild(t, args...)
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	for i := 0; ; i++ {
+	go func() { exited <- c.cmd.Wait() }()
+	var exitErr error
+	gone, ready := false, false
+	err := waitfor.Err(context.Background(), 30*time.Second, func() error {
 		select {
-		case err := <-exited:
-			if err == nil {
-				t.Fatalf("gale serve exited 0 on a damaged log:\n%s", e.String())
-			}
-			return e.String()
+		case exitErr = <-exited:
+			gone = true
+			return nil
 		default:
 		}
-		if resp, err := http.Get(url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				_ = cmd.Process.Kill()
-				<-exited
-				t.Fatalf("gale serve became ready on a damaged log:\n%s", e.String())
-			}
+		err := readyz(c.url)
+		if ready = err == nil; ready {
+			return nil
 		}
-		if i > 1500 {
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Fatalf("gale serve neither exited nor became ready in 30 s:\n%s", e.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return fmt.Errorf("gale serve has neither exited nor become ready (%v)", err)
+	})
+	if !gone {
+		_ = c.cmd.Process.Kill()
+		<-exited
 	}
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case ready:
+		t.Fatalf("gale serve became ready on a damaged log:\n%s", c.stderr.String())
+	case exitErr == nil:
+		t.Fatalf("gale serve exited 0 on a damaged log:\n%s", c.stderr.String())
+	}
+	return c.stderr.String()
 }
 
 // The reproduction end to end (nats-server#7549): gale serve with
@@ -128,7 +126,7 @@ func TestWALBitFlipAfterKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stderr := startRefused(t, c.url, args...)
+	stderr := startRefused(t, args...)
 	if !strings.Contains(stderr, "acknowledged records missing") || !strings.Contains(stderr, filepath.Base(wal)) ||
 		!strings.Contains(stderr, "gale log salvage") {
 		t.Fatalf("the refused start does not name the damage (WAL %s) and the way out:\n%s", filepath.Base(wal), stderr)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // TestMain lets a test run this binary as a gale child process (GALE_TEST_CHILD
@@ -97,10 +99,12 @@ type child struct {
 	url    string
 }
 
-func startChild(t *testing.T, args ...string) *child {
+// spawnChild starts this test binary as gale with args (TestMain's
+// GALE_TEST_CHILD), its stderr kept, and shown if the test fails; its url is
+// from --addr. It does not wait for anything.
+func spawnChild(t *testing.T, args ...string) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	c.cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
+	c := &child{cmd: childSpawner(args)}
 	c.cmd.Stderr = &c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -120,22 +124,43 @@ func startChild(t *testing.T, args ...string) *child {
 			c.url = "http://" + args[i+1]
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(c.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return c
-			}
-		}
-		if time.Now().After(deadline) {
-			_ = c.cmd.Process.Kill()
-			t.Fatalf("child never became ready: %v\n%s", err, c.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return c
 }
+
+// startChild starts a gale child (spawnChild) and waits until its /readyz
+// answers 200; one that does not within 30 s is killed and fails the test.
+func startChild(t *testing.T, args ...string) *child {
+	t.Helper()
+	c := spawnChild(t, args...)
+	if err := waitfor.Err(context.Background(), 30*time.Second, func() error { return readyz(c.url) }); err != nil {
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+		t.Fatalf("child pid %d never became ready: %v", c.cmd.Process.Pid, err)
+	}
+	return c
+}
+
+// readyz is nil once GET url/readyz answers 200, else what it answered.
+func readyz(url string) error {
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &readyzError{code: resp.StatusCode, body: strings.TrimSpace(string(b))}
+	}
+	return nil
+}
+
+// readyzError is a /readyz answer other than 200.
+type readyzError struct {
+	code int
+	body string
+}
+
+func (e *readyzError) Error() string { return fmt.Sprintf("/readyz %d: %s", e.code, e.body) }
 
 // kill -9 of a gale serve child right after PERSISTED answers, then a restart:
 // every event answered PERSISTED ends PROCESSED, exactly once in the sink.
