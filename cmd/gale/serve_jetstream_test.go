@@ -27,6 +27,7 @@ import (
 	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/sink"
 )
 
@@ -505,7 +506,7 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 
 	// Every one ends PROCESSED (the status waits for the sink's commit), once in
 	// the sink.
-	waitProcessed(t, ctx, client, slices.Collect(maps.Keys(persisted)))
+	waitProcessed(t, ctx, 2*time.Minute, client, slices.Collect(maps.Keys(persisted)), nil)
 	stopServe(t, c)
 	if rows, distinct := eventRows(t, dir+"/data/sink.db"); rows != len(persisted) || distinct != len(persisted) {
 		t.Errorf("sink: %d rows, %d ids; want %d each", rows, distinct, len(persisted))
@@ -556,20 +557,29 @@ func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]in
 	return ids
 }
 
-// waitProcessed polls each id's status until it is PROCESSED; ctx bounds it.
-func waitProcessed(t *testing.T, ctx context.Context, client *ingest.Client, ids []string) {
+// waitProcessed waits until every one of ids is PROCESSED, within one bound for
+// them all (ctx may end it sooner), and fails the test naming the first that is
+// not and its last status. want, if not nil, is also checked for each id's status.
+func waitProcessed(t *testing.T, ctx context.Context, within time.Duration, client *ingest.Client, ids []string, want func(id string, st ingest.EventStatus) error) {
 	t.Helper()
-	for _, id := range ids {
-		for {
+	next := 0 // ids[:next] are PROCESSED
+	err := waitfor.Err(ctx, within, func() error {
+		for ; next < len(ids); next++ {
+			id := ids[next]
 			st, found, err := client.Status(ctx, id)
-			if err == nil && found && st.Status == ingest.Processed {
-				break
+			switch {
+			case err != nil || !found || st.Status != ingest.Processed:
+				return fmt.Errorf("%d of %d PROCESSED; %s: %+v found %v, %v", next, len(ids), id, st, found, err)
+			case want != nil:
+				if err := want(id, st); err != nil {
+					return fmt.Errorf("%d of %d PROCESSED; %s: %w", next, len(ids), id, err)
+				}
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s never PROCESSED: %+v found %v, %v", id, st, found, err)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -395,7 +395,7 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 	for i, ev := range all {
 		allIDs[i] = ev.ID
 	}
-	waitProcessed(t, ctx, client, allIDs)
+	waitProcessed(t, ctx, 40*time.Second, client, allIDs, nil)
 	stopServe(t, srv)
 	if rows, distinct := eventRows(t, dir+"/data/sink.db"); rows != len(all) || distinct != len(all) {
 		t.Errorf("sink: %d rows, %d ids; want %d each", rows, distinct, len(all))

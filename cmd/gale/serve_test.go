@@ -225,19 +225,7 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 
 	c2 := startChild(t, args...)
 	client.URL = c2.url
-	deadline := time.Now().Add(60 * time.Second)
-	for _, id := range ids {
-		for {
-			st, found, err := client.Status(context.Background(), id)
-			if err == nil && found && st.Status == ingest.Processed {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s answered PERSISTED before kill -9: after restart %+v found=%v err=%v", id, st, found, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitProcessed(t, context.Background(), time.Minute, client, ids, nil) // each answered PERSISTED before kill -9
 	if err := c2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
