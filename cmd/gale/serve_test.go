@@ -174,6 +174,7 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 	var mu sync.Mutex
 	var persisted []string
 	stop := make(chan struct{})
+	enough := make(chan struct{}) // closed once 3,000 are answered PERSISTED
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -195,23 +196,24 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 					return // the child is gone
 				}
 				mu.Lock()
+				n := len(persisted)
 				for _, a := range answers {
 					if a.Status == ingest.Persisted || a.Status == ingest.Processed {
 						persisted = append(persisted, a.EventID)
 					}
 				}
+				if n < 3000 && len(persisted) >= 3000 {
+					close(enough)
+				}
 				mu.Unlock()
 			}
 		}()
 	}
-	for {
-		mu.Lock()
-		n := len(persisted)
-		mu.Unlock()
-		if n >= 3000 {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	enoughBefore := true
+	select {
+	case <-enough:
+	case <-time.After(time.Minute):
+		enoughBefore = false
 	}
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -219,6 +221,9 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 	_ = c.cmd.Wait()
 	close(stop)
 	wg.Wait()
+	if !enoughBefore {
+		t.Fatalf("%d events answered PERSISTED in a minute, want 3000", len(persisted))
+	}
 	mu.Lock()
 	ids := append([]string(nil), persisted...)
 	mu.Unlock()
