@@ -253,16 +253,14 @@ func TestServeJetStreamDurabilityRecheck(t *testing.T) {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	ss.start(t, addr, false) // the same store and port, fsync every 2 minutes
-	for i := 0; ; i++ {
-		s, b := durabilityOf(t, ch.url, fmt.Sprintf("r%d", i))
-		if s == "replicated:1" && b == "replicated:1" {
-			break
+	probes := 0
+	waitfor.Until(t, 30*time.Second, func() error {
+		s, b := durabilityOf(t, ch.url, fmt.Sprintf("r%d", probes))
+		if probes++; s != "replicated:1" || b != "replicated:1" {
+			return fmt.Errorf("durability still %q, %q after the restart without sync always", s, b)
 		}
-		if i == 300 {
-			t.Fatalf("durability still %q, %q after the restart without sync always", s, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	stopServe(t, ch)
 	if !strings.Contains(ch.stderr.String(), "PERSISTED now means replicated:1, was ") {
 		t.Errorf("the change was not logged:\n%s", ch.stderr.String())
@@ -390,18 +388,14 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	// JetStream's meta leader first (a quorum of the three).
-	for i := 0; ; i++ {
+	waitfor.Until(t, time.Minute, func() error {
 		actx, acancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := js.AccountInfo(actx)
-		acancel()
-		if err == nil {
-			break
+		defer acancel()
+		if _, err := js.AccountInfo(actx); err != nil {
+			return fmt.Errorf("JetStream on the three nodes: %w", err)
 		}
-		if i == 300 {
-			t.Fatalf("JetStream on the three nodes: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	c := startServeChild(t, "serve", "--log", "jetstream", "--nats", strings.Join(urls, ","), "--nats-data", nodes[0].dir,
 		"--replicas", "3", "--data", dir+"/data", "--addr", freeAddr(t), "--timeout", "5s", "--log-level", "warn")
 
@@ -516,44 +510,40 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 // streamIDs reads gale serve's stream (prefix gale) through jslog, up to its last
 // seq, and counts the records of each event id; it waits (bounded) for a
 // restarted or healed cluster to serve the stream, also when a read fails
-// meanwhile (the stream's leader not elected yet: "no responders").
+// meanwhile (the stream's leader not elected yet: "no responders"), or comes back
+// empty (a reader's consumer stalled by the restart is made again after two
+// missed heartbeats).
 func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]int {
 	t.Helper()
 	var l *jslog.Log
-	var err error
-	for range 300 {
-		if l, err = jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second, NoLease: true}); err == nil {
-			break
+	waitfor.Until(t, time.Minute, func() error {
+		o, err := jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second, NoLease: true})
+		if err != nil {
+			return fmt.Errorf("the stream: %w", err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("the stream: %v", err)
-	}
+		l = o
+		return nil
+	})
 	defer l.Close()
 	ids := map[string]int{}
 	last := l.Durable() // the stream's last seq when opened
-	for from, empty, failed := uint64(1), 0, 0; from <= last; {
-		recs, err := l.Read(from, 1000)
-		if err != nil {
-			if failed++; failed > 100 {
-				t.Fatalf("the stream's records from seq %d (of %d): %v, 100 times", from, last, err)
+	from := uint64(1)
+	waitfor.Until(t, time.Minute, func() error {
+		for from <= last {
+			recs, err := l.Read(from, 1000)
+			if err != nil {
+				return fmt.Errorf("the stream's records from seq %d (of %d): %w", from, last, err)
 			}
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		if len(recs) == 0 {
-			if empty++; empty > 1500 { // 15 s: a reader's consumer stalled by the restart is made again after two missed heartbeats
-				t.Fatalf("the stream's records from seq %d (of %d) never came", from, last)
+			if len(recs) == 0 {
+				return fmt.Errorf("the stream's records from seq %d (of %d) have not come", from, last)
 			}
-			time.Sleep(10 * time.Millisecond)
-			continue
+			for _, r := range recs {
+				ids[r.Event.ID]++
+				from = r.Seq + 1
+			}
 		}
-		for _, r := range recs {
-			ids[r.Event.ID]++
-			from = r.Seq + 1
-		}
-	}
+		return nil
+	})
 	return ids
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/sink"
 )
 
@@ -63,15 +64,13 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	done := ingestRetail(t, ctx, b.url)
-	// kill -9 the holder once it has processed a fair part (bounded wait).
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if count() >= 2000 {
-			break
+	// kill -9 the holder once it has processed a fair part.
+	waitfor.Until(t, 2*time.Minute, func() error {
+		if n := count(); n < 2000 {
+			return fmt.Errorf("the first serve has processed %d lines, waiting for 2000", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first serve processed %d lines in 2 minutes", count())
-		}
-	}
+		return nil
+	})
 	if !sr.holds(a) {
 		t.Fatalf("lease holder %q before the kill, want the first serve (pid %s)", sr.holder(), aPid)
 	}
