@@ -985,7 +985,7 @@ func (c *atkCluster) restartNode(down time.Duration) {
 	c.t.Helper()
 	c.node.Shutdown()
 	c.node.WaitForShutdown()
-	time.Sleep(down) // the outage itself
+	time.Sleep(down) // the outage itself: its length is what the test sets, a sleep by nature
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	node, err := natsnode.Start(ctx, natsnode.Config{DataDir: c.natsDir, Host: "127.0.0.1", Port: c.port})
