@@ -527,23 +527,25 @@ func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]in
 	defer l.Close()
 	ids := map[string]int{}
 	last := l.Durable() // the stream's last seq when opened
-	from := uint64(1)
-	waitfor.Until(t, time.Minute, func() error {
-		for from <= last {
-			recs, err := l.Read(from, 1000)
-			if err != nil {
+	for from := uint64(1); from <= last; {
+		// Read hands on what the reader has read ahead, a few records at a time:
+		// each wait is for the next ones, so that the reader is read as it fills
+		// (a reader not read stalls, and is made again after missed heartbeats).
+		var recs []event.Record
+		waitfor.Until(t, 30*time.Second, func() (err error) {
+			if recs, err = l.Read(from, 1000); err != nil {
 				return fmt.Errorf("the stream's records from seq %d (of %d): %w", from, last, err)
 			}
 			if len(recs) == 0 {
 				return fmt.Errorf("the stream's records from seq %d (of %d) have not come", from, last)
 			}
-			for _, r := range recs {
-				ids[r.Event.ID]++
-				from = r.Seq + 1
-			}
+			return nil
+		})
+		for _, r := range recs {
+			ids[r.Event.ID]++
+			from = r.Seq + 1
 		}
-		return nil
-	})
+	}
 	return ids
 }
 
