@@ -21,22 +21,45 @@ import (
 	"github.com/gale-stream/gale/internal/waitfor"
 )
 
-// runToEnd runs a gale child to its exit and returns its output and exit status.
+// runToEnd runs a gale child to its exit (bounded by two minutes) and returns
+// its output and exit status.
 func runToEnd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	stdout, stderr, code, _ = runChild(t, 2*time.Minute, args...)
+	return stdout, stderr, code
+}
+
+// runChild runs a gale child (childSpawner) to its exit, bounded by within, and
+// returns its output, exit status and duration.
+func runChild(t *testing.T, within time.Duration, args ...string) (stdout, stderr string, code int, took time.Duration) {
 	t.Helper()
 	cmd := childSpawner(args)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
+	begin := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(within):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("gale %v did not end within %v\nstdout: %s\nstderr: %s", args, within, o.String(), e.String())
+	}
+	took = time.Since(begin)
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	default:
-		t.Fatal(err)
+		t.Fatalf("gale %v: %v", args, err)
 	}
-	return o.String(), e.String(), code
+	return o.String(), e.String(), code, took
 }
 
 // startRefused starts gale serve, which must exit (not 0) without ever becoming
