@@ -64,6 +64,17 @@ func retailSample(t *testing.T) (files []string, lines, invoices int) {
 	return files, lines, len(seen)
 }
 
+// retailDaySample is the day TestServeJetStreamOneNode ingests: retailDay, or
+// under the race detector its first 1,000 order lines (as retailSample); lines
+// is how many order lines the file holds.
+func retailDaySample(t *testing.T) (file string, lines int) {
+	t.Helper()
+	if raceEnabled {
+		return retailHead(t, retailDay, 1000), 1000
+	}
+	return retailDay, retailDayLines
+}
+
 // TestOrdersTempDirRemoved: without --data, gale orders works in a fresh
 // gale-orders-* directory and removes it at the end, unless --keep is given.
 func TestOrdersTempDirRemoved(t *testing.T) {

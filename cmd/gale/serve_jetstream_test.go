@@ -113,8 +113,8 @@ func decodeAnswer(t *testing.T, b []byte) ingest.Answer {
 }
 
 // gale serve --log jetstream on one embedded node (gale nats's package): the
-// orders pipeline ingests a day of retail lines, every one ends PROCESSED and is
-// in the sink once, the stream holds each once, and the answers say
+// orders pipeline ingests a day of retail lines (retailDaySample), every one ends
+// PROCESSED and is in the sink once, the stream holds each once, and the answers say
 // "replicated:1+fsync" (the node's gale-sync.json, read through --nats-data).
 func TestServeJetStreamOneNode(t *testing.T) {
 	dir := t.TempDir()
@@ -125,7 +125,8 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
 	c := startServeChild(t, "serve", "--log", "jetstream", "--nats", node.ClientURL(), "--nats-data", node.DataDir(),
 		"--pipeline", "orders", "--data", dir+"/data", "--addr", freeAddr(t), "--log-level", "warn")
-	in, err := openInputs([]string{retailDay})
+	day, dayLines := retailDaySample(t)
+	in, err := openInputs([]string{day})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sent != retailDayLines || rep.Final["PROCESSED"] != retailDayLines || len(rep.Final) != 1 || rep.bad() != 0 {
+	if rep.Sent != dayLines || rep.Final["PROCESSED"] != dayLines || len(rep.Final) != 1 || rep.bad() != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if s, b := durabilityOf(t, c.url, "probe"); s != "replicated:1+fsync" || b != "replicated:1+fsync" {
@@ -153,8 +154,8 @@ func TestServeJetStreamOneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := streamIDs(t, js, 1)
-	if len(ids) != retailDayLines+2 { // and the two probes
-		t.Errorf("the stream holds %d ids, want %d", len(ids), retailDayLines+2)
+	if len(ids) != dayLines+2 { // and the two probes
+		t.Errorf("the stream holds %d ids, want %d", len(ids), dayLines+2)
 	}
 	for id, n := range ids {
 		if n != 1 {
@@ -170,8 +171,8 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	if err := db.SQL.QueryRowContext(ctx, "SELECT count(*), count(DISTINCT event_id) FROM order_lines").Scan(&lines, &distinct); err != nil {
 		t.Fatal(err)
 	}
-	if lines != retailDayLines || distinct != retailDayLines {
-		t.Errorf("order_lines: %d rows, %d ids; want %d each", lines, distinct, retailDayLines)
+	if lines != dayLines || distinct != dayLines {
+		t.Errorf("order_lines: %d rows, %d ids; want %d each", lines, distinct, dayLines)
 	}
 }
 
