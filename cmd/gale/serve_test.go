@@ -44,7 +44,8 @@ func retailFiles(t *testing.T) []string {
 // retailDay is one day of the retail testdata, 1 December 2010 (3,108 order
 // lines, the largest day), for tests whose assertions hold line by line and need
 // no more than a day: the shared-log and SIGSTOP tests have their fault after
-// 2,000 lines and a thousand to go. TestOrdersOneCommand and
+// 2,000 lines and a thousand to go (ingestRetail: 1,000 and 500 of its first
+// 1,500 under the race detector). TestOrdersOneCommand and
 // TestOrdersOnWorkersOneKilled ingest the three days through the Pebble log
 // (retailSample: a thousand lines of each under the race detector).
 const (
