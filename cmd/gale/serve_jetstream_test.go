@@ -493,16 +493,32 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 		}
 		n.start(t, routes, from)
 	}
-	ids := streamIDs(t, js, 3)
-	for id := range persisted {
-		if ids[id] != 1 {
-			t.Errorf("%s answered PERSISTED: %d records in the stream", id, ids[id])
-		}
+	// The stream is read while the events are awaited: both wait for the
+	// cluster to be back.
+	type read struct {
+		ids map[string]int
+		err error
 	}
+	stream := make(chan read, 1)
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	go func() {
+		ids, err := readStream(rctx, js, 3)
+		stream <- read{ids, err}
+	}()
 
 	// Every one ends PROCESSED (the status waits for the sink's commit), once in
 	// the sink.
 	waitProcessed(t, ctx, 2*time.Minute, client, slices.Collect(maps.Keys(persisted)), nil)
+	r := <-stream
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for id := range persisted {
+		if r.ids[id] != 1 {
+			t.Errorf("%s answered PERSISTED: %d records in the stream", id, r.ids[id])
+		}
+	}
 	stopServe(t, c)
 	if rows, distinct := eventRows(t, dir+"/data/sink.db"); rows != len(persisted) || distinct != len(persisted) {
 		t.Errorf("sink: %d rows, %d ids; want %d each", rows, distinct, len(persisted))
@@ -510,22 +526,36 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 }
 
 // streamIDs reads gale serve's stream (prefix gale) through jslog, up to its last
-// seq, and counts the records of each event id; it waits (bounded) for a
-// restarted or healed cluster to serve the stream, also when a read fails
-// meanwhile (the stream's leader not elected yet: "no responders"), or comes back
-// empty (a reader's consumer stalled by the restart is made again after two
-// missed heartbeats).
+// seq, and counts the records of each event id (readStream); it fails the test if
+// it cannot.
 func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]int {
 	t.Helper()
+	ids, err := readStream(context.Background(), js, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// readStream reads gale serve's stream (prefix gale) through jslog, up to its
+// last seq, and counts the records of each event id; it waits (bounded, and cut
+// short by ctx) for a restarted or healed cluster to serve the stream, also when
+// a read fails meanwhile (the stream's leader not elected yet: "no responders"),
+// or comes back empty (a reader's consumer stalled by the restart is made again
+// after two missed heartbeats).
+func readStream(ctx context.Context, js jetstream.JetStream, replicas int) (map[string]int, error) {
 	var l *jslog.Log
-	waitfor.Until(t, time.Minute, func() error {
-		o, err := jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second, NoLease: true})
+	err := waitfor.Err(ctx, time.Minute, func() error {
+		o, err := jslog.Open(ctx, jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second, NoLease: true})
 		if err != nil {
 			return fmt.Errorf("the stream: %w", err)
 		}
 		l = o
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	defer l.Close()
 	ids := map[string]int{}
 	last := l.Durable() // the stream's last seq when opened
@@ -534,7 +564,7 @@ func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]in
 		// each wait is for the next ones, so that the reader is read as it fills
 		// (a reader not read stalls, and is made again after missed heartbeats).
 		var recs []event.Record
-		waitfor.Until(t, 30*time.Second, func() (err error) {
+		err := waitfor.Err(ctx, 30*time.Second, func() (err error) {
 			if recs, err = l.Read(from, 1000); err != nil {
 				return fmt.Errorf("the stream's records from seq %d (of %d): %w", from, last, err)
 			}
@@ -543,12 +573,15 @@ func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]in
 			}
 			return nil
 		})
+		if err != nil {
+			return nil, err
+		}
 		for _, r := range recs {
 			ids[r.Event.ID]++
 			from = r.Seq + 1
 		}
 	}
-	return ids
+	return ids, nil
 }
 
 // waitProcessed waits until every one of ids is PROCESSED, within one bound for
