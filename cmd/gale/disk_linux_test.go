@@ -393,13 +393,12 @@ func diskRun(t *testing.T, d *failingDisk, full string) (persisted, missing []st
 		return persisted, nil, how, why
 	}
 	client.URL = c2.url
-	for _, id := range persisted {
-		_, found, err := client.Status(context.Background(), id)
-		if err != nil {
-			t.Fatalf("status of %s after restart: %v", id, err)
+	for i, a := range askStatuses(context.Background(), client, persisted) {
+		if a.err != nil {
+			t.Fatalf("status of %s after restart: %v", persisted[i], a.err)
 		}
-		if !found {
-			missing = append(missing, id)
+		if !a.found {
+			missing = append(missing, persisted[i])
 		}
 	}
 	// Recovered: the restarted server takes new events again.

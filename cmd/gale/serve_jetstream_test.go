@@ -587,18 +587,17 @@ func readStream(ctx context.Context, js jetstream.JetStream, replicas int) (map[
 // waitProcessed waits until every one of ids is PROCESSED, within one bound for
 // them all (ctx may end it sooner), and fails the test naming one that is not and
 // its last status. want, if not nil, is also checked for each id's status. The
-// ids are asked for in order, statusWidth at a time: a wait costs one round of
-// them, and a walk of thousands found PROCESSED takes a fraction of one request
-// after another.
+// ids are asked for in order, statusWidth at a time (askStatuses): a wait costs
+// one round of them, and a walk of thousands found PROCESSED takes a fraction of
+// one request after another.
 func waitProcessed(t *testing.T, ctx context.Context, within time.Duration, client *ingest.Client, ids []string, want func(id string, st ingest.EventStatus) error) {
 	t.Helper()
-	check := func(id string) error {
-		st, found, err := client.Status(ctx, id)
+	check := func(id string, a statusAnswer) error {
 		switch {
-		case err != nil || !found || st.Status != ingest.Processed:
-			return fmt.Errorf("%s: %+v found %v, %v", id, st, found, err)
+		case a.err != nil || !a.found || a.st.Status != ingest.Processed:
+			return fmt.Errorf("%s: %+v found %v, %v", id, a.st, a.found, a.err)
 		case want != nil:
-			if err := want(id, st); err != nil {
+			if err := want(id, a.st); err != nil {
 				return fmt.Errorf("%s: %w", id, err)
 			}
 		}
@@ -610,11 +609,9 @@ func waitProcessed(t *testing.T, ctx context.Context, within time.Duration, clie
 		for next < len(ids) {
 			round := slices.Clone(ids[next:min(next+statusWidth, len(ids))])
 			errs := make([]error, len(round))
-			var wg sync.WaitGroup
-			for i, id := range round {
-				wg.Go(func() { errs[i] = check(id) })
+			for i, a := range askStatuses(ctx, client, round) {
+				errs[i] = check(round[i], a)
 			}
-			wg.Wait()
 			// The ones PROCESSED move before those not: they are not asked again.
 			var not []string
 			var first error
@@ -639,8 +636,33 @@ func waitProcessed(t *testing.T, ctx context.Context, within time.Duration, clie
 	}
 }
 
-// statusWidth is how many statuses waitProcessed asks for at once.
+// statusWidth is how many statuses askStatuses asks for at once.
 const statusWidth = 16
+
+// statusAnswer is what GET /v1/events/{id} answered.
+type statusAnswer struct {
+	st    ingest.EventStatus
+	found bool
+	err   error
+}
+
+// askStatuses asks client for the status of each of ids, statusWidth at a time,
+// and returns the answers in the order of ids.
+func askStatuses(ctx context.Context, client *ingest.Client, ids []string) []statusAnswer {
+	out := make([]statusAnswer, len(ids))
+	width := make(chan struct{}, statusWidth)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		width <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-width }()
+			st, found, err := client.Status(ctx, id)
+			out[i] = statusAnswer{st, found, err}
+		})
+	}
+	wg.Wait()
+	return out
+}
 
 // eventRows counts the rows of the events pipeline's sink at path, and their ids.
 func eventRows(t *testing.T, path string) (rows, distinct int) {
