@@ -639,6 +639,14 @@ func waitProcessed(t *testing.T, ctx context.Context, within time.Duration, clie
 // statusWidth is how many statuses askStatuses asks for at once.
 const statusWidth = 16
 
+// statusHTTP is http.DefaultClient with statusWidth connections kept per host
+// (the default keeps 2): askStatuses does not dial a connection per request.
+var statusHTTP = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = statusWidth
+	return &http.Client{Transport: t}
+}()
+
 // statusAnswer is what GET /v1/events/{id} answered.
 type statusAnswer struct {
 	st    ingest.EventStatus
@@ -649,6 +657,11 @@ type statusAnswer struct {
 // askStatuses asks client for the status of each of ids, statusWidth at a time,
 // and returns the answers in the order of ids.
 func askStatuses(ctx context.Context, client *ingest.Client, ids []string) []statusAnswer {
+	if client.HTTP == nil {
+		c := *client
+		c.HTTP = statusHTTP
+		client = &c
+	}
 	out := make([]statusAnswer, len(ids))
 	width := make(chan struct{}, statusWidth)
 	var wg sync.WaitGroup
