@@ -8,10 +8,8 @@ package main
 // .ci/run runs them without it.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -241,27 +239,7 @@ func (c *atkCluster) gale(args ...string) (stdout, stderr string, code int, took
 
 func atkGale(t *testing.T, args ...string) (stdout, stderr string, code int, took time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	begin := time.Now()
-	err := cmd.Run()
-	took = time.Since(begin)
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatalf("gale %v: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("gale %v did not end within 30s\nstdout: %s\nstderr: %s", args, o.String(), e.String())
-	}
-	return o.String(), e.String(), code, took
+	return runChild(t, 30*time.Second, args...)
 }
 
 // conn are the flags every command takes to reach the cluster.
@@ -985,7 +963,7 @@ func (c *atkCluster) restartNode(down time.Duration) {
 	c.t.Helper()
 	c.node.Shutdown()
 	c.node.WaitForShutdown()
-	time.Sleep(down) // the outage itself
+	time.Sleep(down) // the outage itself: its length is what the test sets, a sleep by nature
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	node, err := natsnode.Start(ctx, natsnode.Config{DataDir: c.natsDir, Host: "127.0.0.1", Port: c.port})

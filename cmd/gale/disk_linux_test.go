@@ -23,6 +23,7 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // A failing log device, with real kernel block I/O errors and no device-mapper:
@@ -348,23 +349,23 @@ func diskRun(t *testing.T, d *failingDisk, full string) (persisted, missing []st
 	free := fill(t, full)
 	// The failure shows (sticky, /readyz 503; or the process ended); bounded, for
 	// a disk that never fails.
-	for i := 0; how == ""; i++ {
-		resp, err := http.Get(c.url + "/readyz")
-		switch {
-		case err != nil:
+	err := waitfor.Err(context.Background(), time.Minute, func() error {
+		var re *readyzError
+		switch err := readyz(c.url); {
+		case err == nil:
+			return fmt.Errorf("the log has not failed with %s full: /readyz 200", full)
+		case errors.As(err, &re) && re.code == http.StatusServiceUnavailable:
+			how = "/readyz 503: " + re.body
+		case errors.As(err, &re):
+			return err
+		default:
 			how = "the process ended: " + lastLine(c.stderr.String())
-		case resp.StatusCode == http.StatusServiceUnavailable:
-			b, _ := io.ReadAll(resp.Body)
-			how = "/readyz 503: " + strings.TrimSpace(string(b))
 		}
-		if resp != nil {
-			resp.Body.Close()
-		}
-		if i == 6000 {
-			free()
-			t.Fatalf("the log never failed with %s full\n%s", full, c.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		free()
+		t.Fatal(err)
 	}
 	mu.Lock()
 	failedSeen = true
@@ -392,13 +393,12 @@ func diskRun(t *testing.T, d *failingDisk, full string) (persisted, missing []st
 		return persisted, nil, how, why
 	}
 	client.URL = c2.url
-	for _, id := range persisted {
-		_, found, err := client.Status(context.Background(), id)
-		if err != nil {
-			t.Fatalf("status of %s after restart: %v", id, err)
+	for i, a := range askStatuses(context.Background(), client, persisted) {
+		if a.err != nil {
+			t.Fatalf("status of %s after restart: %v", persisted[i], a.err)
 		}
-		if !found {
-			missing = append(missing, id)
+		if !a.found {
+			missing = append(missing, persisted[i])
 		}
 	}
 	// Recovered: the restarted server takes new events again.
@@ -467,43 +467,37 @@ func TestLogDiskErrorLyingLoop(t *testing.T) {
 // the last /readyz body.
 func startMaybe(t *testing.T, args ...string) (c *child, ready bool, why string) {
 	t.Helper()
-	c = &child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	c.cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
-	c.cmd.Stderr = &c.stderr
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c = spawnChild(t, args...)
 	exited := make(chan error, 1)
 	go func() { exited <- c.cmd.Wait() }()
-	for i, a := range args {
-		if a == "--addr" {
-			c.url = "http://" + args[i+1]
-		}
-	}
 	t.Cleanup(func() {
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		<-exited
 		exited <- nil
 	})
-	for i := 0; i < 1500; i++ {
+	gone := false
+	err := waitfor.Err(context.Background(), 30*time.Second, func() error {
 		select {
 		case err := <-exited:
 			exited <- err
-			return c, false, fmt.Sprintf("exited (%v): %s", err, c.stderr.String())
+			gone, why = true, fmt.Sprintf("exited (%v): %s", err, c.stderr.String())
+			return nil
 		default:
 		}
-		resp, err := http.Get(c.url + "/readyz")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return c, true, ""
-			}
-			why = fmt.Sprintf("/readyz %d: %s", resp.StatusCode, b)
+		err := readyz(c.url)
+		if ready = err == nil; ready {
+			why = ""
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		if re := (*readyzError)(nil); errors.As(err, &re) {
+			why = re.Error()
+		}
+		return err
+	})
+	if err != nil && !gone && why == "" {
+		why = err.Error()
 	}
-	return c, false, why
+	return c, ready, why
 }
 
 // The fault of issue 9 §2 made deterministic. Once the tmpfs is full, a group

@@ -141,17 +141,8 @@ func TestIngestServerKilled(t *testing.T) {
 			"--retries", "1000", "--give-up-after", "3s"}, files...)...)
 		done <- result{o, e, err}
 	}()
-	client := &ingest.Client{URL: c.url}
-	for i := 0; ; i++ { // until the first event is PROCESSED (bounded)
-		st, found, err := client.Status(context.Background(), "2010-12-01:1")
-		if err == nil && found && st.Status == ingest.Processed {
-			break
-		}
-		if i == 3000 {
-			t.Fatalf("the first event never got PROCESSED: %+v %v %v", st, found, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Until the first event is PROCESSED.
+	waitProcessed(t, context.Background(), time.Minute, &ingest.Client{URL: c.url}, []string{"2010-12-01:1"}, nil)
 	if err := syscall.Kill(c.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

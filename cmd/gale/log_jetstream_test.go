@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,8 @@ import (
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/eventlog/jslog"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // JetStream loses a record gale serve answered PERSISTED (nats-server#7549):
@@ -59,45 +60,32 @@ func TestLogSalvageJetStream(t *testing.T) {
 	args := []string{"serve", "--log", "jetstream", "--nats", node.ClientURL(), "--nats-data", node.DataDir(),
 		"--data", dir + "/data", "--addr", freeAddr(t), "--log-level", "error"}
 	// Not startServeChild: it waits for /readyz to say 200, which it may never.
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$"), url: "http://" + args[len(args)-3]}
-	c.cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
-	c.cmd.Stderr = &c.stderr
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c := spawnChild(t, args...)
 	defer func() {
 		if c.cmd.ProcessState == nil {
 			_ = c.cmd.Process.Kill()
 			_ = c.cmd.Wait()
 		}
 	}()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never reported the gap\n%s", c.stderr.String())
+	var gap *readyzError
+	waitfor.Until(t, 30*time.Second, func() error {
+		if err := readyz(c.url); !errors.As(err, &gap) || gap.code != http.StatusServiceUnavailable {
+			return fmt.Errorf("/readyz has not reported the gap: %v", err)
 		}
-		resp, err := http.Get(c.url + "/readyz")
-		if err != nil {
-			continue // not listening yet
-		}
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			if !strings.Contains(b.String(), "seqs 4..4") {
-				t.Fatalf("/readyz: %s", b.String())
-			}
-			resp, err := http.Get(c.url + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m bytes.Buffer
-			_, _ = m.ReadFrom(resp.Body)
-			resp.Body.Close()
-			if !strings.Contains(m.String(), "\ngale_jslog_gap 1\n") || !strings.Contains(m.String(), "\ngale_jslog_high_water_mark 6\n") {
-				t.Fatalf("/metrics does not show the gap and the mark:\n%s", m.String())
-			}
-			break
-		}
+		return nil
+	})
+	if !strings.Contains(gap.body, "seqs 4..4") {
+		t.Fatalf("/readyz: %s", gap.body)
+	}
+	resp, err := http.Get(c.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m bytes.Buffer
+	_, _ = m.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(m.String(), "\ngale_jslog_gap 1\n") || !strings.Contains(m.String(), "\ngale_jslog_high_water_mark 6\n") {
+		t.Fatalf("/metrics does not show the gap and the mark:\n%s", m.String())
 	}
 	stopServe(t, c)
 
@@ -114,7 +102,7 @@ func TestLogSalvageJetStream(t *testing.T) {
 	}
 
 	c2 := startServeChild(t, args...)
-	resp, err := http.Get(c2.url + "/v1/lost")
+	resp, err = http.Get(c2.url + "/v1/lost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,22 +114,7 @@ func TestLogSalvageJetStream(t *testing.T) {
 	if err != nil || len(lost.Lost) != 1 || lost.Lost[0].From != 4 || lost.Lost[0].To != 4 {
 		t.Fatalf("/v1/lost: %+v %v", lost, err)
 	}
-	for _, id := range []string{"e5", "e6"} { // past the gap: processed
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			resp, err := http.Get(c2.url + "/v1/events/" + id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var st struct{ Status string }
-			_ = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-			if st.Status == "PROCESSED" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s after the salvage", id, st.Status)
-			}
-		}
-	}
+	// Past the gap: processed.
+	waitProcessed(t, context.Background(), time.Minute, &ingest.Client{URL: c2.url}, []string{"e5", "e6"}, nil)
 	stopServe(t, c2)
 }

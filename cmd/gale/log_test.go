@@ -18,64 +18,85 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
-// runToEnd runs a gale child to its exit and returns its output and exit status.
+// runToEnd runs a gale child to its exit (bounded by two minutes) and returns
+// its output and exit status.
 func runToEnd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
+	stdout, stderr, code, _ = runChild(t, 2*time.Minute, args...)
+	return stdout, stderr, code
+}
+
+// runChild runs a gale child (childSpawner) to its exit, bounded by within, and
+// returns its output, exit status and duration.
+func runChild(t *testing.T, within time.Duration, args ...string) (stdout, stderr string, code int, took time.Duration) {
+	t.Helper()
+	cmd := childSpawner(args)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
+	begin := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(within):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("gale %v did not end within %v\nstdout: %s\nstderr: %s", args, within, o.String(), e.String())
+	}
+	took = time.Since(begin)
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	default:
-		t.Fatal(err)
+		t.Fatalf("gale %v: %v", args, err)
 	}
-	return o.String(), e.String(), code
+	return o.String(), e.String(), code, took
 }
 
-// startRefused starts gale serve, which must exit without ever becoming ready,
-// and returns its stderr.
-func startRefused(t *testing.T, url string, args ...string) string {
+// startRefused starts gale serve, which must exit (not 0) without ever becoming
+// ready, and returns its stderr.
+func startRefused(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
-	var e bytes.Buffer
-	cmd.Stderr = &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c := spawnChild(t, args...)
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	for i := 0; ; i++ {
+	go func() { exited <- c.cmd.Wait() }()
+	var exitErr error
+	gone, ready := false, false
+	err := waitfor.Err(context.Background(), 30*time.Second, func() error {
 		select {
-		case err := <-exited:
-			if err == nil {
-				t.Fatalf("gale serve exited 0 on a damaged log:\n%s", e.String())
-			}
-			return e.String()
+		case exitErr = <-exited:
+			gone = true
+			return nil
 		default:
 		}
-		if resp, err := http.Get(url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				_ = cmd.Process.Kill()
-				<-exited
-				t.Fatalf("gale serve became ready on a damaged log:\n%s", e.String())
-			}
+		err := readyz(c.url)
+		if ready = err == nil; ready {
+			return nil
 		}
-		if i > 1500 {
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Fatalf("gale serve neither exited nor became ready in 30 s:\n%s", e.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return fmt.Errorf("gale serve has neither exited nor become ready (%v)", err)
+	})
+	if !gone {
+		_ = c.cmd.Process.Kill()
+		<-exited
 	}
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case ready:
+		t.Fatalf("gale serve became ready on a damaged log:\n%s", c.stderr.String())
+	case exitErr == nil:
+		t.Fatalf("gale serve exited 0 on a damaged log:\n%s", c.stderr.String())
+	}
+	return c.stderr.String()
 }
 
 // The issue's reproduction end to end (nats-server#7549): gale serve with
@@ -128,7 +149,7 @@ func TestWALBitFlipAfterKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stderr := startRefused(t, c.url, args...)
+	stderr := startRefused(t, args...)
 	if !strings.Contains(stderr, "acknowledged records missing") || !strings.Contains(stderr, filepath.Base(wal)) ||
 		!strings.Contains(stderr, "gale log salvage") {
 		t.Fatalf("the refused start does not name the damage (WAL %s) and the way out:\n%s", filepath.Base(wal), stderr)
@@ -188,7 +209,7 @@ func TestWALBitFlipAfterKill9(t *testing.T) {
 		return false, false
 	}
 	nLost, nNamed := 0, 0
-	deadline := time.Now().Add(60 * time.Second)
+	var kept []string // not listed lost: each must end PROCESSED, at its seq
 	for id, seq := range acked {
 		if inRange, named := listed(id, seq); inRange {
 			nLost++
@@ -217,17 +238,14 @@ func TestWALBitFlipAfterKill9(t *testing.T) {
 			}
 			continue
 		}
-		for {
-			st, found, err := client.Status(context.Background(), id)
-			if err == nil && found && st.Status == ingest.Processed && st.Seq == seq {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s (seq %d) answered PERSISTED, not listed lost, after salvage: %+v found=%v err=%v", id, seq, st, found, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		kept = append(kept, id)
 	}
+	waitProcessed(t, context.Background(), time.Minute, client, kept, func(id string, st ingest.EventStatus) error {
+		if st.Seq != acked[id] {
+			return fmt.Errorf("answered PERSISTED at seq %d, not listed lost; after salvage at seq %d", acked[id], st.Seq)
+		}
+		return nil
+	})
 	ev := event.Event{ID: "after-salvage", Source: "test", Type: "t", Payload: []byte(`{}`)}
 	answers, _, err := client.Send(context.Background(), []event.Event{ev}, ingest.LevelPersisted, 0)
 	if err != nil || len(answers) != 1 || answers[0].Seq <= top {

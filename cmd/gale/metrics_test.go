@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // syncBuffer is a bytes buffer safe to read while the command writes to it.
@@ -44,17 +47,17 @@ func wordcountMetrics(t *testing.T) string {
 	cmd.SetArgs([]string{"--ui", "127.0.0.1:0", "--ui-linger", "10m", "--fail-rate", "0.05", "../../testdata/books/105.txt"})
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "job done"); {
+	waitfor.Until(t, time.Minute, func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("wordcount ended before lingering: %v\n%s", err, stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("wordcount not done after 60 s:\n%s", stderr.String())
+		if !strings.Contains(stderr.String(), "job done") {
+			return fmt.Errorf("wordcount not done:\n%s", stderr.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	m := regexp.MustCompile(`web UI on (http://\S+/) `).FindStringSubmatch(stderr.String())
 	if m == nil {
 		t.Fatalf("no UI address in:\n%s", stderr.String())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 func statusWith(t *testing.T, url, token string) int {
@@ -46,7 +49,7 @@ func TestSIGHUPReloadsTheTokensFile(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, c, "tokens reloaded")
+	waitLogged(t, c, "tokens reloaded")
 	if got := [2]int{statusWith(t, c.url, a), statusWith(t, c.url, b)}; got != [2]int{401, 200} {
 		t.Fatalf("after SIGHUP: a %d, b %d", got[0], got[1])
 	}
@@ -54,7 +57,7 @@ func TestSIGHUPReloadsTheTokensFile(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, c, "reload failed")
+	waitLogged(t, c, "reload failed")
 	if log := c.stderr.String(); !strings.Contains(log, `tokens.txt:2: unknown scope \"reed\"`) || strings.Contains(log, a) || strings.Contains(log, b) {
 		t.Fatalf("the failed reload's log does not name the line, or shows a token:\n%s", log)
 	}
@@ -69,13 +72,13 @@ func TestSIGHUPReloadsTheTokensFile(t *testing.T) {
 	}
 }
 
-// waitFor polls the child's stderr (bounded) for s.
-func waitFor(t *testing.T, c *child, s string) {
+// waitLogged waits until the child's stderr holds s.
+func waitLogged(t *testing.T, c *child, s string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.stderr.String(), s); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the child never logged %q:\n%s", s, c.stderr.String())
+	waitfor.Until(t, 30*time.Second, func() error {
+		if out := c.stderr.String(); !strings.Contains(out, s) {
+			return fmt.Errorf("the child has not logged %q:\n%s", s, out)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -95,7 +95,8 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 			}
 		}
 	}()
-	res, err := runOrders(ctx, o, retailFiles(t), defaultIngestOptions(), nil)
+	files, lines, _ := retailSample(t)
+	res, err := runOrders(ctx, o, files, defaultIngestOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +107,8 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 		t.Fatalf("no failover while the ingest ran (%v)", res.Ingest.Elapsed)
 	}
 	r := res.Ingest
-	if r.Sent != 7419 || r.Final["PROCESSED"] != 7419 || len(r.Final) != 1 || r.bad() != 0 || res.OrderLines != 7419 {
-		t.Fatalf("report %+v, %d order lines", r, res.OrderLines)
+	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.bad() != 0 || res.OrderLines != int64(lines) {
+		t.Fatalf("report %+v, %d order lines; want %d", r, res.OrderLines, lines)
 	}
 
 	// serve runs the spout, so its recorder keeps the trees whole: the tuples that

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/sink"
 )
 
@@ -112,8 +114,8 @@ func decodeAnswer(t *testing.T, b []byte) ingest.Answer {
 }
 
 // gale serve --log jetstream on one embedded node (gale nats's package): the
-// orders pipeline ingests a day of retail lines, every one ends PROCESSED and is
-// in the sink once, the stream holds each once, and the answers say
+// orders pipeline ingests a day of retail lines (retailDaySample), every one ends
+// PROCESSED and is in the sink once, the stream holds each once, and the answers say
 // "replicated:1+fsync" (the node's gale-sync.json, read through --nats-data).
 func TestServeJetStreamOneNode(t *testing.T) {
 	dir := t.TempDir()
@@ -124,7 +126,8 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
 	c := startServeChild(t, "serve", "--log", "jetstream", "--nats", node.ClientURL(), "--nats-data", node.DataDir(),
 		"--pipeline", "orders", "--data", dir+"/data", "--addr", freeAddr(t), "--log-level", "warn")
-	in, err := openInputs([]string{retailDay})
+	day, dayLines := retailDaySample(t)
+	in, err := openInputs([]string{day})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +137,7 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sent != retailDayLines || rep.Final["PROCESSED"] != retailDayLines || len(rep.Final) != 1 || rep.bad() != 0 {
+	if rep.Sent != dayLines || rep.Final["PROCESSED"] != dayLines || len(rep.Final) != 1 || rep.bad() != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if s, b := durabilityOf(t, c.url, "probe"); s != "replicated:1+fsync" || b != "replicated:1+fsync" {
@@ -152,8 +155,8 @@ func TestServeJetStreamOneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := streamIDs(t, js, 1)
-	if len(ids) != retailDayLines+2 { // and the two probes
-		t.Errorf("the stream holds %d ids, want %d", len(ids), retailDayLines+2)
+	if len(ids) != dayLines+2 { // and the two probes
+		t.Errorf("the stream holds %d ids, want %d", len(ids), dayLines+2)
 	}
 	for id, n := range ids {
 		if n != 1 {
@@ -169,8 +172,8 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	if err := db.SQL.QueryRowContext(ctx, "SELECT count(*), count(DISTINCT event_id) FROM order_lines").Scan(&lines, &distinct); err != nil {
 		t.Fatal(err)
 	}
-	if lines != retailDayLines || distinct != retailDayLines {
-		t.Errorf("order_lines: %d rows, %d ids; want %d each", lines, distinct, retailDayLines)
+	if lines != dayLines || distinct != dayLines {
+		t.Errorf("order_lines: %d rows, %d ids; want %d each", lines, distinct, dayLines)
 	}
 }
 
@@ -252,16 +255,14 @@ func TestServeJetStreamDurabilityRecheck(t *testing.T) {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	ss.start(t, addr, false) // the same store and port, fsync every 2 minutes
-	for i := 0; ; i++ {
-		s, b := durabilityOf(t, ch.url, fmt.Sprintf("r%d", i))
-		if s == "replicated:1" && b == "replicated:1" {
-			break
+	probes := 0
+	waitfor.Until(t, 30*time.Second, func() error {
+		s, b := durabilityOf(t, ch.url, fmt.Sprintf("r%d", probes))
+		if probes++; s != "replicated:1" || b != "replicated:1" {
+			return fmt.Errorf("durability still %q, %q after the restart without sync always", s, b)
 		}
-		if i == 300 {
-			t.Fatalf("durability still %q, %q after the restart without sync always", s, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	stopServe(t, ch)
 	if !strings.Contains(ch.stderr.String(), "PERSISTED now means replicated:1, was ") {
 		t.Errorf("the change was not logged:\n%s", ch.stderr.String())
@@ -389,18 +390,14 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	// JetStream's meta leader first (a quorum of the three).
-	for i := 0; ; i++ {
+	waitfor.Until(t, time.Minute, func() error {
 		actx, acancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := js.AccountInfo(actx)
-		acancel()
-		if err == nil {
-			break
+		defer acancel()
+		if _, err := js.AccountInfo(actx); err != nil {
+			return fmt.Errorf("JetStream on the three nodes: %w", err)
 		}
-		if i == 300 {
-			t.Fatalf("JetStream on the three nodes: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	c := startServeChild(t, "serve", "--log", "jetstream", "--nats", strings.Join(urls, ","), "--nats-data", nodes[0].dir,
 		"--replicas", "3", "--data", dir+"/data", "--addr", freeAddr(t), "--timeout", "5s", "--log-level", "warn")
 
@@ -496,16 +493,32 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 		}
 		n.start(t, routes, from)
 	}
-	ids := streamIDs(t, js, 3)
-	for id := range persisted {
-		if ids[id] != 1 {
-			t.Errorf("%s answered PERSISTED: %d records in the stream", id, ids[id])
-		}
+	// The stream is read while the events are awaited: both wait for the
+	// cluster to be back.
+	type read struct {
+		ids map[string]int
+		err error
 	}
+	stream := make(chan read, 1)
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	go func() {
+		ids, err := readStream(rctx, js, 3)
+		stream <- read{ids, err}
+	}()
 
 	// Every one ends PROCESSED (the status waits for the sink's commit), once in
 	// the sink.
-	waitProcessed(t, ctx, client, slices.Collect(maps.Keys(persisted)))
+	waitProcessed(t, ctx, 2*time.Minute, client, slices.Collect(maps.Keys(persisted)), nil)
+	r := <-stream
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for id := range persisted {
+		if r.ids[id] != 1 {
+			t.Errorf("%s answered PERSISTED: %d records in the stream", id, r.ids[id])
+		}
+	}
 	stopServe(t, c)
 	if rows, distinct := eventRows(t, dir+"/data/sink.db"); rows != len(persisted) || distinct != len(persisted) {
 		t.Errorf("sink: %d rows, %d ids; want %d each", rows, distinct, len(persisted))
@@ -513,64 +526,155 @@ func TestServeJetStreamThreeNodesKilled(t *testing.T) {
 }
 
 // streamIDs reads gale serve's stream (prefix gale) through jslog, up to its last
-// seq, and counts the records of each event id; it waits (bounded) for a
-// restarted or healed cluster to serve the stream, also when a read fails
-// meanwhile (the stream's leader not elected yet: "no responders").
+// seq, and counts the records of each event id (readStream); it fails the test if
+// it cannot.
 func streamIDs(t *testing.T, js jetstream.JetStream, replicas int) map[string]int {
 	t.Helper()
-	var l *jslog.Log
-	var err error
-	for range 300 {
-		if l, err = jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second, NoLease: true}); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	ids, err := readStream(context.Background(), js, replicas)
 	if err != nil {
-		t.Fatalf("the stream: %v", err)
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// readStream reads gale serve's stream (prefix gale) through jslog, up to its
+// last seq, and counts the records of each event id; it waits (bounded, and cut
+// short by ctx) for a restarted or healed cluster to serve the stream, also when
+// a read fails meanwhile (the stream's leader not elected yet: "no responders"),
+// or comes back empty (a reader's consumer stalled by the restart is made again
+// after two missed heartbeats).
+func readStream(ctx context.Context, js jetstream.JetStream, replicas int) (map[string]int, error) {
+	var l *jslog.Log
+	err := waitfor.Err(ctx, time.Minute, func() error {
+		o, err := jslog.Open(ctx, jslog.Config{JS: js, Prefix: "gale", Replicas: replicas, Timeout: 2 * time.Second, NoLease: true})
+		if err != nil {
+			return fmt.Errorf("the stream: %w", err)
+		}
+		l = o
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	defer l.Close()
 	ids := map[string]int{}
 	last := l.Durable() // the stream's last seq when opened
-	for from, empty, failed := uint64(1), 0, 0; from <= last; {
-		recs, err := l.Read(from, 1000)
+	for from := uint64(1); from <= last; {
+		// Read hands on what the reader has read ahead, a few records at a time:
+		// each wait is for the next ones, so that the reader is read as it fills
+		// (a reader not read stalls, and is made again after missed heartbeats).
+		var recs []event.Record
+		err := waitfor.Err(ctx, 30*time.Second, func() (err error) {
+			if recs, err = l.Read(from, 1000); err != nil {
+				return fmt.Errorf("the stream's records from seq %d (of %d): %w", from, last, err)
+			}
+			if len(recs) == 0 {
+				return fmt.Errorf("the stream's records from seq %d (of %d) have not come", from, last)
+			}
+			return nil
+		})
 		if err != nil {
-			if failed++; failed > 100 {
-				t.Fatalf("the stream's records from seq %d (of %d): %v, 100 times", from, last, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		if len(recs) == 0 {
-			if empty++; empty > 1500 { // 15 s: a reader's consumer stalled by the restart is made again after two missed heartbeats
-				t.Fatalf("the stream's records from seq %d (of %d) never came", from, last)
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
+			return nil, err
 		}
 		for _, r := range recs {
 			ids[r.Event.ID]++
 			from = r.Seq + 1
 		}
 	}
-	return ids
+	return ids, nil
 }
 
-// waitProcessed polls each id's status until it is PROCESSED; ctx bounds it.
-func waitProcessed(t *testing.T, ctx context.Context, client *ingest.Client, ids []string) {
+// waitProcessed waits until every one of ids is PROCESSED, within one bound for
+// them all (ctx may end it sooner), and fails the test naming one that is not and
+// its last status. want, if not nil, is also checked for each id's status. The
+// ids are asked for in order, statusWidth at a time (askStatuses): a wait costs
+// one round of them, and a walk of thousands found PROCESSED takes a fraction of
+// one request after another.
+func waitProcessed(t *testing.T, ctx context.Context, within time.Duration, client *ingest.Client, ids []string, want func(id string, st ingest.EventStatus) error) {
 	t.Helper()
-	for _, id := range ids {
-		for {
-			st, found, err := client.Status(ctx, id)
-			if err == nil && found && st.Status == ingest.Processed {
-				break
+	check := func(id string, a statusAnswer) error {
+		switch {
+		case a.err != nil || !a.found || a.st.Status != ingest.Processed:
+			return fmt.Errorf("%s: %+v found %v, %v", id, a.st, a.found, a.err)
+		case want != nil:
+			if err := want(id, a.st); err != nil {
+				return fmt.Errorf("%s: %w", id, err)
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s never PROCESSED: %+v found %v, %v", id, st, found, err)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
+		return nil
 	}
+	ids = slices.Clone(ids) // reordered below
+	next := 0               // ids[:next] are PROCESSED
+	err := waitfor.Err(ctx, within, func() error {
+		for next < len(ids) {
+			round := slices.Clone(ids[next:min(next+statusWidth, len(ids))])
+			errs := make([]error, len(round))
+			for i, a := range askStatuses(ctx, client, round) {
+				errs[i] = check(round[i], a)
+			}
+			// The ones PROCESSED move before those not: they are not asked again.
+			var not []string
+			var first error
+			for i, id := range round {
+				if errs[i] == nil {
+					ids[next] = id
+					next++
+				} else {
+					not = append(not, id)
+					first = cmp.Or(first, errs[i])
+				}
+			}
+			copy(ids[next:], not)
+			if first != nil {
+				return fmt.Errorf("%d of %d PROCESSED; %w", next, len(ids), first)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statusWidth is how many statuses askStatuses asks for at once.
+const statusWidth = 16
+
+// statusHTTP is http.DefaultClient with statusWidth connections kept per host
+// (the default keeps 2): askStatuses does not dial a connection per request.
+var statusHTTP = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = statusWidth
+	return &http.Client{Transport: t}
+}()
+
+// statusAnswer is what GET /v1/events/{id} answered.
+type statusAnswer struct {
+	st    ingest.EventStatus
+	found bool
+	err   error
+}
+
+// askStatuses asks client for the status of each of ids, statusWidth at a time,
+// and returns the answers in the order of ids.
+func askStatuses(ctx context.Context, client *ingest.Client, ids []string) []statusAnswer {
+	if client.HTTP == nil {
+		c := *client
+		c.HTTP = statusHTTP
+		client = &c
+	}
+	out := make([]statusAnswer, len(ids))
+	width := make(chan struct{}, statusWidth)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		width <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-width }()
+			st, found, err := client.Status(ctx, id)
+			out[i] = statusAnswer{st, found, err}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // eventRows counts the rows of the events pipeline's sink at path, and their ids.

@@ -20,6 +20,7 @@ import (
 	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // routeProxy forwards TCP connections from a loopback port to a NATS node's route
@@ -212,17 +213,13 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stream at R3 once the three nodes' JetStream is one (bounded).
-	var l *jslog.Log
-	for i := 0; ; i++ {
-		if l, err = jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: 3, Timeout: time.Second, NoLease: true}); err == nil {
-			break
+	waitfor.Until(t, time.Minute, func() error {
+		l, err := jslog.Open(context.Background(), jslog.Config{JS: js, Prefix: "gale", Replicas: 3, Timeout: time.Second, NoLease: true})
+		if err != nil {
+			return fmt.Errorf("the R3 stream on the three nodes: %w", err)
 		}
-		if i == 100 {
-			t.Fatalf("the R3 stream on the three nodes: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	l.Close()
+		return l.Close()
+	})
 
 	srv := startServeChild(t, "serve", "--log", "jetstream", "--nats", servers[c].ClientURL(), "--nats-data", filepath.Join(dir, "none"),
 		"--replicas", "3", "--nats-timeout", "2s", "--data", dir+"/data", "--addr", freeAddr(t), "--timeout", "5s", "--log-level", "warn")
@@ -263,13 +260,18 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 		return si.Cluster.Leader
 	}
 	cName := servers[c].Name()
-	for i := 0; leader() != cName; i++ {
-		if i == 50 {
-			t.Fatalf("the stream's leader is %q, not %s, after 50 step-downs", leader(), cName)
+	stepdowns := 0
+	waitfor.Until(t, time.Minute, func() error {
+		l := leader() // answered by the stream's leader: "" during an election
+		if l == cName {
+			return nil
 		}
-		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.gale-log", []byte(`{"placement":{"preferred":"`+cName+`"}}`), 2*time.Second)
-		time.Sleep(200 * time.Millisecond)
-	}
+		if l != "" {
+			stepdowns++
+			_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.gale-log", []byte(`{"placement":{"preferred":"`+cName+`"}}`), 2*time.Second)
+		}
+		return fmt.Errorf("the stream's leader is %q, not %s, after %d step-downs", l, cName, stepdowns)
+	})
 
 	// Every link of C goes through the proxies (none around them): each pair's
 	// route connections were dialled by one side or the other.
@@ -301,16 +303,13 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 		}
 		t.Logf("cut off: %s: HTTP %d %s in %v: %s", ev.ID, code, x.Status, took.Round(time.Millisecond), x.Error)
 	}
-	for i := 0; ; i++ { // A sees another leader: the cut is real, both ways
-		if l := leader(); l != "" && l != cName {
-			t.Logf("cut off: A and B elected %s the stream's leader after %v", l, time.Since(cutStart).Round(time.Millisecond))
-			break
+	waitfor.Until(t, time.Minute, func() error { // A sees another leader: the cut is real, both ways
+		if l := leader(); l == "" || l == cName {
+			return fmt.Errorf("A and B elected no other leader in %v: %q", time.Since(cutStart).Round(time.Millisecond), l)
 		}
-		if i == 100 {
-			t.Fatalf("A and B elected no other leader in %v: %q", time.Since(cutStart), leader())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	t.Logf("cut off: A and B elected %s the stream's leader after %v", leader(), time.Since(cutStart).Round(time.Millisecond))
 	start := time.Now()
 	as, code, err = client.Send(context.Background(), during[4:], ingest.LevelPersisted, 0) // a batch
 	took := time.Since(start)
@@ -340,15 +339,11 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 	seqs := map[string]uint64{}
 	tries := 0
 	pending := all
-	for try := 0; len(pending) > 0; try++ {
-		tries = try + 1
-		if ctx.Err() != nil || try == 200 {
-			t.Fatalf("after the heal: %d events not PERSISTED after %d tries: %s ...", len(pending), try, pending[0].ID)
-		}
-		as, _, err := client.Send(ctx, pending, ingest.LevelPersisted, 0)
+	err = waitfor.Err(ctx, 40*time.Second, func() error {
+		tries++
+		as, code, err := client.Send(ctx, pending, ingest.LevelPersisted, 0)
 		if err != nil || len(as) != len(pending) {
-			time.Sleep(200 * time.Millisecond)
-			continue
+			return fmt.Errorf("after the heal: %d events not PERSISTED after %d tries: %s ...: HTTP %d, %d answers, %v", len(pending), tries, pending[0].ID, code, len(as), err)
 		}
 		var again []event.Event
 		for i, x := range as {
@@ -362,10 +357,13 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 				t.Fatalf("after the heal: %+v", x)
 			}
 		}
-		if len(again) > 0 {
-			time.Sleep(200 * time.Millisecond)
+		if pending = again; len(pending) > 0 {
+			return fmt.Errorf("after the heal: %d events not PERSISTED after %d tries: %s ...", len(pending), tries, pending[0].ID)
 		}
-		pending = again
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, ev := range before {
 		if !dup[ev.ID] {
@@ -395,7 +393,7 @@ func TestServeJetStreamMinorityPartition(t *testing.T) {
 	for i, ev := range all {
 		allIDs[i] = ev.ID
 	}
-	waitProcessed(t, ctx, client, allIDs)
+	waitProcessed(t, ctx, 40*time.Second, client, allIDs, nil)
 	stopServe(t, srv)
 	if rows, distinct := eventRows(t, dir+"/data/sink.db"); rows != len(all) || distinct != len(all) {
 		t.Errorf("sink: %d rows, %d ids; want %d each", rows, distinct, len(all))

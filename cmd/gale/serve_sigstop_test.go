@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/sink"
 )
 
@@ -67,23 +70,32 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 		}
 		return -1
 	}
-	// The committed offset, watched throughout: it never goes back.
+	// The committed offset, watched throughout (every value stored): it never goes
+	// back.
 	var mu sync.Mutex
 	var offsets []uint64
 	var regress []string
+	watch, err := docsKV.Watch(ctx, "committed")
+	if err != nil {
+		t.Fatal(err)
+	}
 	watchDone := make(chan struct{})
 	stopWatch := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		for {
+			var e jetstream.KeyValueEntry
 			select {
 			case <-stopWatch:
 				return
-			case <-time.After(20 * time.Millisecond):
+			case u, ok := <-watch.Updates():
+				if !ok {
+					return
+				}
+				e = u
 			}
-			e, err := docsKV.Get(ctx, "committed")
-			if err != nil {
-				continue
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue // the end of the values stored before the watch, or a delete
 			}
 			c, _ := strconv.ParseUint(string(e.Value()), 10, 64)
 			mu.Lock()
@@ -101,6 +113,7 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 			close(stopWatch)
 			<-watchDone
 		}
+		_ = watch.Stop()
 	}()
 
 	var dbs []*sink.DB
@@ -132,63 +145,76 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 	}
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	done := ingestRetail(t, ictx, b.url)
+	done, lines := ingestRetail(t, ictx, b.url)
+	// SIGSTOP at 1,500 of the day's 3,108 lines, and SIGCONT once the second
+	// serve has processed 500 more; 700 and 300 of the 1,500 under -race.
+	stopAt, more := 1500, 500
+	if raceEnabled {
+		stopAt, more = 700, 300
+	}
 	waitRows := func(n int, within time.Duration) {
 		t.Helper()
-		for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
-			if _, got := rows(); got >= n {
-				return
+		waitfor.Until(t, within, func() error {
+			if _, got := rows(); got < n {
+				return fmt.Errorf("%d lines in the sinks, want %d", got, n)
 			}
-			if time.Now().After(deadline) {
-				_, got := rows()
-				t.Fatalf("%d lines in the sinks after %v, want %d", got, within, n)
-			}
-		}
+			return nil
+		})
 	}
-	waitRows(1500, 2*time.Minute)
+	waitRows(stopAt, 2*time.Minute)
 	if err := syscall.Kill(aPid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	_, stoppedAt := rows()
-	for deadline := time.Now().Add(20 * time.Second); holderPid() != b.cmd.Process.Pid; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the lease holder is pid %d 20s after the holder's SIGSTOP, want the second serve's %d", holderPid(), b.cmd.Process.Pid)
+	waitfor.Until(t, 20*time.Second, func() error {
+		if p := holderPid(); p != b.cmd.Process.Pid {
+			return fmt.Errorf("the lease holder is pid %d after the holder's SIGSTOP, want the second serve's %d", p, b.cmd.Process.Pid)
 		}
-	}
+		return nil
+	})
 	tookOver := time.Now()
-	waitRows(stoppedAt+500, time.Minute) // the second reads the log now
+	waitRows(stoppedAt+more, time.Minute) // the second reads the log now
+	// The log spout says so when it finds the lease lost (only after the SIGCONT:
+	// a stopped process writes nothing).
+	const lostLine = "no longer holds the log spout's lease; emitting nothing"
+	lostBefore := strings.Count(a.stderr.String(), lostLine)
 	if err := syscall.Kill(aPid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("paused at %d rows; the second serve took over; SIGCONT %v after the takeover", stoppedAt, time.Since(tookOver).Round(time.Millisecond))
 	// Back, the first knows it lost the lease, and from then on emits nothing.
 	var emitted string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		held, ok := metricOf(a.url, "gale_jslog_spout_lease_held ")
-		if ok && held == "0" {
-			emitted, _ = metricOf(a.url, `gale_emitted_total{component="events"`)
-			break
+	waitfor.Until(t, 10*time.Second, func() error {
+		if held, ok := metricOf(a.url, "gale_jslog_spout_lease_held "); !ok || held != "0" {
+			return fmt.Errorf("the first serve says it holds the lease (%q) after SIGCONT", held)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first serve says it holds the lease (%q) 10s after SIGCONT", held)
-		}
-	}
+		emitted, _ = metricOf(a.url, `gale_emitted_total{component="events"`)
+		return nil
+	})
 	// A NextTuple call under way when SIGSTOP struck finishes after SIGCONT (it
-	// checked the lease before the pause), and counters reach /metrics at the
-	// task's next flush: let the count settle, then it must not move again. One
-	// call emits at most a recovered chunk (32 records).
+	// checked the lease before the pause). The spout's next call finds the lease
+	// lost, logs it, and emits nothing from then on; its count reaches /metrics
+	// at the flush that ends that call's batch (or at a scrape while the task is
+	// idle): once the line is logged, the count is the one two reads in a row
+	// agree on, and it must not move again. One call emits at most a recovered
+	// chunk (32 records).
 	first := emitted
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		time.Sleep(500 * time.Millisecond)
+	waitfor.Until(t, 10*time.Second, func() error {
+		if n := strings.Count(a.stderr.String(), lostLine); n == lostBefore {
+			return fmt.Errorf("the paused serve's log spout has not logged %q since the SIGCONT", lostLine)
+		}
+		return nil
+	})
+	last := ""
+	waitfor.Until(t, 10*time.Second, func() error {
 		now, _ := metricOf(a.url, `gale_emitted_total{component="events"`)
-		if now == emitted {
-			break
+		if now != last {
+			last = now
+			return fmt.Errorf("the paused serve's spout still emits after it knew it lost the lease (%s, then %s)", first, now)
 		}
 		emitted = now
-		if time.Now().After(deadline) {
-			t.Fatalf("the paused serve's spout still emits 10s after it knew it lost the lease (%s, then %s)", first, emitted)
-		}
-	}
+		return nil
+	})
 	if f, e := atoiOr(first), atoiOr(emitted); e-f > 32 {
 		t.Errorf("the paused serve emitted %d tuples after it knew it lost the lease, more than one NextTuple call's", e-f)
 	}
@@ -196,7 +222,7 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r.rep.Sent != retailDayLines || r.rep.Final["PROCESSED"] != retailDayLines || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
+	if r.rep.Sent != lines || r.rep.Final["PROCESSED"] != lines || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
 		t.Fatalf("report %+v", r.rep)
 	}
 	if after, _ := metricOf(a.url, `gale_emitted_total{component="events"`); after != emitted {
@@ -206,8 +232,8 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 		t.Errorf("lease holder pid %d at the end, want the second serve's %d", p, b.cmd.Process.Pid)
 	}
 	n, distinct := rows()
-	if distinct != retailDayLines {
-		t.Errorf("order_lines: %d ids in the two sinks, want %d", distinct, retailDayLines)
+	if distinct != lines {
+		t.Errorf("order_lines: %d ids in the two sinks, want %d", distinct, lines)
 	}
 	t.Logf("%d rows in the two sinks: %d lines processed by both (at least once: the paused one's trees in flight)", n, n-distinct)
 	// The first answers for events the second processed (the last one sent, say).
@@ -232,16 +258,16 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 		t.Errorf("the committed offset went back: %v", regress)
 	}
 	if len(offsets) == 0 {
-		t.Error("the committed offset was never read")
+		t.Error("the committed offset was never seen")
 	} else {
-		t.Logf("committed offset read %d times, last %d", len(offsets), offsets[len(offsets)-1])
+		t.Logf("committed offset stored %d times while watched, last %d", len(offsets), offsets[len(offsets)-1])
 	}
 	mu.Unlock()
 	stopServe(t, a)
 	stopServe(t, b)
 	ids := streamIDs(t, js, 1)
-	if len(ids) != retailDayLines {
-		t.Errorf("the stream holds %d ids, want %d", len(ids), retailDayLines)
+	if len(ids) != lines {
+		t.Errorf("the stream holds %d ids, want %d", len(ids), lines)
 	}
 	for id, n := range ids {
 		if n != 1 {

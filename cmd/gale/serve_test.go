@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/waitfor"
 )
 
 // TestMain lets a test run this binary as a gale child process (GALE_TEST_CHILD
@@ -42,15 +44,17 @@ func retailFiles(t *testing.T) []string {
 // retailDay is one day of the retail testdata, 1 December 2010 (3,108 order
 // lines, the largest day), for tests whose assertions hold line by line and need
 // no more than a day: the shared-log and SIGSTOP tests have their fault after
-// 2,000 lines and a thousand to go. The three days, 7,419 lines, go through the
-// Pebble log in TestOrdersOneCommand and TestOrdersOnWorkersOneKilled.
+// 2,000 lines and a thousand to go (ingestRetail: 1,000 and 500 of its first
+// 1,500 under the race detector). TestOrdersOneCommand and
+// TestOrdersOnWorkersOneKilled ingest the three days through the Pebble log
+// (retailSample: a thousand lines of each under the race detector).
 const (
 	retailDay      = "../../testdata/retail/2010-12-01.csv"
 	retailDayLines = 3108
 )
 
-// The one-command form on the real testdata: every one of the 7,419 order lines is
-// PROCESSED, written once, and the 418 invoices are summarised.
+// The one-command form on the real testdata (retailSample): every order line is
+// PROCESSED and written once, and every invoice is summarised.
 func TestOrdersOneCommand(t *testing.T) {
 	var f serveFlags
 	f.register(&cobra.Command{}, "127.0.0.1:0") // the defaults of the flags
@@ -60,24 +64,25 @@ func TestOrdersOneCommand(t *testing.T) {
 	}
 	o.DataDir = t.TempDir()
 	o.Logger = nil
-	res, err := runOrders(context.Background(), o, retailFiles(t), defaultIngestOptions(), nil)
+	files, lines, invoices := retailSample(t)
+	res, err := runOrders(context.Background(), o, files, defaultIngestOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := res.Ingest
-	if r.Sent != 7419 || r.Final["PROCESSED"] != 7419 || len(r.Final) != 1 || r.bad() != 0 || len(r.Problems) != 0 {
-		t.Fatalf("report %+v", r)
+	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.bad() != 0 || len(r.Problems) != 0 {
+		t.Fatalf("report %+v, want %d lines PROCESSED", r, lines)
 	}
-	if res.OrderLines != 7419 || res.Invoices != 418 {
-		t.Fatalf("sink: %d order_lines, %d invoices; want 7419 and 418", res.OrderLines, res.Invoices)
+	if res.OrderLines != int64(lines) || res.Invoices != int64(invoices) {
+		t.Fatalf("sink: %d order_lines, %d invoices; want %d and %d", res.OrderLines, res.Invoices, lines, invoices)
 	}
 	// Ingesting the same files again writes nothing new: every id is a duplicate.
 	o.DataDir = res.DataDir
-	res2, err := runOrders(context.Background(), o, retailFiles(t), defaultIngestOptions(), nil)
+	res2, err := runOrders(context.Background(), o, files, defaultIngestOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res2.Ingest.Duplicates != 7419 || res2.Ingest.Final["PROCESSED"] != 7419 || res2.OrderLines != 7419 || res2.SinkBatches != 0 {
+	if res2.Ingest.Duplicates != lines || res2.Ingest.Final["PROCESSED"] != lines || res2.OrderLines != int64(lines) || res2.SinkBatches != 0 {
 		t.Fatalf("second run: %+v, %d rows, %d sink batches", res2.Ingest, res2.OrderLines, res2.SinkBatches)
 	}
 }
@@ -97,10 +102,12 @@ type child struct {
 	url    string
 }
 
-func startChild(t *testing.T, args ...string) *child {
+// spawnChild starts this test binary as gale with args (TestMain's
+// GALE_TEST_CHILD), its stderr kept, and shown if the test fails; its url is
+// from --addr. It does not wait for anything.
+func spawnChild(t *testing.T, args ...string) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	c.cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join(args, "\n"))
+	c := &child{cmd: childSpawner(args)}
 	c.cmd.Stderr = &c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -120,22 +127,43 @@ func startChild(t *testing.T, args ...string) *child {
 			c.url = "http://" + args[i+1]
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(c.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return c
-			}
-		}
-		if time.Now().After(deadline) {
-			_ = c.cmd.Process.Kill()
-			t.Fatalf("child never became ready: %v\n%s", err, c.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return c
 }
+
+// startChild starts a gale child (spawnChild) and waits until its /readyz
+// answers 200; one that does not within 30 s is killed and fails the test.
+func startChild(t *testing.T, args ...string) *child {
+	t.Helper()
+	c := spawnChild(t, args...)
+	if err := waitfor.Err(context.Background(), 30*time.Second, func() error { return readyz(c.url) }); err != nil {
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+		t.Fatalf("child pid %d never became ready: %v", c.cmd.Process.Pid, err)
+	}
+	return c
+}
+
+// readyz is nil once GET url/readyz answers 200, else what it answered.
+func readyz(url string) error {
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &readyzError{code: resp.StatusCode, body: strings.TrimSpace(string(b))}
+	}
+	return nil
+}
+
+// readyzError is a /readyz answer other than 200.
+type readyzError struct {
+	code int
+	body string
+}
+
+func (e *readyzError) Error() string { return fmt.Sprintf("/readyz %d: %s", e.code, e.body) }
 
 // kill -9 of a gale serve child right after PERSISTED answers, then a restart:
 // every event answered PERSISTED ends PROCESSED, exactly once in the sink.
@@ -149,6 +177,7 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 	var mu sync.Mutex
 	var persisted []string
 	stop := make(chan struct{})
+	enough := make(chan struct{}) // closed once 3,000 are answered PERSISTED
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -170,23 +199,24 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 					return // the child is gone
 				}
 				mu.Lock()
+				n := len(persisted)
 				for _, a := range answers {
 					if a.Status == ingest.Persisted || a.Status == ingest.Processed {
 						persisted = append(persisted, a.EventID)
 					}
 				}
+				if n < 3000 && len(persisted) >= 3000 {
+					close(enough)
+				}
 				mu.Unlock()
 			}
 		}()
 	}
-	for {
-		mu.Lock()
-		n := len(persisted)
-		mu.Unlock()
-		if n >= 3000 {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	enoughBefore := true
+	select {
+	case <-enough:
+	case <-time.After(time.Minute):
+		enoughBefore = false
 	}
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -194,25 +224,16 @@ func TestKill9AfterPersistedAnswers(t *testing.T) {
 	_ = c.cmd.Wait()
 	close(stop)
 	wg.Wait()
+	if !enoughBefore {
+		t.Fatalf("%d events answered PERSISTED in a minute, want 3000", len(persisted))
+	}
 	mu.Lock()
 	ids := append([]string(nil), persisted...)
 	mu.Unlock()
 
 	c2 := startChild(t, args...)
 	client.URL = c2.url
-	deadline := time.Now().Add(60 * time.Second)
-	for _, id := range ids {
-		for {
-			st, found, err := client.Status(context.Background(), id)
-			if err == nil && found && st.Status == ingest.Processed {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s answered PERSISTED before kill -9: after restart %+v found=%v err=%v", id, st, found, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitProcessed(t, context.Background(), time.Minute, client, ids, nil) // each answered PERSISTED before kill -9
 	if err := c2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

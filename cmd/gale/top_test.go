@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/testtopo"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics"
 	"github.com/gale-stream/gale/topology"
@@ -270,15 +272,15 @@ func TestTopFits80Columns(t *testing.T) {
 		return nil
 	}
 	var out string
-	for range 500 { // until the spout has its 500 trees acked (bounded)
+	waitfor.Until(t, 30*time.Second, func() error { // until the spout has its 500 trees acked
 		if out, err = runTop("--once", "--window", "all", srv.Addr()); err != nil {
 			t.Fatal(err)
 		}
-		if f := spoutValues(out); len(f) == 7 && f[3] == "500" {
-			break
+		if f := spoutValues(out); len(f) != 7 || f[3] != "500" {
+			return fmt.Errorf("spout values %v, waiting for 500 acked", f)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	checkWidth(t, out)
 	// The long name is on a line of its own, its values on the next:
 	// TASKS EMITTED TRANSFERRED ACKED FAILED TIMED-OUT PENDING.

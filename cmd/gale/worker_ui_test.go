@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/gale-stream/gale/internal/natstest"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/worker"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -302,18 +304,15 @@ func TestWorkerUIAcrossWorkers(t *testing.T) {
 	// Every process's stats: apply's tasks on both workers executed tuples, n in
 	// all (counters are as of each task's last flush: ask until all are in).
 	var stats ui.StatsView
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	waitfor.Until(t, 30*time.Second, func() error {
 		if code := wuiGet(t, base+"api/stats?window=all", &stats); code != http.StatusOK {
 			t.Fatalf("GET /api/stats: %d", code)
 		}
-		if len(stats.Bolts) == 1 && stats.Bolts[0].Executed == n {
-			break
+		if len(stats.Bolts) != 1 || stats.Bolts[0].Executed != n {
+			return fmt.Errorf("apply has not counted %d executed: %+v", n, stats)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("apply never counted %d executed: %+v", n, stats)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	apply := stats.Bolts[0]
 	executedOn := map[string]uint64{}
 	for _, bt := range apply.ByTask {

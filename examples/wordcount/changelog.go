@@ -205,6 +205,10 @@ type changelogCount struct {
 	flight   []*clBatch
 	spare    []*clBatch // resolved batches, their buffers reused
 	stopping bool       // Cleanup has begun
+	// waiting counts the callers held back on cond (waitLocked): a publish waiting
+	// for room, a rebuild or a Drain waiting for the batches in flight. Tests wait
+	// on it to know that a call is held back, not slow to return.
+	waiting int
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -396,7 +400,7 @@ func (b *changelogCount) rebuildLocked() error {
 		return b.broken
 	}
 	for len(b.flight) > 0 && b.live() {
-		b.cond.Wait()
+		b.waitLocked()
 	}
 	if !b.live() {
 		return b.broken
@@ -415,7 +419,7 @@ func (b *changelogCount) rebuildLocked() error {
 // the batch's inputs.
 func (b *changelogCount) flushLocked() {
 	for b.n > 0 && len(b.flight) >= b.inFlightMax && b.live() {
-		b.cond.Wait()
+		b.waitLocked()
 	}
 	if b.n == 0 {
 		return // nothing to write, or the batch failed with an earlier one meanwhile
@@ -597,8 +601,15 @@ func (b *changelogCount) Drain() {
 	defer b.mu.Unlock()
 	b.flushLocked()
 	for len(b.flight) > 0 && b.live() {
-		b.cond.Wait()
+		b.waitLocked()
 	}
+}
+
+// waitLocked waits on cond, counted in waiting meanwhile (b.mu held).
+func (b *changelogCount) waitLocked() {
+	b.waiting++
+	b.cond.Wait()
+	b.waiting--
 }
 
 // Cleanup stops the flusher and the acker. Nothing is held after a graceful stop

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -68,11 +69,19 @@ type gatedPub struct {
 }
 
 type gatedAnswer struct {
-	msg  *nats.Msg
-	real jetstream.PubAckFuture // nil if failed
-	fail error
-	ok   chan *jetstream.PubAck
-	err  chan error
+	g        *gatedPub
+	msg      *nats.Msg
+	real     jetstream.PubAckFuture // nil if failed
+	fail     error
+	ok       chan *jetstream.PubAck
+	err      chan error
+	released bool // on g.mu: release was called
+}
+
+func (a *gatedAnswer) isReleased() bool {
+	a.g.mu.Lock()
+	defer a.g.mu.Unlock()
+	return a.released
 }
 
 func (a *gatedAnswer) Ok() <-chan *jetstream.PubAck { return a.ok }
@@ -85,7 +94,7 @@ func (g *gatedPub) publish(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream
 	if g.auto {
 		return g.js.PublishMsgAsync(m, opts...)
 	}
-	a := &gatedAnswer{msg: m, fail: g.fail[len(g.pubs)], ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}
+	a := &gatedAnswer{g: g, msg: m, fail: g.fail[len(g.pubs)], ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}
 	if a.fail == nil {
 		fut, err := g.js.PublishMsgAsync(m, opts...)
 		if err != nil {
@@ -107,7 +116,12 @@ func (g *gatedPub) published() int {
 // answer returns publish i, waiting until it is made.
 func (g *gatedPub) answer(i int) *gatedAnswer {
 	g.t.Helper()
-	waitUntil(g.t, fmt.Sprintf("publish %d", i), func() bool { return g.published() > i })
+	waitfor.Until(g.t, 10*time.Second, func() error {
+		if n := g.published(); n <= i {
+			return fmt.Errorf("%d publishes made, waiting for publish %d", n, i)
+		}
+		return nil
+	})
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.pubs[i]
@@ -117,6 +131,9 @@ func (g *gatedPub) answer(i int) *gatedAnswer {
 func (g *gatedPub) release(i int) {
 	g.t.Helper()
 	a := g.answer(i)
+	g.mu.Lock()
+	a.released = true // before the answer is handed over: see settled
+	g.mu.Unlock()
 	if a.fail != nil {
 		a.err <- a.fail
 		return
@@ -145,33 +162,72 @@ func (g *gatedPub) fenced(i int) int {
 	return n
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
+// collect takes from b's output until it has acked and failed at least the numbers
+// given and b has nothing more to resolve by itself (settled), and returns all it took:
+// more than the numbers given fails the test.
+func collect(t *testing.T, b *changelogCount, acks, fails int) (acked, failed []*tuple.Tuple, errs []error) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-	}
-}
-
-// collect takes from out until it has acked and failed at least the numbers given,
-// and a little longer to catch any more, and returns all it took.
-func collect(t *testing.T, out *countCollector, acks, fails int) (acked, failed []*tuple.Tuple, errs []error) {
-	t.Helper()
+	out := b.out.(*countCollector)
 	more := func() {
 		a, f, e := out.take()
 		acked, failed, errs = append(acked, a...), append(failed, f...), append(errs, e...)
 	}
-	waitUntil(t, fmt.Sprintf("%d acks and %d fails", acks, fails), func() bool {
+	waitfor.Until(t, 10*time.Second, func() error {
 		more()
-		return len(acked) >= acks && len(failed) >= fails
+		switch {
+		case len(acked) < acks || len(failed) < fails:
+			return fmt.Errorf("acked %d failed %d, waiting for %d and %d", len(acked), len(failed), acks, fails)
+		case !settled(b):
+			return fmt.Errorf("acked %d failed %d; a batch whose answer came is still in flight", len(acked), len(failed))
+		}
+		return nil
 	})
-	time.Sleep(20 * time.Millisecond)
 	more()
 	if len(acked) != acks || len(failed) != fails {
 		t.Fatalf("acked %d failed %d (errors %v), want %d and %d", len(acked), len(failed), errs, acks, fails)
 	}
 	return
+}
+
+// settled reports whether b would ack or fail nothing more unless the test acts:
+// every batch in flight waits for an answer the test holds back (gatedPub), and
+// not past its deadline. The acker resolves a batch, acking or failing its inputs,
+// before it takes it out of flight.
+func settled(b *changelogCount) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, bt := range b.flight {
+		a, gated := bt.fut.(*gatedAnswer)
+		if !gated || bt.err != nil || a.isReleased() || !time.Now().Before(bt.deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// heldBack waits until a call of b's that runs in the background (done is closed
+// when it returns) is held back on b's cond, and fails the test with what if the
+// call returns instead.
+func heldBack(t *testing.T, b *changelogCount, done <-chan struct{}, what string) {
+	t.Helper()
+	waitfor.Until(t, 10*time.Second, func() error {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.waiting == 0 {
+			return errors.New("the call has neither returned nor been held back")
+		}
+		return nil
+	})
+	select {
+	case <-done:
+		t.Fatal(what)
+	default:
+	}
 }
 
 func sameTuples(got []*tuple.Tuple, want ...*tuple.Tuple) bool {
@@ -245,18 +301,14 @@ func TestChangelogPipelined(t *testing.T) {
 	// The batch fills: its publish waits while two are in flight.
 	done := make(chan struct{})
 	go func() { b.Execute(w[5]); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("Execute published a third batch with two in flight")
-	case <-time.After(50 * time.Millisecond):
-	}
+	heldBack(t, b, done, "Execute published a third batch with two in flight")
 	g.release(0)
 	<-done
-	if acked, _, _ := collect(t, out, 2, 0); !sameTuples(acked, w[0], w[1]) {
+	if acked, _, _ := collect(t, b, 2, 0); !sameTuples(acked, w[0], w[1]) {
 		t.Fatal("the first answer acked other inputs")
 	}
 	g.release(1)
-	if acked, _, _ := collect(t, out, 3, 0); !sameTuples(acked, w[2], w[3], d0) {
+	if acked, _, _ := collect(t, b, 3, 0); !sameTuples(acked, w[2], w[3], d0) {
 		t.Fatal("the second answer acked other inputs")
 	}
 	d1 := dup(1)
@@ -267,11 +319,7 @@ func TestChangelogPipelined(t *testing.T) {
 	// Drain publishes nothing new and waits for the third batch.
 	drained := make(chan struct{})
 	go func() { b.Drain(); close(drained) }()
-	select {
-	case <-drained:
-		t.Fatal("Drain returned with a batch in flight")
-	case <-time.After(50 * time.Millisecond):
-	}
+	heldBack(t, b, drained, "Drain returned with a batch in flight")
 	g.release(2)
 	<-drained
 	if a, _, _ := out.take(); !sameTuples(a, w[4], w[5], d4) {
@@ -288,7 +336,7 @@ func TestChangelogPipelined(t *testing.T) {
 	}
 	g.release(3)
 	b.Drain()
-	collect(t, out, 2, 0)
+	collect(t, b, 2, 0)
 	got, err := ReadClusterCounts(ctx, js, "gale-wordcount", "pipe", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -316,22 +364,18 @@ func TestChangelogPipelineFailure(t *testing.T) {
 	d2 := wordTuple("c", 1000, 20)
 	b.Execute(d2) // its first application is in publish 1: held with the filling batch
 	g.release(0)
-	if a, _, _ := collect(t, out, 2, 0); !sameTuples(a, w[0], w[1]) {
+	if a, _, _ := collect(t, b, 2, 0); !sameTuples(a, w[0], w[1]) {
 		t.Fatal("publish 0 acked other inputs")
 	}
 	g.release(1)
-	_, failed, errs := collect(t, out, 0, 6)
+	_, failed, errs := collect(t, b, 0, 6)
 	if !sameTuples(failed, w[2], w[3], w[4], w[5], w[6], d2) || len(errs) != 1 || !strings.Contains(errs[0].Error(), "injected") {
 		t.Fatalf("failed %d, errors %v", len(failed), errs)
 	}
 	// The lines replay. The state is rebuilt once publish 2 is answered.
 	done := make(chan struct{})
 	go func() { b.Execute(w[4]); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("the state was rebuilt with a batch in flight")
-	case <-time.After(50 * time.Millisecond):
-	}
+	heldBack(t, b, done, "the state was rebuilt with a batch in flight")
 	g.release(2)
 	<-done
 	if a, f, _ := out.take(); !sameTuples(a, w[4]) || len(f) != 0 {
@@ -344,7 +388,7 @@ func TestChangelogPipelineFailure(t *testing.T) {
 		b.Execute(tt)
 	}
 	b.Drain()
-	if a, f, _ := collect(t, out, 4, 0); !sameTuples(a, w[2], w[3], w[5], w[6]) || len(f) != 0 {
+	if a, f, _ := collect(t, b, 4, 0); !sameTuples(a, w[2], w[3], w[5], w[6]) || len(f) != 0 {
 		t.Fatal("replays")
 	}
 	want := map[string]uint64{"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 1, "g": 1}
@@ -368,14 +412,14 @@ func TestChangelogPipelineFailure(t *testing.T) {
 func TestChangelogPipelineTimeout(t *testing.T) {
 	_, js := clusterState(t, "gale-wordcount")
 	ctx := testCtx(t, time.Minute)
-	b, out, g := pipelineTask(t, ctx, js, "timeout", 2, 4, 100*time.Millisecond)
+	b, _, g := pipelineTask(t, ctx, js, "timeout", 2, 4, 100*time.Millisecond)
 	defer b.Cleanup()
 	w := occTuples("a", "b", "c")
 	for _, tt := range w {
 		b.Execute(tt)
 	}
 	start := time.Now()
-	_, failed, errs := collect(t, out, 0, 3) // publish 0 is never released
+	_, failed, errs := collect(t, b, 0, 3) // publish 0 is never released
 	if el := time.Since(start); el > 5*time.Second || !sameTuples(failed, w...) || len(errs) != 1 || !strings.Contains(errs[0].Error(), "no PubAck") {
 		t.Fatalf("after %v: failed %d, errors %v", el, len(failed), errs)
 	}
@@ -386,7 +430,7 @@ func TestChangelogPipelineTimeout(t *testing.T) {
 		b.Execute(tt) // stored though unanswered: acked after the rebuild
 	}
 	b.Drain()
-	if a, f, _ := collect(t, out, 3, 0); !sameTuples(a, w...) || len(f) != 0 {
+	if a, f, _ := collect(t, b, 3, 0); !sameTuples(a, w...) || len(f) != 0 {
 		t.Fatal("replays after the timeout")
 	}
 }
@@ -402,7 +446,7 @@ func TestChangelogPipelineHardStop(t *testing.T) {
 	b.Execute(w[0]) // in flight, never answered
 	done := make(chan struct{})
 	go func() { b.Execute(w[1]); b.Execute(w[2]); close(done) }() // waits for room
-	time.Sleep(20 * time.Millisecond)
+	heldBack(t, b, done, "Execute published a second batch with one in flight")
 	cancel()
 	<-done
 	b.Drain()
@@ -425,16 +469,16 @@ func TestChangelogPipelineHardStop(t *testing.T) {
 func TestChangelogStaleIncarnation(t *testing.T) {
 	_, js := clusterState(t, "gale-wordcount")
 	ctx := testCtx(t, time.Minute)
-	old, oldOut, og := pipelineTask(t, ctx, js, "stale", 2, 4, 0)
+	old, _, og := pipelineTask(t, ctx, js, "stale", 2, 4, 0)
 	defer old.Cleanup()
-	cur, curOut, cg := pipelineTask(t, ctx, js, "stale", 2, 4, 0) // restored: nothing yet
+	cur, _, cg := pipelineTask(t, ctx, js, "stale", 2, 4, 0) // restored: nothing yet
 	defer cur.Cleanup()
 	w := occTuples("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
 
 	old.Execute(w[0])
 	old.Execute(w[1]) // old publish 0, fenced on 0: stored
 	og.release(0)
-	collect(t, oldOut, 2, 0)
+	collect(t, old, 2, 0)
 	for _, tt := range w[2:6] {
 		old.Execute(tt) // old publishes 1 (fenced, stored, unanswered) and 2 (pipelined)
 	}
@@ -446,7 +490,7 @@ func TestChangelogStaleIncarnation(t *testing.T) {
 	}
 	cg.release(0)
 	cg.release(1)
-	if _, _, errs := collect(t, curOut, 0, 4); len(errs) != 1 || !strings.Contains(errs[0].Error(), "wrong last sequence") {
+	if _, _, errs := collect(t, cur, 0, 4); len(errs) != 1 || !strings.Contains(errs[0].Error(), "wrong last sequence") {
 		t.Fatalf("cur's refused write: %v", errs)
 	}
 	cg.mu.Lock()
@@ -456,11 +500,11 @@ func TestChangelogStaleIncarnation(t *testing.T) {
 		cur.Execute(tt) // rebuilt with old's records: c..f are duplicates, g h applied
 	}
 	cur.Drain()
-	collect(t, curOut, 6, 0)
+	collect(t, cur, 6, 0)
 
 	og.release(1)
 	og.release(2)
-	collect(t, oldOut, 4, 0)
+	collect(t, old, 4, 0)
 	for _, tt := range w[6:10] {
 		old.Execute(tt) // old publishes 3 (fenced on its own last: refused) and 4 (pipelined: stored)
 	}
@@ -469,7 +513,7 @@ func TestChangelogStaleIncarnation(t *testing.T) {
 	}
 	og.release(3)
 	og.release(4)
-	if _, _, errs := collect(t, oldOut, 0, 4); len(errs) != 1 || !strings.Contains(errs[0].Error(), "wrong last sequence") {
+	if _, _, errs := collect(t, old, 0, 4); len(errs) != 1 || !strings.Contains(errs[0].Error(), "wrong last sequence") {
 		t.Fatalf("old's refused write: %v", errs)
 	}
 

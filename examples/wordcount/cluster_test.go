@@ -3,6 +3,7 @@ package wordcount
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/gale-stream/gale/internal/natstest"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/leaktest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -511,8 +513,14 @@ func TestClusterWordCountServerRestart(t *testing.T) {
 	s.Shutdown()
 	s.WaitForShutdown()
 	// The outage outlasts a request's timeout: the count tasks' writes (every flush
-	// interval, while their lines are in flight) and the spout's commits time out.
-	time.Sleep(2 * o.opTimeout)
+	// interval, while their lines are in flight) fail, and it lasts until a commit
+	// of the spout's (every commit interval) has timed out and been reported.
+	waitfor.Until(t, time.Minute, func() error {
+		if st := rt.Stats().Components; st["lines"].Errors == 0 {
+			return fmt.Errorf("the server is down and the spout has reported no error yet (the count tasks %d)", st["count"].Errors)
+		}
+		return nil
+	})
 	runNATS(t, port, dir)
 	commit, err := WaitClusterDone(ctx, js, o.Bucket, o.Run)
 	if err != nil {
