@@ -29,6 +29,7 @@ import (
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/internal/testio"
 )
 
 // atkCluster is an embedded NATS node and the gale worker processes started on it.
@@ -75,7 +76,7 @@ func newAtkCluster(t *testing.T) *atkCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &atkCluster{t: t, dir: dir, natsDir: natsDir, url: node.ClientURL(), files: books(t), node: node,
+	c := &atkCluster{t: t, dir: dir, natsDir: natsDir, url: node.ClientURL(), files: testio.Books(t), node: node,
 		port: node.Server().Addr().(*net.TCPAddr).Port}
 	t.Cleanup(func() {
 		c.stopAll()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gale-stream/gale/internal/testio"
 )
 
 // childSpawner runs this test binary as gale (TestMain's GALE_TEST_CHILD), so the
@@ -33,15 +35,6 @@ func demoSpawner(args []string) *exec.Cmd {
 		args = append(slices.Clone(args), "--stop-timeout=5s")
 	}
 	return childSpawner(args)
-}
-
-func books(t *testing.T) []string {
-	t.Helper()
-	files, err := filepath.Glob("../../testdata/books/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("testdata/books: %v %v", files, err)
-	}
-	return files
 }
 
 // demoResult is the JSON summary of gale wordcount --workers.
@@ -74,7 +67,7 @@ type demoResult struct {
 func demoBooks(t *testing.T) []string {
 	t.Helper()
 	if !raceEnabled {
-		return books(t)
+		return testio.Books(t)
 	}
 	var files []string
 	for _, f := range []string{"244-0.txt", "105.txt"} {

@@ -11,32 +11,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/testio"
 )
-
-// ingestOutput is a bytes.Buffer safe for the writers of a run and a test reading it.
-type ingestOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *ingestOutput) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *ingestOutput) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runIngestCmd runs `gale ingest ARGS` in this process, bounded by a minute.
 func runIngestCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -45,7 +27,7 @@ func runIngestCmd(t *testing.T, args ...string) (stdout, stderr string, err erro
 	defer cancel()
 	c := ingestCmd()
 	c.SilenceUsage, c.SilenceErrors = true, true
-	var out, errb ingestOutput
+	var out, errb testio.SyncBuffer
 	c.SetOut(&out)
 	c.SetErr(&errb)
 	c.SetArgs(args)

@@ -9,30 +9,12 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/internal/waitfor"
 )
-
-// syncBuffer is a bytes buffer safe to read while the command writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // wordcountMetrics runs gale wordcount --ui on one book with a linger, scrapes
 // /metrics once the job is done, and ends the linger.
@@ -41,7 +23,7 @@ func wordcountMetrics(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := wordcountCmd()
-	var stderr syncBuffer
+	var stderr testio.SyncBuffer
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(&stderr)
 	cmd.SetArgs([]string{"--ui", "127.0.0.1:0", "--ui-linger", "10m", "--fail-rate", "0.05", "../../testdata/books/105.txt"})

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gale-stream/gale/cluster/natsnode"
+	"github.com/gale-stream/gale/internal/testio"
 )
 
 // gale nats as a process: it prints its URL and credentials file, a client with
@@ -28,7 +29,7 @@ func TestNatsCommand(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "GALE_TEST_CHILD="+strings.Join([]string{
 		"nats", "--data", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, "\n"))
-	var stderr syncBuffer
+	var stderr testio.SyncBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

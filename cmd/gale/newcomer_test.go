@@ -25,6 +25,7 @@ import (
 	"github.com/gale-stream/gale/cluster/placement"
 	"github.com/gale-stream/gale/cluster/worker"
 	"github.com/gale-stream/gale/cmd/gale/internal/serve"
+	"github.com/gale-stream/gale/internal/testio"
 )
 
 // apacheLicenseSHA256 is the SHA-256 of the Apache License 2.0 as NATS ships it
@@ -243,7 +244,7 @@ func TestSubmitWithoutLiveWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	out, errs, code := galeRun(t, append(append([]string{"submit"}, conn...), "--timeout", "20s", "wordcount", "--run=nolive", books(t)[0])...)
+	out, errs, code := galeRun(t, append(append([]string{"submit"}, conn...), "--timeout", "20s", "wordcount", "--run=nolive", testio.Books(t)[0])...)
 	took := time.Since(begin)
 	want := fmt.Sprintf("gale: no live worker on the cluster at %s (prefix gale): no scheduler to place wordcount (it runs in the workers) and nothing to run it: start gale worker first\n", node.ClientURL())
 	if code != 2 || errs != want || out != "" {
@@ -392,7 +393,7 @@ func TestClusterClientFlags(t *testing.T) {
 		append([]string{"cluster", "status"}, conn...),
 		append(append([]string{"kill"}, conn...), "wordcount"),
 		append(append([]string{"rebalance"}, conn...), "wordcount"),
-		append(append([]string{"submit"}, conn...), "wordcount", books(t)[0]),
+		append(append([]string{"submit"}, conn...), "wordcount", testio.Books(t)[0]),
 	} {
 		out, errs, code := galeRun(t, args...)
 		if code != 2 || errs != want || out != "" {

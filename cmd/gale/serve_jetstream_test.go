@@ -28,6 +28,7 @@ import (
 	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/sink"
 )
@@ -306,7 +307,7 @@ func TestServeJetStreamDurabilityWords(t *testing.T) {
 type natsChild struct {
 	name, dir, client, route string
 	cmd                      *exec.Cmd
-	stderr                   syncBuffer
+	stderr                   testio.SyncBuffer
 	exited                   chan struct{}
 }
 
@@ -318,7 +319,7 @@ func (n *natsChild) start(t *testing.T, routes []string, credsFrom string) {
 		args = append(args, "--creds-from", credsFrom)
 	}
 	n.cmd = childSpawner(args)
-	n.stderr = syncBuffer{}
+	n.stderr = testio.SyncBuffer{}
 	n.cmd.Stderr = &n.stderr
 	out, err := n.cmd.StdoutPipe()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/internal/waitfor"
 )
 
@@ -98,7 +99,7 @@ func freeAddr(t *testing.T) string {
 
 type child struct {
 	cmd    *exec.Cmd
-	stderr syncBuffer
+	stderr testio.SyncBuffer
 	url    string
 }
 

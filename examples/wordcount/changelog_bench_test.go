@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -53,7 +54,7 @@ func BenchmarkChangelogCount(b *testing.B) {
 		b.Fatal(err)
 	}
 	var words []string
-	f, err := os.Open(books(b)[0])
+	f, err := os.Open(testio.Books(b)[0])
 	if err != nil {
 		b.Fatal(err)
 	}

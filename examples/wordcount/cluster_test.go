@@ -21,6 +21,7 @@ import (
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/leaktest"
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -140,7 +141,7 @@ func checkCounts(t *testing.T, got ClusterCounts, files []string) {
 // the changelogs equal the independent count, with no occurrence stored twice.
 func TestClusterWordCountExact(t *testing.T) {
 	_, js := clusterState(t, "gale-wordcount")
-	files := absFiles(t, books(t))
+	files := absFiles(t, testio.Books(t))
 	o := ClusterOptions{Files: files, FailRate: 0.05, Seed: 5, Config: clusterConfig(), JS: js,
 		Bucket: "gale-wordcount", Run: "exact"}
 	ctx := testCtx(t, 2*time.Minute)
@@ -184,7 +185,7 @@ func TestClusterWordCountExact(t *testing.T) {
 // and the counts are exact.
 func TestClusterWordCountMove(t *testing.T) {
 	_, js := clusterState(t, "gale-wordcount")
-	files := absFiles(t, books(t))
+	files := absFiles(t, testio.Books(t))
 	files = []string{files[5], files[0]} // 244-0.txt, 105.txt: 770 KB
 	o := ClusterOptions{Files: files, FailRate: 0.05, Seed: 9, Config: clusterConfig(), JS: js,
 		Bucket: "gale-wordcount", Run: "move", CommitInterval: 20 * time.Millisecond}
@@ -290,7 +291,7 @@ func (c *spoutCollector) Pending() int                                    { retu
 // that took over resumes from the older one's commit.
 func TestClusterStaleSpoutStops(t *testing.T) {
 	_, js := clusterState(t, "gale-wordcount")
-	files := absFiles(t, books(t)[5:6]) // 244-0.txt
+	files := absFiles(t, testio.Books(t)[5:6]) // 244-0.txt
 	conf := &clusterConf{files: files, js: js, bucket: "gale-wordcount", run: "paused", commitInterval: time.Hour}
 	ctx := testCtx(t, 20*time.Second)
 	tc := topology.TaskContext{Component: "lines", TaskID: 1, Parallelism: 1}
@@ -502,7 +503,7 @@ func TestClusterWordCountServerRestart(t *testing.T) {
 	if err := EnsureClusterState(ctx, js, "gale-wordcount", 1); err != nil {
 		t.Fatal(err)
 	}
-	files := absFiles(t, books(t)) // all of them: a run long enough to be cut by the restart
+	files := absFiles(t, testio.Books(t)) // all of them: a run long enough to be cut by the restart
 	o := ClusterOptions{Files: files, Config: clusterConfig(), JS: js, Bucket: "gale-wordcount", Run: "restart",
 		CommitInterval: 20 * time.Millisecond, opTimeout: 300 * time.Millisecond}
 	o.Config.MessageTimeout = 5 * time.Second
@@ -544,7 +545,7 @@ func TestClusterWordCountServerRestart(t *testing.T) {
 // Options are checked when the topology is built, each error naming its field; the
 // JetStream context is needed only by the tasks.
 func TestClusterOptionsRefused(t *testing.T) {
-	files := absFiles(t, books(t)[:1])
+	files := absFiles(t, testio.Books(t)[:1])
 	good := func() ClusterOptions {
 		return ClusterOptions{Files: files, Config: clusterConfig(), Bucket: "b", Run: "r"}
 	}

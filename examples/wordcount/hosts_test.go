@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/codec"
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
 	"github.com/gale-stream/gale/transport/transporttest"
@@ -18,7 +19,7 @@ import (
 // tuples and acks make trees time out and replay; duplicates are dropped by the
 // receivers; the counts still equal the independent count.
 func TestWordCountOnThreeHostsOverALossyTransport(t *testing.T) {
-	files := books(t)
+	files := testio.Books(t)
 	want := referenceCount(t, files)
 	var streams *codec.Streams
 	faulty := transporttest.NewFaulty(transport.NewLocal(),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/plaintest"
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -13,7 +14,7 @@ import (
 // codec built-in type), so that the topology can run across processes (issue 11); and
 // the run is exact with every message sent through the codec (WithSerialization).
 func TestWordCountValuesArePlain(t *testing.T) {
-	files := books(t)
+	files := testio.Books(t)
 	var report *plaintest.Report
 	res, err := Run(context.Background(), Options{Files: files, FailRate: 0.05, Seed: 3, Config: quiet(),
 		RuntimeOptions: []engine.Option{engine.WithSerialization()},

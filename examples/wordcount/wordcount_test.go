@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -35,14 +36,6 @@ func referenceCount(t *testing.T, files []string) map[string]uint64 {
 		}
 	}
 	return counts
-}
-
-func books(t testing.TB) []string {
-	files, err := filepath.Glob("../../testdata/books/*.txt")
-	if err != nil || len(files) != 7 {
-		t.Fatalf("testdata books: %v %v", files, err)
-	}
-	return files
 }
 
 func quiet() topology.Config {
@@ -72,7 +65,7 @@ func diffCounts(got, want map[string]uint64) string {
 // With each bolt failing 5% of its inputs, lines are replayed many times, and every
 // count still equals the independent single-pass count.
 func TestWordCountExactUnderReplay(t *testing.T) {
-	files := books(t)
+	files := testio.Books(t)
 	want := referenceCount(t, files)
 	res, err := Run(context.Background(), Options{Files: files, FailRate: 0.05, Seed: 7, Config: quiet()})
 	if err != nil {
@@ -96,7 +89,7 @@ func TestWordCountExactUnderReplay(t *testing.T) {
 
 // Without failures and without tracking the counts are the same.
 func TestWordCountTrackingOff(t *testing.T) {
-	files := books(t)[:2]
+	files := testio.Books(t)[:2]
 	want := referenceCount(t, files)
 	cfg := quiet()
 	cfg.Ackers = 0
@@ -143,7 +136,7 @@ func (d *dropper) Cleanup() error { return nil }
 // Lines whose acks are lost time out, are re-read from their file offsets and are
 // counted once.
 func TestWordCountTimeoutsReplay(t *testing.T) {
-	files := books(t)[:2]
+	files := testio.Books(t)[:2]
 	want := referenceCount(t, files)
 	cfg := quiet()
 	cfg.MessageTimeout = time.Second
@@ -165,7 +158,7 @@ func TestWordCountTimeoutsReplay(t *testing.T) {
 // A high fail rate still terminates with exact counts: occurrences already counted are
 // acked as duplicates rather than failed again, so every attempt makes progress.
 func TestWordCountHighFailRate(t *testing.T) {
-	files := books(t)[3:4] // 244-0.txt, the shortest book
+	files := testio.Books(t)[3:4] // 244-0.txt, the shortest book
 	want := referenceCount(t, files)
 	res, err := Run(context.Background(), Options{Files: files, FailRate: 0.5, Seed: 11, Config: quiet()})
 	if err != nil {
@@ -183,8 +176,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}{
 		{Options{Config: quiet()}, "no input files"},
 		{Options{Files: []string{"/nonexistent/book.txt"}, Config: quiet()}, "no such file"},
-		{Options{Files: books(t), FailRate: 1, Config: quiet()}, "fail rate 1"},
-		{Options{Files: books(t), FailRate: math.NaN(), Config: quiet()}, "fail rate NaN"},
+		{Options{Files: testio.Books(t), FailRate: 1, Config: quiet()}, "fail rate 1"},
+		{Options{Files: testio.Books(t), FailRate: math.NaN(), Config: quiet()}, "fail rate NaN"},
 	} {
 		if _, err := Run(context.Background(), tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Run(%v) = %v, want %q", tc.opts.Files, err, tc.want)
@@ -273,7 +266,7 @@ func (d *truncator) Execute(t *tuple.Tuple) {
 func (d *truncator) Cleanup() error { return nil }
 
 func TestReplayOfChangedFileIsLostNotMiscounted(t *testing.T) {
-	data, err := os.ReadFile(books(t)[3])
+	data, err := os.ReadFile(testio.Books(t)[3])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gale-stream/gale/internal/testio"
 )
 
 // wordsRef is Words as it was before it skipped lower for plain words: every word
@@ -57,7 +59,7 @@ func collectWords(f func(string, func(string, int)), line string) []wordAt {
 // punctuation.
 func TestWordsMatchesReference(t *testing.T) {
 	lines := 0
-	for _, name := range books(t) {
+	for _, name := range testio.Books(t) {
 		f, err := os.Open(name)
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +94,7 @@ func TestWordsMatchesReference(t *testing.T) {
 // word through lower), in the same run.
 func BenchmarkWords(b *testing.B) {
 	var lines []string
-	for _, name := range books(b) {
+	for _, name := range testio.Books(b) {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			b.Fatal(err)

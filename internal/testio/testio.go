@@ -1,5 +1,6 @@
 // Package testio holds the small pieces of I/O that gale's tests share: a buffer
-// safe for concurrent writes (to capture a log), and the lines of the test book.
+// safe for concurrent writes (to capture a log), the lines of the test book, and
+// the test books' paths.
 package testio
 
 import (
@@ -68,6 +69,17 @@ func BookLines(t testing.TB) []string {
 		t.Fatal(err)
 	}
 	return lines
+}
+
+// Books returns the paths of the seven public-domain test books
+// (testdata/books/*.txt, in name order), as absolute paths.
+func Books(t testing.TB) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root(t), "testdata", "books", "*.txt"))
+	if err != nil || len(files) != 7 {
+		t.Fatalf("testdata/books: %v %v, want 7 books", files, err)
+	}
+	return files
 }
 
 // root returns the repository's root: the nearest directory above the test's
