@@ -18,18 +18,18 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 )
 
 // serveFlags are the flags shared by serve and orders.
 type serveFlags struct {
-	o             serve.Options
+	o             server.Options
 	defaultAck    string
 	sourceAck     []string
 	timeout       time.Duration
@@ -96,7 +96,7 @@ func (f *serveFlags) registerNetwork(c *cobra.Command) {
 	fl.IntVar(&f.o.HTTP.MaxBatchLines, "max-batch-lines", ingest.DefaultMaxBatchLines, "most events in one batch (413 beyond)")
 }
 
-func (f *serveFlags) options() (serve.Options, error) {
+func (f *serveFlags) options() (server.Options, error) {
 	o := f.o
 	lvl, err := ingest.ParseLevel(f.defaultAck)
 	if err != nil {
@@ -239,7 +239,7 @@ Endpoints:
 					if nc, st, err = f.cluster.connect(ctx, "gale serve"); err != nil {
 						return err
 					}
-					o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: f.workerName, Workers: f.workers, Timeout: f.cluster.timeout}
+					o.Cluster = &server.Cluster{Conn: nc, Store: st, Name: f.workerName, Workers: f.workers, Timeout: f.cluster.timeout}
 				} else if nc, err = f.cluster.dial("gale serve"); err != nil {
 					return err
 				}
@@ -255,7 +255,7 @@ Endpoints:
 					}
 				}
 			}
-			s, err := serve.Start(context.Background(), o)
+			s, err := server.Start(context.Background(), o)
 			if errors.Is(err, eventlog.ErrDamaged) {
 				return fmt.Errorf("%w\nthe log is damaged: `gale log check --data %s` says what is intact; `gale log salvage --data %s` starts from it and records what is lost",
 					err, o.DataDir, o.DataDir)
@@ -332,7 +332,7 @@ func (c *clusterFlags) dial(name string) (*nats.Conn, error) {
 // jetStream is the log of gale serve --log jetstream on nc, and how it tells what
 // PERSISTED means: the servers' own answer with --sys-creds, else the record of
 // the embedded node whose credentials nc uses (--nats-data), else unknown.
-func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*serve.JetStream, error) {
+func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*server.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -342,7 +342,7 @@ func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*serve.JetStre
 		host, _ := os.Hostname()
 		holder = fmt.Sprintf("%s-%d (%s)", host, os.Getpid(), f.o.Addr)
 	}
-	j := &serve.JetStream{Log: jslog.Config{JS: js, Prefix: f.cluster.prefix, Replicas: max(f.cluster.replicas, 1),
+	j := &server.JetStream{Log: jslog.Config{JS: js, Prefix: f.cluster.prefix, Replicas: max(f.cluster.replicas, 1),
 		Holder: holder, LeaseTTL: f.leaseTTL}, Recheck: f.recheck}
 	if f.recheck <= 0 {
 		j.Recheck = -1

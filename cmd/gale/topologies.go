@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gale-stream/gale/cluster"
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -29,7 +29,7 @@ func registry() *cluster.Registry {
 	registryOnce.Do(func() {
 		for name, f := range map[string]cluster.Factory{"wordcount": wordcountFactory,
 			// gale serve --nats: its pipelines' bolts (the log spout stays in serve).
-			"orders": serve.WorkerFactory, "events": serve.WorkerFactory} {
+			"orders": server.WorkerFactory, "events": server.WorkerFactory} {
 			if err := theRegistry.Register(name, f); err != nil {
 				panic(err)
 			}

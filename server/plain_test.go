@@ -1,4 +1,4 @@
-package serve
+package server
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // through the API: events with and without key and version for the events pipeline,
 // the first day of testdata/retail for the orders pipeline.
 func TestServePipelinesCarryPlainValues(t *testing.T) {
-	day, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	day, err := os.Open("../testdata/retail/2010-12-01.csv")
 	if err != nil {
 		t.Fatal(err)
 	}

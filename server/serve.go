@@ -1,7 +1,7 @@
 // Package serve assembles `gale serve`: the durable log, the ingest service and its
 // HTTP API, the processing topology fed by the log spout, and the SQL sink, with a
 // shutdown that answers every request it took in before it stops.
-package serve
+package server
 
 import (
 	"context"

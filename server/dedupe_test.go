@@ -1,4 +1,4 @@
-package serve
+package server
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ import (
 // retail is the first n order lines of a real retail day.
 func retail(t *testing.T, n int) []event.Event {
 	t.Helper()
-	f, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	f, err := os.Open("../testdata/retail/2010-12-01.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
