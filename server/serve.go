@@ -22,6 +22,7 @@ import (
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/ingest/access"
 	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/metrics/ingestmetrics"
 	"github.com/gale-stream/gale/pipelines/events"
 	"github.com/gale-stream/gale/pipelines/orders"
 	"github.com/gale-stream/gale/sink"
@@ -162,7 +163,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	// One registry for /metrics: the topology's collector (ui adds it), the
 	// process's, the ingest path's (HTTP, the log, the service) and the sink's.
 	reg := prometheus.NewRegistry()
-	im, err := NewIngestMetrics(reg)
+	im, err := ingestmetrics.New(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -397,29 +398,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lerr := s.closeLog()
 	derr := s.DB.Close()
 	return errors.Join(herr, rerr, serr, lerr, derr)
-}
-
-// registerSinkMetrics adds the sink's availability and outage counts to reg.
-func registerSinkMetrics(reg *prometheus.Registry, h *sink.Health, c *sink.Counters) error {
-	available := func() float64 {
-		if h.State().Available {
-			return 1
-		}
-		return 0
-	}
-	for _, m := range []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gale_sink_available",
-			Help: "1 while the sink's database takes writes, 0 during a sink outage (events wait, uncharged)."}, available),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gale_sink_outages_total",
-			Help: "Sink outages begun: the database failed as a whole (full, read-only, damaged, unreachable)."},
-			func() float64 { return float64(h.Outages()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gale_sink_retries_total",
-			Help: "Transactions that wrote inputs held by a sink outage again."},
-			func() float64 { return float64(c.Retries.Load()) }),
-	} {
-		if err := reg.Register(m); err != nil {
-			return fmt.Errorf("serve: registering the sink's metrics: %w", err)
-		}
-	}
-	return nil
 }

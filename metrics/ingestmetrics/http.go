@@ -1,4 +1,4 @@
-package server
+package ingestmetrics
 
 import (
 	"net/http"
