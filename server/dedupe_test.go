@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/ingesttest"
 	"github.com/gale-stream/gale/pipelines/orders"
+	. "github.com/gale-stream/gale/server"
 )
 
 // retail is the first n order lines of a real retail day.
@@ -91,7 +92,7 @@ func postAck(t *testing.T, url, ack, body string) (int, ingest.Answer) {
 
 func startOrders(t *testing.T, dir string) *Server {
 	t.Helper()
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: "orders"})
+	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: orders.Pipeline()})
 	if err != nil {
 		t.Fatal(err)
 	}

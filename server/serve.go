@@ -23,8 +23,6 @@ import (
 	"github.com/gale-stream/gale/ingest/access"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/metrics/ingestmetrics"
-	"github.com/gale-stream/gale/pipelines/events"
-	"github.com/gale-stream/gale/pipelines/orders"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/ui"
@@ -37,9 +35,10 @@ type Options struct {
 	// DataDir holds the log (DataDir/log) and the default SQLite sink
 	// (DataDir/sink.db). Default ./gale-data.
 	DataDir string
-	// Pipeline is "events" (default: every event to an events table, the newest
-	// version per key to entities) or "orders" (the retail order pipeline).
-	Pipeline string
+	// Pipeline is what runs behind the log: its tables are created in the sink,
+	// and its topology reads the log spout's tuples (see Pipeline). The zero
+	// Pipeline is DefaultPipeline.
+	Pipeline Pipeline
 	// SinkURL is the sink database: a postgres:// URL or a SQLite path; default
 	// DataDir/sink.db.
 	SinkURL string
@@ -49,9 +48,7 @@ type Options struct {
 	HTTP ingest.HTTPOptions
 	// Topology is the runtime configuration (default topology.DefaultConfig()).
 	Topology *topology.Config
-	// Orders tweaks the orders pipeline (DB and counters are set by Start).
-	Orders *orders.Options
-	Logger *slog.Logger
+	Logger   *slog.Logger
 	// Lineage records tuple trees for the UI (default lineage.DefaultConfig()).
 	Lineage *lineage.Recorder
 	// UIToken, if set, is a token with the ui scope (/ui/ and /metrics).
@@ -90,9 +87,8 @@ type Server struct {
 	SinkCounters  *sink.Counters
 	// SinkHealth says whether the sink's database takes writes; the ingest service
 	// (its spout and /readyz) and /metrics read it.
-	SinkHealth     *sink.Health
-	OrdersCounters *orders.Counters
-	Options        Options
+	SinkHealth *sink.Health
+	Options    Options
 
 	UI *ui.UI
 
@@ -128,11 +124,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.DataDir == "" {
 		o.DataDir = "gale-data"
 	}
-	if o.Pipeline == "" {
-		o.Pipeline = "events"
+	if o.Pipeline.zero() {
+		o.Pipeline = DefaultPipeline
+		if o.Pipeline.zero() {
+			return nil, errors.New("serve: no pipeline: set Options.Pipeline (gale's own: events.Pipeline() or orders.Pipeline(), packages pipelines/events and pipelines/orders) or DefaultPipeline")
+		}
 	}
-	if o.Pipeline != "events" && o.Pipeline != "orders" {
-		return nil, fmt.Errorf("serve: unknown pipeline %q: want events or orders", o.Pipeline)
+	if err := o.Pipeline.check(); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -207,14 +206,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { _ = s.DB.Close() })
-	ddl := events.Schema()
-	if o.Pipeline == "orders" {
-		ddl = orders.Schema(s.DB.Dialect)
-	}
-	for _, q := range ddl {
-		if _, err := s.DB.SQL.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("serve: creating the %s tables in %s: %w", o.Pipeline, s.DB, err)
-		}
+	if err := o.Pipeline.CreateTables(ctx, s.DB); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
 	}
 	ic := o.Ingest
 	ic.Log = s.IngestLog
@@ -237,13 +230,15 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if tc.Logger == nil {
 		tc.Logger = o.Logger
 	}
-	parts := pipelineParts{spout: s.Service.Spout(), db: s.DB, sinkCounters: s.SinkCounters, health: s.SinkHealth, orders: o.Orders}
-	if o.Pipeline == "orders" {
-		parts.counters = &orders.Counters{}
-		if o.Orders != nil && o.Orders.Counters != nil {
-			parts.counters = o.Orders.Counters
-		}
-		s.OrdersCounters = parts.counters
+	// Built once: on a cluster every generation this process runs reuses the
+	// topology, so that what the pipeline counts outside its tasks spans them.
+	built, err := o.Pipeline.build(Parts{Spout: s.Service.Spout(), DB: s.DB, SinkCounters: s.SinkCounters,
+		SinkHealth: s.SinkHealth, Config: tc})
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if o.tap != nil {
+		o.tap(built.Topology)
 	}
 	if o.Lineage == nil {
 		if o.Lineage, err = lineage.New(lineage.DefaultConfig()); err != nil {
@@ -253,20 +248,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Cluster != nil {
 		// The bolts run on the cluster's workers; this process runs the spout (and an
 		// SQLite sink), generation after generation.
-		if s.cluster, err = s.startCluster(ctx, o, tc, parts); err != nil {
+		if s.cluster, err = s.startCluster(ctx, o, tc, built); err != nil {
 			return nil, err
 		}
 		closers = append(closers, s.cluster.stop)
 		s.Runtime = s.cluster.runtime()
 	} else {
-		topo, err := buildPipeline(&pipelineFlags{pipeline: o.Pipeline}, tc, parts)
-		if err != nil {
-			return nil, err
-		}
-		if o.tap != nil {
-			o.tap(topo)
-		}
-		s.Runtime, err = engine.Start(ctx, topo, tc, engine.WithLineage(o.Lineage))
+		s.Runtime, err = engine.Start(ctx, built.Topology, tc, engine.WithLineage(o.Lineage))
 		if err != nil {
 			return nil, err
 		}
@@ -276,21 +264,22 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			_ = s.Runtime.Stop(c)
 		})
 	}
-	name := o.Pipeline
-	if name == "" {
-		name = "events"
-	}
 	if err := im.Register(s.Service, s.Log); err != nil { // Pebble's own metrics only with Pebble
 		return nil, err
 	}
 	if err := registerMetrics(reg, s); err != nil {
 		return nil, err
 	}
+	for _, c := range built.Collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("serve: registering the %s pipeline's metrics: %w", o.Pipeline.Name, err)
+		}
+	}
 	if err := reg.Register(guard.Collector()); err != nil {
 		return nil, fmt.Errorf("serve: registering the refusal counter: %w", err)
 	}
 	// The guard checks the UI's token (the ui scope) with every other.
-	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Registry: reg,
+	if s.UI, err = ui.New(ui.Options{Name: o.Pipeline.Name, Runtime: s.Runtime, Registry: reg,
 		Ingest: ingestView{svc: s.Service, log: s.IngestLog, pebble: s.Log}}); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/pipelines/orders"
 	"github.com/gale-stream/gale/server"
 )
 
@@ -29,7 +30,7 @@ type ordersResult struct {
 // runOrders starts gale serve with the orders pipeline on o, ingests files into it,
 // reads the sink, and shuts down.
 func runOrders(ctx context.Context, o server.Options, files []string, io ingestOptions, progress io.Writer) (*ordersResult, error) {
-	o.Pipeline = "orders"
+	o.Pipeline = orders.Pipeline()
 	in, err := openInputs(files)
 	if err != nil {
 		return nil, err

@@ -14,8 +14,7 @@ import (
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
-	"github.com/gale-stream/gale/pipelines/events"
-	"github.com/gale-stream/gale/pipelines/orders"
+	"github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 )
@@ -148,11 +147,12 @@ func (r *rebuildResult) print(w io.Writer) {
 // rebuildSink replays the log's records from o.from through the pipeline's sink into
 // o.sinkURL and returns when every record is written or given up.
 func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) {
-	if o.pipeline == "" {
-		o.pipeline = "events"
-	}
-	if o.pipeline != "events" && o.pipeline != "orders" {
-		return nil, fmt.Errorf("--pipeline %q: want events or orders", o.pipeline)
+	p := server.DefaultPipeline
+	if o.pipeline != "" {
+		var err error
+		if p, err = servePipelines.Lookup(o.pipeline); err != nil {
+			return nil, fmt.Errorf("--pipeline: %w", err)
+		}
 	}
 	if o.dataDir == "" {
 		return nil, errors.New("--data is empty: give the data directory of gale serve (the log is DATA/log)")
@@ -196,18 +196,11 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 		return nil, err
 	}
 	defer db.Close()
-	ddl := events.Schema()
-	if o.pipeline == "orders" {
-		ddl = orders.Schema(db.Dialect)
-	}
-	for _, q := range ddl {
-		if _, err := db.SQL.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("creating the %s tables in %s: %w", o.pipeline, db, err)
-		}
+	if err := p.CreateTables(ctx, db); err != nil {
+		return nil, err
 	}
 
 	replay := ingest.NewReplay(lg, o.from, end, o.maxAttempts)
-	spout := replay.Spout()
 	tc := topology.DefaultConfig()
 	tc.MessageTimeout, tc.Logger = o.timeout, o.logger
 	counters := &sink.Counters{}
@@ -215,22 +208,14 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	// giveUpAfter ends it (before, it was held and retried forever, and the
 	// command hung with no output).
 	health := sink.NewHealth(o.logger)
-	var topo *topology.Topology
-	if o.pipeline == "orders" {
-		// As internal/serve builds it: a join half waits longer than its tree lives.
-		oo := orders.DefaultOptions()
-		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
-		oo.DB, oo.SinkCounters, oo.Counters = db, counters, &orders.Counters{}
-		oo.SinkHealth, oo.SinkGiveUpAfter, oo.MessageTimeout = health, o.giveUpAfter, tc.MessageTimeout
-		topo, err = orders.Build(spout, oo)
-	} else {
-		topo, err = events.Build(spout, sink.Options{DB: db, Counters: counters, Health: health,
-			GiveUpAfter: o.giveUpAfter, MessageTimeout: tc.MessageTimeout})
-	}
+	// The pipeline as gale serve builds it, fed by the replay instead of the log
+	// spout.
+	b, err := p.Build(server.Parts{Spout: replay.Spout(), DB: db, SinkCounters: counters, SinkHealth: health,
+		SinkGiveUpAfter: o.giveUpAfter, Config: tc})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("building the %s pipeline: %w", p.Name, err)
 	}
-	rt, err := engine.Start(ctx, topo, tc)
+	rt, err := engine.Start(ctx, b.Topology, tc)
 	if err != nil {
 		return nil, err
 	}
