@@ -1,6 +1,3 @@
-// Package serve assembles `gale serve`: the durable log, the ingest service and its
-// HTTP API, the processing topology fed by the log spout, and the SQL sink, with a
-// shutdown that answers every request it took in before it stops.
 package server
 
 import (
