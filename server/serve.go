@@ -113,7 +113,11 @@ func (s *Server) runtime() *engine.Runtime {
 	return s.Runtime
 }
 
-// Start opens everything and starts serving. On error what was opened is closed.
+// Start opens everything (the log, the sink with the pipeline's tables, the
+// service) and starts the pipeline and serving. On error what was opened is
+// closed. ctx must live as long as the server: canceling it stops the topology
+// at once, without the drain Shutdown does (gale serve passes
+// context.Background() and stops with Shutdown).
 func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:8080"
