@@ -178,12 +178,12 @@ type Pipelines struct {
 // Build, and a name already registered, naming it.
 func (ps *Pipelines) Register(p Pipeline) error {
 	if err := p.check(); err != nil {
-		return fmt.Errorf("server: registering %w", err)
+		return fmt.Errorf("server: Register: %w", err)
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if _, ok := ps.m[p.Name]; ok {
-		return fmt.Errorf("server: pipeline %q is registered already", p.Name)
+		return fmt.Errorf("server: Register: pipeline %q is registered already", p.Name)
 	}
 	if ps.m == nil {
 		ps.m = map[string]Pipeline{}
