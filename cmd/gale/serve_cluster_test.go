@@ -12,10 +12,10 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/pipelines/orders"
+	serve "github.com/gale-stream/gale/server"
 )
 
 // testSinkURL is the sink of a test: a fresh PostgreSQL schema when
