@@ -107,6 +107,10 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	if c.Timeout <= 0 {
 		c.Timeout = 60 * time.Second
 	}
+	sinkURL, err := sink.ResolveURL(o.SinkURL)
+	if err != nil {
+		return nil, err
+	}
 	a := &submitArgs{pipeline: p.Name, sinkURL: o.SinkURL, timeout: tc.MessageTimeout, maxPending: tc.MaxSpoutPending, ackers: tc.Ackers}
 	local := &cluster.Registry{}
 	build := func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
@@ -121,7 +125,7 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	tasks := cluster.TasksOf(b.Topology, tc)
 	pins := map[int]string{}
 	for _, t := range tasks {
-		if p.pinned(b.Topology, t.Component, !isPostgres(o.SinkURL)) {
+		if p.pinned(b.Topology, t.Component, !isPostgres(sinkURL)) {
 			pins[t.ID] = c.Name
 		}
 	}

@@ -258,8 +258,16 @@ func (ps *Pipelines) WorkerFactory() cluster.Factory {
 		tc := a.config()
 		var db *sink.DB
 		var closeDB func() error
-		if isPostgres(a.sinkURL) && env.Worker != "" {
-			if db, err = sink.Open(ctx, a.sinkURL); err != nil {
+		// A sink given by reference (env:NAME, @PATH) is read here, on the worker:
+		// it is only known to be PostgreSQL once resolved.
+		sinkURL := a.sinkURL
+		if env.Worker != "" {
+			if sinkURL, err = sink.ResolveURL(a.sinkURL); err != nil {
+				return nil, err
+			}
+		}
+		if isPostgres(sinkURL) && env.Worker != "" {
+			if db, err = sink.Open(ctx, sinkURL); err != nil {
 				return nil, err
 			}
 			closeDB = db.Close

@@ -231,3 +231,44 @@ func TestPipelinesWorkerFactory(t *testing.T) {
 		t.Errorf("an unknown pipeline on a worker: %v", err)
 	}
 }
+
+// A sink URL holding a password is refused for a cluster run before anything
+// opens: the submit arguments would store it in clear in the cluster's KV. It
+// goes by reference (env:NAME or @PATH), which each process resolves itself.
+func TestClusterRunRefusesASinkPasswordInClear(t *testing.T) {
+	g, _ := greetings()
+	dir := filepath.Join(t.TempDir(), "data")
+	_, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: g,
+		SinkURL: "postgres://gale:hunter2@127.0.0.1:1/gale", Cluster: &Cluster{}})
+	if !errors.Is(err, sink.ErrSecretInURL) || !strings.Contains(err.Error(), "env:NAME") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Start with --nats and a password in the sink URL: %v, want ErrSecretInURL naming env:NAME, without the password", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused start made its data directory: %v", err)
+	}
+}
+
+// A worker resolves a sink given by reference itself, and says which variable it
+// lacks.
+func TestWorkerResolvesTheSinkReference(t *testing.T) {
+	var ps Pipelines
+	g, _ := greetings()
+	if err := ps.Register(g); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--pipeline=greetings", "--sink=env:GALE_TEST_WORKER_SINK"}
+	_, err := ps.WorkerFactory()(context.Background(), cluster.Env{Topology: "greetings", Worker: "w1", Args: args})
+	if err == nil || !strings.Contains(err.Error(), "GALE_TEST_WORKER_SINK is not set") {
+		t.Fatalf("a worker without the sink's variable: %v", err)
+	}
+	db := filepath.Join(t.TempDir(), "sink.db")
+	t.Setenv("GALE_TEST_WORKER_SINK", db)
+	d, err := ps.WorkerFactory()(context.Background(), cluster.Env{Topology: "greetings", Worker: "w1", Args: args})
+	if err != nil || d.Topology.Component("write") == nil {
+		t.Fatalf("a worker with the sink's variable set: %v", err)
+	}
+	// SQLite, once resolved: its writers are serve's, the worker never opens it.
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the worker made the SQLite sink %s, which only serve writes: %v", db, err)
+	}
+}

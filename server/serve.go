@@ -140,6 +140,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.SinkURL == "" {
 		o.SinkURL = filepath.Join(o.DataDir, "sink.db")
 	}
+	// The submit arguments of a cluster run are stored in the cluster's KV,
+	// readable by every worker and every holder of its credentials: a password
+	// goes by reference, which each process resolves itself.
+	if o.Cluster != nil && sink.HoldsSecret(o.SinkURL) {
+		return nil, fmt.Errorf("serve: %w; with --nats it would be stored in clear in the cluster's KV with the submission: give the URL as env:NAME (an environment variable set for gale serve and every gale worker) or @PATH (a file each of them reads)", sink.ErrSecretInURL)
+	}
 	// Tokens first: a bad tokens file or an open non-loopback address stops the
 	// start before anything is opened.
 	guard, err := newGuard(o)

@@ -57,7 +57,7 @@ func (f *serveFlags) register(c *cobra.Command, addr string) {
 	fl := c.Flags()
 	fl.StringVar(&f.o.Addr, "addr", addr, "address to listen on")
 	fl.StringVar(&f.o.DataDir, "data", "gale-data", "data directory (the log, and the SQLite sink unless --sink)")
-	fl.StringVar(&f.o.SinkURL, "sink", "", "sink database: a postgres:// URL or a SQLite file (default DATA/sink.db)")
+	fl.StringVar(&f.o.SinkURL, "sink", "", "sink database: a postgres:// URL or a SQLite file (default DATA/sink.db), or env:NAME or @PATH naming one (with --nats a password must go so: each worker reads it)")
 	fl.BoolVar(&f.o.SeparateMarkSync, "separate-mark-sync", false, "give the log's high-water mark its own fdatasync on every file system, not only where its copy cannot ride the WAL's flush")
 	fl.StringVar(&f.defaultAck, "ack-default", "persisted", "ack level when a request and its source name none")
 	fl.StringSliceVar(&f.sourceAck, "source-ack", nil, "per-source default ack level, e.g. debug=accepted,metrics=persisted,orders=processed")

@@ -69,7 +69,7 @@ its error and the records not written).`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&o.dataDir, "data", "gale-data", "data directory of gale serve (the log is DATA/log)")
-	fl.StringVar(&o.sinkURL, "sink", "", "database to write: a SQLite file or a postgres:// URL (required)")
+	fl.StringVar(&o.sinkURL, "sink", "", "database to write: a SQLite file or a postgres:// URL, or env:NAME or @PATH naming one (required)")
 	fl.Uint64Var(&o.from, "from", 1, "first sequence number to replay (records trimmed from the log are gone)")
 	fl.StringVar(&o.pipeline, "pipeline", "events", "the pipeline gale serve runs: events or orders")
 	fl.IntVar(&o.maxAttempts, "max-attempts", 3, "attempts per record before it is reported as not written")
