@@ -38,7 +38,11 @@ const (
 
 // WALDamage is one damaged region of a WAL file.
 type WALDamage struct {
-	Offset int64  // of the first bad chunk
+	Offset int64 // of the first bad chunk
+	// Cut is where the batch the bad chunk belongs to starts (Offset, or the
+	// batch's first chunk before it): the WAL's intact prefix ends there, at a
+	// batch boundary, as Pebble wants a closed (not the newest) WAL to end.
+	Cut    int64
 	Resync int64  // where intact chunks of this log start again; -1: none (the tail)
 	Synced bool   // a later chunk promised the WAL synced past Offset: certainly corruption
 	Reason string // what was wrong with the chunk at Offset
@@ -200,7 +204,11 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 		}
 		if why != "" {
 			if pending == nil {
-				pending = &WALDamage{Offset: int64(p), Resync: -1, Reason: why, Before: lastMax}
+				cut := p
+				if recOff >= 0 {
+					cut = recOff // the batch's first chunks are intact, its rest is not
+				}
+				pending = &WALDamage{Offset: int64(p), Cut: int64(cut), Resync: -1, Reason: why, Before: lastMax}
 			}
 			rec, recOff = nil, -1
 			// Find the next intact chunk of this log (checksum and log number
