@@ -190,6 +190,14 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 		mark = "DAMAGED high-water mark: " + r.MarkErr.Error()
 	}
 	fmt.Fprintf(w, "log %s: Pebble format %s, %s\n", r.Dir, r.Format, mark)
+	newest := "" // the newest live WAL: the only one that may end in a torn tail
+	for _, f := range r.WAL {
+		for _, n := range r.LiveWAL {
+			if n == f.Name {
+				newest = f.Name
+			}
+		}
+	}
 	for _, f := range r.WAL {
 		live := "obsolete (not replayed)"
 		for _, n := range r.LiveWAL {
@@ -197,14 +205,22 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 				live = "live"
 			}
 		}
+		if r.OpenErr != nil {
+			live = "replayed or not: not known (Pebble cannot open the store)"
+		}
+		closed := live == "live" && f.Name != newest // Pebble wants it to end cleanly
 		state := "intact"
 		for _, d := range f.Damage {
-			if d.Resync >= 0 {
+			if d.Resync >= 0 || closed {
 				state = "DAMAGED"
 			}
 		}
 		fmt.Fprintf(w, "WAL %s: %s, %d bytes, %d intact batches: %s\n", f.Name, live, f.Size, len(f.Batches), state)
 		for _, d := range f.Damage {
+			if d.Resync < 0 && closed {
+				fmt.Fprintf(w, "  DAMAGED at offset %d: %s (no intact chunk after it; a WAL before the newest was closed and must end cleanly)\n", d.Offset, d.Reason)
+				continue
+			}
 			if d.Resync < 0 {
 				fmt.Fprintf(w, "  ends at offset %d (%s; the rest is unwritten, torn or an old log's)\n", d.Offset, d.Reason)
 				continue
@@ -258,7 +274,7 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 			n, strings.Join(runs, ", "))
 	}
 	if r.Refused[0] != 0 {
-		fmt.Fprintf(w, "REFUSED: gale serve will not start: Pebble's replay would stop at the WAL damage and drop acknowledged seqs %d..%d (a salvage keeps them)\n", r.Refused[0], r.Refused[1])
+		fmt.Fprintf(w, "REFUSED: gale serve will not start: Pebble's replay would stop at the WAL damage and drop acknowledged seqs %d..%d (a salvage keeps those an intact batch after the damage or a replica holds: all but any MISSING above)\n", r.Refused[0], r.Refused[1])
 	}
 	for _, p := range r.Replica {
 		fmt.Fprintf(w, "replica: seqs %d..%d have no intact record but are held by the mark file's replicas of their groups (a salvage keeps them; Open restores them when they continue the log)\n", p[0], p[1])
