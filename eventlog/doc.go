@@ -90,7 +90,9 @@
 //
 // Pebble keeps several live WALs until it flushes, and replays all but the
 // newest strictly (a closed WAL ends cleanly): damage in an older one always
-// refuses.
+// refuses. A torn tail of the newest WAL that Open accepts (no acknowledged
+// record missing) still loses the intact batches after it, which Pebble drops:
+// Open logs a WARN naming the status documents and committed offset they held.
 //
 // Check reads every WAL chunk, key and record without writing, and says what is
 // intact. Salvage is the deliberate way out: it copies what is intact (and the

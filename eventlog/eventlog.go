@@ -384,6 +384,18 @@ func Open(opts Options) (*Log, error) {
 		_ = l.mark.close()
 		return nil, err
 	}
+	if len(after) > 0 && opts.Logger != nil {
+		// Not refused (a torn tail: no acknowledged record is missing), but
+		// not silent either: what those batches wrote is gone.
+		status, committed := batchWrites(after)
+		var seqs uint64
+		for _, b := range after {
+			seqs = max(seqs, b.max)
+		}
+		opts.Logger.Warn("eventlog: the newest WAL is damaged before intact batches, taken for a torn tail (no later chunk says it was synced past the damage, and no acknowledged record is missing); Pebble's replay dropped the damaged batch and those after it: their status documents and committed offset are lost, so those events are processed again (sinks absorb repeats)",
+			"wal", walSummary(wals, mark), "batches", len(after), "status_documents", status,
+			"committed_offset_lost", committed, "committed_offset", l.committed.Load(), "record_seqs_up_to", seqs)
+	}
 	if len(l.lost) > 0 && opts.Logger != nil {
 		for _, r := range l.lost {
 			opts.Logger.Warn("eventlog: events recorded lost (by a salvage of a damaged log, or named past its end after a crash); clients must send them again (GET /v1/lost)",

@@ -85,6 +85,13 @@ type CheckReport struct {
 	BadKeys       []KeyError
 	AfterDamage   int // intact batches after a WAL damage (a salvage keeps them)
 	AfterDamageTo uint64
+	// AfterStatus and AfterCommitted are what those batches write besides
+	// records: status documents (set or deleted), and the highest committed
+	// offset they set (0: none). On a log Open starts (a torn tail of the newest
+	// WAL), Pebble's replay drops them: the committed offset goes back to
+	// Committed and those events are processed again.
+	AfterStatus    int
+	AfterCommitted uint64
 
 	// From is the lowest seq whose record the log still claims: below it only
 	// Trim removed records (the dedupe window). It is the first record that is not
@@ -205,6 +212,7 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 		r.AfterDamage++
 		r.AfterDamageTo = max(r.AfterDamageTo, b.max)
 	}
+	r.AfterStatus, r.AfterCommitted = batchWrites(st.after)
 	st.scan()
 	return st, nil
 }

@@ -274,6 +274,31 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 	return batches, damage
 }
 
+// batchWrites counts what batches write besides records: status documents (set
+// or deleted) and the highest committed offset set (0: none).
+func batchWrites(bs []walBatch) (status int, committed uint64) {
+	for _, bt := range bs {
+		var b pebble.Batch
+		if err := b.SetRepr(bt.repr); err != nil {
+			continue
+		}
+		r := b.Reader()
+		for {
+			kind, k, v, ok, err := r.Next()
+			if !ok || err != nil {
+				break
+			}
+			switch {
+			case len(k) > 0 && k[0] == byte(Status) && (kind == pebble.InternalKeyKindSet || kind == pebble.InternalKeyKindDelete):
+				status++
+			case kind == pebble.InternalKeyKindSet && string(k) == string(committedKey) && len(v) == 8:
+				committed = max(committed, binary.BigEndian.Uint64(v))
+			}
+		}
+	}
+	return status, committed
+}
+
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {

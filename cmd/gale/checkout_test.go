@@ -36,3 +36,39 @@ func TestLogCheckClosedWALDamagedTail(t *testing.T) {
 		t.Fatalf("damaged=%v, gale log check of a closed WAL damaged at its end:\n%s", r.Damaged(), out.String())
 	}
 }
+
+// What gale log check prints must agree with what gale serve and gale log
+// salvage do. A torn tail of the newest WAL with intact batches after it that
+// hold status documents and the committed offset: serve starts and drops them,
+// salvage refuses the log as intact, so check must not call them "kept by a
+// salvage" and must report their loss as a result of its own (exit 0: no
+// acknowledged record is missing).
+func TestLogCheckOutputAgreesWithServeAndSalvage(t *testing.T) {
+	wal := "data/log/000011.log"
+	torn := &eventlog.CheckReport{
+		Dir: "data/log", Mark: 7418, Named: 7419, Keys: map[byte]int{'l': 7419, 's': 6129},
+		WAL: []eventlog.WALFile{{Name: wal, Size: 600000,
+			Damage: []eventlog.WALDamage{{Offset: 491520, Cut: 480000, Resync: 500000, Reason: "checksum mismatch"}}}},
+		LiveWAL: []string{wal}, Records: 7419, First: 1, Last: 7419, Committed: 6003,
+		AfterDamage: 3, AfterStatus: 1290, AfterCommitted: 7420,
+	}
+	if torn.Damaged() {
+		t.Fatal("a torn tail with no record missing is damaged")
+	}
+	var out bytes.Buffer
+	printCheck(&out, torn)
+	result, code := checkResult(torn, "data")
+	if code != 0 || strings.Contains(out.String(), "kept by a salvage") || !strings.Contains(out.String(), "dropped by the next start") ||
+		!strings.Contains(result, "WRITES LOST") || !strings.Contains(result, "1290 status documents") ||
+		!strings.Contains(result, "committed offset 7420 (it goes back to 6003)") || strings.Contains(result, "result: intact") {
+		t.Fatalf("gale log check of a torn tail dropping status writes (exit %d):\n%s%s", code, out.String(), result)
+	}
+
+	damaged := *torn
+	damaged.Missing = [][2]uint64{{5001, 5500}}
+	out.Reset()
+	printCheck(&out, &damaged)
+	if result, code := checkResult(&damaged, "data"); code != 1 || !strings.Contains(out.String(), "kept by a salvage") || !strings.Contains(result, "DAMAGED") {
+		t.Fatalf("gale log check of a damaged log (exit %d):\n%s%s", code, out.String(), result)
+	}
+}

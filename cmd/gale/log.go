@@ -44,11 +44,11 @@ not, and exits 0 if the log is whole, 1 if it is damaged, 2 if it cannot be read
 				return err
 			}
 			printCheck(cmd.OutOrStdout(), rep)
-			if rep.Damaged() {
-				fmt.Fprintf(cmd.OutOrStdout(), "result: DAMAGED; `gale log salvage --data %s` starts the log again from what is intact and records what is lost\n", data)
-				return exitError{1}
+			result, code := checkResult(rep, data)
+			fmt.Fprintln(cmd.OutOrStdout(), result)
+			if code != 0 {
+				return exitError{code}
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "result: intact")
 			return nil
 		},
 	}
@@ -97,6 +97,9 @@ log check finds intact is refused (exit 2) unless --force.`,
 				// instead. A check that fails (no log: an interrupted salvage
 				// to finish; or unreadable) leaves the decision to Salvage.
 				if chk, err := eventlog.Check(dir, nil); err == nil && !chk.Damaged() {
+					if chk.AfterDamage > 0 {
+						return fmt.Errorf("log salvage: %s is intact (gale log check finds no acknowledged record missing; gale serve starts): nothing to salvage; --force copies it into a fresh log anyway, keeping the %d intact WAL batches after the torn tail that a start drops", dir, chk.AfterDamage)
+					}
 					return fmt.Errorf("log salvage: %s is intact (gale log check finds nothing damaged or missing): nothing to salvage; --force copies it into a fresh log anyway", dir)
 				}
 			}
@@ -184,6 +187,34 @@ func idList(ids []string) string {
 	return strings.Join(ids, ", ")
 }
 
+// checkResult is gale log check's last line and exit code. A log with no
+// acknowledged record missing but intact WAL batches after a torn tail is intact
+// (gale serve starts and gale log salvage refuses it), yet a start drops those
+// batches: what they wrote is a result of its own.
+func checkResult(r *eventlog.CheckReport, data string) (string, int) {
+	if r.Damaged() {
+		return fmt.Sprintf("result: DAMAGED; `gale log salvage --data %s` starts the log again from what is intact and records what is lost", data), 1
+	}
+	if r.AfterDamage == 0 {
+		return "result: intact", 0
+	}
+	var lost []string
+	if r.AfterStatus > 0 {
+		lost = append(lost, fmt.Sprintf("%d status documents", r.AfterStatus))
+	}
+	if r.AfterCommitted > r.Committed {
+		lost = append(lost, fmt.Sprintf("the committed offset %d (it goes back to %d)", r.AfterCommitted, r.Committed))
+	}
+	if r.AfterDamageTo > 0 {
+		lost = append(lost, fmt.Sprintf("record seqs up to %d (restored from the mark file's replicas that hold them, else recorded lost at GET /v1/lost: past the high-water mark, possibly never answered)", r.AfterDamageTo))
+	}
+	if len(lost) == 0 {
+		return fmt.Sprintf("result: intact (the %d intact WAL batches after the torn tail hold no record, status document or committed offset; a start drops them)", r.AfterDamage), 0
+	}
+	return fmt.Sprintf("result: records intact (gale serve starts); WRITES LOST at the start: %s, in the %d intact WAL batches after the torn tail, which Pebble's replay drops: events whose status is lost are processed again (sinks absorb repeats); `gale log salvage --force --data %s` keeps those batches instead",
+		strings.Join(lost, ", "), r.AfterDamage, data), 0
+}
+
 func printCheck(w io.Writer, r *eventlog.CheckReport) {
 	mark := fmt.Sprintf("high-water mark %d", r.Mark)
 	if r.MarkErr != nil {
@@ -233,7 +264,21 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 		return
 	}
 	if r.AfterDamage > 0 {
-		fmt.Fprintf(w, "after the WAL damage: %d intact batches (records up to seq %d), kept by a salvage\n", r.AfterDamage, r.AfterDamageTo)
+		what := "no record"
+		if r.AfterDamageTo > 0 {
+			what = fmt.Sprintf("records up to seq %d", r.AfterDamageTo)
+		}
+		what += fmt.Sprintf(", %d status documents", r.AfterStatus)
+		if r.AfterCommitted > 0 {
+			what += fmt.Sprintf(", committed offset %d", r.AfterCommitted)
+		}
+		if r.Damaged() {
+			fmt.Fprintf(w, "after the WAL damage: %d intact batches (%s), kept by a salvage\n", r.AfterDamage, what)
+		} else {
+			// A torn tail of the newest WAL: gale serve starts and drops them,
+			// recording lost any seq they name past the log's end.
+			fmt.Fprintf(w, "after the WAL damage: %d intact batches (%s), dropped by the next start (a torn tail; it logs a WARN)\n", r.AfterDamage, what)
+		}
 	}
 	names := map[byte]string{'l': "records", 'd': "dedupe entries", 's': "status documents", 'x': "dead letters", 'm': "meta",
 		'p': "group sync times"}
