@@ -92,7 +92,9 @@
 // newest strictly (a closed WAL ends cleanly): damage in an older one always
 // refuses. A torn tail of the newest WAL that Open accepts (no acknowledged
 // record missing) still loses the intact batches after it, which Pebble drops:
-// Open logs a WARN naming the status documents and committed offset they held.
+// Open logs a WARN naming the status documents and committed offset they held,
+// and so it does for a damaged batch followed by the WAL's EOF trailer (closed,
+// and synced, after the damage: not a torn write).
 //
 // Check reads every WAL chunk, key and record without writing, and says what is
 // intact. Salvage is the deliberate way out: it copies what is intact (and the

@@ -103,3 +103,85 @@ func TestStatusWritesAfterTornNewestWALReported(t *testing.T) {
 	}
 	t.Logf("Open: %s", warn[0])
 }
+
+// The last batch before the newest WAL's EOF trailer damaged (status documents
+// and the committed offset, no sync of their own): the scan finds no intact
+// chunk after it, so Open takes it for a torn tail and Pebble drops it, but the
+// trailer shows the WAL was closed (and synced) after it: not a torn write. The
+// start must say what it dropped (a WARN), and Check must mark the damage.
+func TestDamagedLastBatchBeforeEOFTrailerReported(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openT(t, fs)
+	acked := appendEach(t, l, "tr", 20)
+	ids := map[uint64]string{}
+	for id, seq := range acked {
+		ids[seq] = id
+	}
+	// This write carries the groups' sync times, so Close writes no batch
+	// after the ones below.
+	if err := l.Apply(&Write{}); err != nil {
+		t.Fatal(err)
+	}
+	unsynced := func(from, to, committed uint64) {
+		b := l.db.NewBatch()
+		for s := from; s <= to; s++ {
+			_ = b.Set(nsKey(byte(Status), ids[s]), []byte(fmt.Sprintf(`{"event_id":%q,"status":"PROCESSED","seq":%d}`, ids[s], s)), nil)
+		}
+		_ = b.Set(committedKey, binary.BigEndian.AppendUint64(nil, committed), nil)
+		if err := l.db.Apply(b, pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unsynced(1, 10, 11)
+	unsynced(11, 20, 21) // the batch to damage: the last one
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wal := newestWAL(t, fs, "data")
+	ws, err := scanWALs(fs, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int64(-1)
+	for _, x := range ws {
+		for _, b := range x.Batches {
+			if x.Name == wal && b.min == 0 && bytes.Contains(b.repr, []byte(`"PROCESSED","seq":11}`)) {
+				off = b.off + 40
+			}
+		}
+	}
+	if off < 0 {
+		t.Fatal("the status batch is not in the newest WAL")
+	}
+	overwrite4(t, fs, wal, off)
+
+	rep, err := Check("data", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d []WALDamage
+	for _, x := range rep.WAL {
+		if x.Name == wal {
+			d = x.Damage
+		}
+	}
+	if rep.Damaged() || len(d) != 1 || d[0].Resync >= 0 || !d[0].Closed {
+		t.Fatalf("Check: damaged=%v, damage of %s %+v; want one, with no intact chunk after it but the EOF trailer (Closed)", rep.Damaged(), wal, d)
+	}
+
+	var logs testio.SyncBuffer
+	l2, err := Open(Options{Dir: "data", FS: fs, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer l2.Close()
+	if l2.Committed() != 11 || l2.Durable() != 20 {
+		t.Fatalf("after Open committed=%d durable=%d, want 11 and 20", l2.Committed(), l2.Durable())
+	}
+	warn := logs.Lines("level=WARN", "dropped")
+	if len(warn) != 1 || !strings.Contains(warn[0], wal) || !strings.Contains(warn[0], "EOF trailer") ||
+		!strings.Contains(warn[0], "committed_offset=11") {
+		t.Fatalf("Open's log, want one WARN naming %s, its EOF trailer after the damage and the committed offset it starts from:\n%s", wal, logs.String())
+	}
+	t.Logf("Open: %s", warn[0])
+}

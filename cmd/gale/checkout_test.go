@@ -72,3 +72,23 @@ func TestLogCheckOutputAgreesWithServeAndSalvage(t *testing.T) {
 		t.Fatalf("gale log check of a damaged log (exit %d):\n%s%s", code, out.String(), result)
 	}
 }
+
+// The newest WAL's last batch damaged before the log's EOF trailer: the WAL was
+// closed after the damage, so it is not a torn write, and a start drops the
+// batch. Check says so, as a result of its own (exit 0: serve starts).
+func TestLogCheckDamageBeforeEOFTrailer(t *testing.T) {
+	wal := "data/log/000011.log"
+	r := &eventlog.CheckReport{
+		Dir: "data/log", Mark: 7419, Keys: map[byte]int{'l': 7419, 's': 7341},
+		WAL: []eventlog.WALFile{{Name: wal, Size: 1484546,
+			Damage: []eventlog.WALDamage{{Offset: 1436568, Cut: 1436568, Resync: -1, Closed: true, Reason: "checksum mismatch"}}}},
+		LiveWAL: []string{wal}, Records: 7419, First: 1, Last: 7419, Committed: 7014,
+	}
+	var out bytes.Buffer
+	printCheck(&out, r)
+	result, code := checkResult(r, "data")
+	if r.Damaged() || code != 0 || !strings.Contains(out.String(), "DAMAGED at offset 1436568") || strings.Contains(out.String(), "ends at offset") ||
+		!strings.Contains(result, "WRITES LOST") || !strings.Contains(result, "before its EOF trailer") || strings.Contains(result, "--force") {
+		t.Fatalf("gale log check of a damaged batch before the EOF trailer (damaged=%v, exit %d):\n%s%s", r.Damaged(), code, out.String(), result)
+	}
+}

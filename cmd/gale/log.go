@@ -195,24 +195,52 @@ func checkResult(r *eventlog.CheckReport, data string) (string, int) {
 	if r.Damaged() {
 		return fmt.Sprintf("result: DAMAGED; `gale log salvage --data %s` starts the log again from what is intact and records what is lost", data), 1
 	}
-	if r.AfterDamage == 0 {
-		return "result: intact", 0
+	var lost, after []string
+	for _, f := range r.WAL {
+		if f.Name == newestLiveWAL(r) && len(f.Damage) > 0 && f.Damage[0].Closed {
+			// Written, then closed (and synced) after it: not a torn write.
+			lost = append(lost, fmt.Sprintf("the damaged batch at offset %d of %s, before its EOF trailer (it cannot be read)", f.Damage[0].Offset, f.Name))
+		}
 	}
-	var lost []string
 	if r.AfterStatus > 0 {
-		lost = append(lost, fmt.Sprintf("%d status documents", r.AfterStatus))
+		after = append(after, fmt.Sprintf("%d status documents", r.AfterStatus))
 	}
 	if r.AfterCommitted > r.Committed {
-		lost = append(lost, fmt.Sprintf("the committed offset %d (it goes back to %d)", r.AfterCommitted, r.Committed))
+		after = append(after, fmt.Sprintf("the committed offset %d (it goes back to %d)", r.AfterCommitted, r.Committed))
 	}
 	if r.AfterDamageTo > 0 {
-		lost = append(lost, fmt.Sprintf("record seqs up to %d (restored from the mark file's replicas that hold them, else recorded lost at GET /v1/lost: past the high-water mark, possibly never answered)", r.AfterDamageTo))
+		after = append(after, fmt.Sprintf("record seqs up to %d (restored from the mark file's replicas that hold them, else recorded lost at GET /v1/lost: past the high-water mark, possibly never answered)", r.AfterDamageTo))
 	}
-	if len(lost) == 0 {
+	if len(after) > 0 {
+		lost = append(lost, fmt.Sprintf("in the %d intact WAL batches after the damage, %s", r.AfterDamage, strings.Join(after, ", ")))
+	}
+	switch {
+	case len(lost) > 0:
+	case r.AfterDamage > 0:
 		return fmt.Sprintf("result: intact (the %d intact WAL batches after the torn tail hold no record, status document or committed offset; a start drops them)", r.AfterDamage), 0
+	default:
+		return "result: intact", 0
 	}
-	return fmt.Sprintf("result: records intact (gale serve starts); WRITES LOST at the start: %s, in the %d intact WAL batches after the torn tail, which Pebble's replay drops: events whose status is lost are processed again (sinks absorb repeats); `gale log salvage --force --data %s` keeps those batches instead",
-		strings.Join(lost, ", "), r.AfterDamage, data), 0
+	out := "result: records intact (gale serve starts); WRITES LOST at the start, dropped by Pebble's replay: " + strings.Join(lost, "; ") +
+		"; events whose status is lost are processed again (sinks absorb repeats)"
+	if r.AfterDamage > 0 {
+		out += fmt.Sprintf("; `gale log salvage --force --data %s` keeps the intact batches instead", data)
+	}
+	return out, 0
+}
+
+// newestLiveWAL is the newest WAL Pebble replays: the only one whose end may be
+// a torn tail ("" if none is known).
+func newestLiveWAL(r *eventlog.CheckReport) string {
+	newest := ""
+	for _, f := range r.WAL {
+		for _, n := range r.LiveWAL {
+			if n == f.Name {
+				newest = f.Name
+			}
+		}
+	}
+	return newest
 }
 
 func printCheck(w io.Writer, r *eventlog.CheckReport) {
@@ -221,14 +249,7 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 		mark = "DAMAGED high-water mark: " + r.MarkErr.Error()
 	}
 	fmt.Fprintf(w, "log %s: Pebble format %s, %s\n", r.Dir, r.Format, mark)
-	newest := "" // the newest live WAL: the only one that may end in a torn tail
-	for _, f := range r.WAL {
-		for _, n := range r.LiveWAL {
-			if n == f.Name {
-				newest = f.Name
-			}
-		}
-	}
+	newest := newestLiveWAL(r)
 	for _, f := range r.WAL {
 		live := "obsolete (not replayed)"
 		for _, n := range r.LiveWAL {
@@ -239,17 +260,21 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 		if r.OpenErr != nil {
 			live = "replayed or not: not known (Pebble cannot open the store)"
 		}
-		closed := live == "live" && f.Name != newest // Pebble wants it to end cleanly
+		older := live == "live" && f.Name != newest // closed: Pebble wants it to end cleanly
 		state := "intact"
 		for _, d := range f.Damage {
-			if d.Resync >= 0 || closed {
+			if d.Resync >= 0 || older || d.Closed {
 				state = "DAMAGED"
 			}
 		}
 		fmt.Fprintf(w, "WAL %s: %s, %d bytes, %d intact batches: %s\n", f.Name, live, f.Size, len(f.Batches), state)
 		for _, d := range f.Damage {
-			if d.Resync < 0 && closed {
+			if d.Resync < 0 && older {
 				fmt.Fprintf(w, "  DAMAGED at offset %d: %s (no intact chunk after it; a WAL before the newest was closed and must end cleanly)\n", d.Offset, d.Reason)
+				continue
+			}
+			if d.Resync < 0 && d.Closed {
+				fmt.Fprintf(w, "  DAMAGED at offset %d: %s (no intact chunk after it, but the log's EOF trailer: the WAL was closed after the damage, so it is not a torn write; a start drops the batch)\n", d.Offset, d.Reason)
 				continue
 			}
 			if d.Resync < 0 {
