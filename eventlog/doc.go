@@ -88,10 +88,18 @@
 // slot before it tore) records them lost itself, with the ids the replicas name:
 // the client resends, and the resend is a new event.
 //
+// Pebble keeps several live WALs until it flushes, and replays all but the
+// newest strictly (a closed WAL ends cleanly): damage in an older one always
+// refuses. A torn tail of the newest WAL that Open accepts (no acknowledged
+// record missing) still loses the intact batches after it, which Pebble drops:
+// Open logs a WARN naming the status documents and committed offset they held,
+// and so it does for a damaged batch followed by the WAL's EOF trailer (closed,
+// and synced, after the damage: not a torn write).
+//
 // Check reads every WAL chunk, key and record without writing, and says what is
 // intact. Salvage is the deliberate way out: it copies what is intact (and the
-// intact WAL batches after the damage, and the replicas that continue them) into
-// a fresh store, moves the damaged one
+// intact WAL batches after the damage, in whichever live WAL it is, and the
+// replicas that continue them) into a fresh store, moves the damaged one
 // aside, records the lost seq ranges with every event id a dedupe entry or status
 // document still names (Log.Lost; ingest serves them at GET /v1/lost), and keeps
 // the mark, so new records get seqs above every acknowledged one.

@@ -384,6 +384,27 @@ func Open(opts Options) (*Log, error) {
 		_ = l.mark.close()
 		return nil, err
 	}
+	if closed := newestClosedDamage(wals); (len(after) > 0 || closed) && opts.Logger != nil {
+		// Not refused (no acknowledged record is missing), but not silent
+		// either: what the dropped batches wrote is gone.
+		status, committed := batchWrites(after)
+		var seqs uint64
+		for _, b := range after {
+			seqs = max(seqs, b.max)
+		}
+		msg := "eventlog: the newest WAL is damaged; Pebble's replay dropped the damaged batch"
+		if len(after) > 0 {
+			msg += fmt.Sprintf(" and the %d intact batches after it", len(after))
+		}
+		if closed {
+			msg += "; its EOF trailer follows the damage, so it was closed (and synced) after it: not a torn write"
+		} else {
+			msg += ", taken for a torn tail (no later chunk says it was synced past the damage)"
+		}
+		msg += "; no acknowledged record is missing, but the status documents and committed offset they held are lost, so those events are processed again (sinks absorb repeats)"
+		opts.Logger.Warn(msg, "wal", walSummary(wals, mark), "batches", len(after), "status_documents", status,
+			"committed_offset_lost", committed, "committed_offset", l.committed.Load(), "record_seqs_up_to", seqs)
+	}
 	if len(l.lost) > 0 && opts.Logger != nil {
 		for _, r := range l.lost {
 			opts.Logger.Warn("eventlog: events recorded lost (by a salvage of a damaged log, or named past its end after a crash); clients must send them again (GET /v1/lost)",

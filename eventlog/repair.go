@@ -23,9 +23,10 @@ import (
 
 // Check and Salvage are the operator's way out of a log that Open refuses. Both
 // read the store through Pebble in read-only mode over a view of the directory in
-// which each damaged live WAL ends just before its first bad chunk (and the WALs
-// after it are empty), so Pebble opens what is intact; the batches after the damage
-// are read by scanWAL.
+// which each damaged live WAL ends at the start of the batch its first bad chunk
+// belongs to (and the WALs after it are empty), so Pebble opens what is intact,
+// whichever live WAL is damaged; the batches after the damage, in that WAL and
+// the later ones, are read by scanWAL.
 
 // KeyError is a key range that could not be read (an SST block failing its
 // checksum, or a read error), or a value that failed its own check.
@@ -84,6 +85,13 @@ type CheckReport struct {
 	BadKeys       []KeyError
 	AfterDamage   int // intact batches after a WAL damage (a salvage keeps them)
 	AfterDamageTo uint64
+	// AfterStatus and AfterCommitted are what those batches write besides
+	// records: status documents (set or deleted), and the highest committed
+	// offset they set (0: none). On a log Open starts (a torn tail of the newest
+	// WAL), Pebble's replay drops them: the committed offset goes back to
+	// Committed and those events are processed again.
+	AfterStatus    int
+	AfterCommitted uint64
 
 	// From is the lowest seq whose record the log still claims: below it only
 	// Trim removed records (the dedupe window). It is the first record that is not
@@ -102,6 +110,7 @@ func (r *CheckReport) Damaged() bool {
 		len(r.Unindexed) > 0 {
 		return true
 	}
+	newest := newestLive(r.WAL, r.LiveWAL)
 	for _, w := range r.WAL {
 		if !slices.Contains(r.LiveWAL, w.Name) {
 			continue
@@ -110,7 +119,9 @@ func (r *CheckReport) Damaged() bool {
 			// Intact chunks after a bad one without a promise that the WAL
 			// was synced past it are a torn tail (a power cut writing blocks out
 			// of order): not damage, unless acknowledged records are missing.
-			if d.Synced {
+			// Only the newest WAL can have a torn tail: an older one was
+			// closed, and Pebble refuses to start on any damage in it.
+			if d.Synced || w.Name != newest {
 				return true
 			}
 		}
@@ -201,20 +212,27 @@ func inspect(dir string, fs vfs.FS) (*inspection, error) {
 		r.AfterDamage++
 		r.AfterDamageTo = max(r.AfterDamageTo, b.max)
 	}
+	r.AfterStatus, r.AfterCommitted = batchWrites(st.after)
 	st.scan()
 	return st, nil
 }
 
 // openView opens the store read-only over a view in which the first damaged live
-// WAL ends at its damage and later WALs are empty, so what Pebble replays is a
-// prefix of the history; it returns the live WAL names and the intact batches
-// after the damage, in order.
+// WAL ends before the batch its damage is in and later WALs are empty, so what
+// Pebble replays is a prefix of the history; it returns the live WAL names and
+// the intact batches after the damage, in order.
+//
+// Each damaged WAL ends at a batch boundary (WALDamage.Cut), not at the bad
+// chunk: Pebble replays every live WAL but the newest strictly, as a closed WAL
+// ends cleanly, and takes one ending inside a batch for corruption ("pebble/record:
+// unexpected EOF"), so a view cut inside a batch of an older WAL could not be
+// opened at all.
 func openView(fs vfs.FS, dir string, wals []WALFile) (*pebble.DB, []string, []walBatch, error) {
 	// First pass: learn which WALs are live (Pebble opens only those).
 	view := newWALView(fs)
 	for _, w := range wals {
 		if len(w.Damage) > 0 {
-			view.limit[w.Name] = w.Damage[0].Offset
+			view.limit[w.Name] = w.Damage[0].Cut
 		}
 	}
 	db, err := openReadOnly(dir, view)
@@ -222,6 +240,7 @@ func openView(fs vfs.FS, dir string, wals []WALFile) (*pebble.DB, []string, []wa
 		return nil, nil, nil, err
 	}
 	live := view.openedLogs()
+	newest := newestLive(wals, live)
 	view2 := newWALView(fs)
 	var after []walBatch
 	cut := false
@@ -233,16 +252,18 @@ func openView(fs vfs.FS, dir string, wals []WALFile) (*pebble.DB, []string, []wa
 		case cut:
 			view2.limit[w.Name] = 0
 			after = append(after, w.Batches...)
-		case len(w.Damage) > 0 && w.Damage[0].Resync >= 0:
+		case len(w.Damage) > 0 && (w.Damage[0].Resync >= 0 || w.Name != newest):
+			// Intact chunks after the damage, or later WALs: Pebble would
+			// refuse (a closed WAL damaged) or drop them, the scan keeps them.
 			cut = true
-			view2.limit[w.Name] = w.Damage[0].Offset
+			view2.limit[w.Name] = w.Damage[0].Cut
 			for _, b := range w.Batches {
 				if b.off > w.Damage[0].Offset {
 					after = append(after, b)
 				}
 			}
 		case len(w.Damage) > 0:
-			view2.limit[w.Name] = w.Damage[0].Offset // a tail: nothing after it
+			view2.limit[w.Name] = w.Damage[0].Cut // the newest WAL's tail: nothing after it
 		}
 	}
 	if cut {
@@ -252,6 +273,18 @@ func openView(fs vfs.FS, dir string, wals []WALFile) (*pebble.DB, []string, []wa
 		}
 	}
 	return db, live, after, nil
+}
+
+// newestLive is the name of the newest of wals (oldest first) that live holds:
+// the one WAL whose tail Pebble's replay may find torn.
+func newestLive(wals []WALFile, live []string) string {
+	newest := ""
+	for _, w := range wals {
+		if slices.Contains(live, w.Name) {
+			newest = w.Name
+		}
+	}
+	return newest
 }
 
 func openReadOnly(dir string, fs vfs.FS) (*pebble.DB, error) {
@@ -405,14 +438,16 @@ func (st *inspection) scan() {
 	}
 }
 
-// resyncDamage says whether a live WAL has intact chunks after a damaged one.
+// resyncDamage says whether a live WAL has intact chunks after a damaged one,
+// or a live WAL other than the newest is damaged (the later WALs follow it).
 func (st *inspection) resyncDamage() bool {
+	newest := newestLive(st.report.WAL, st.report.LiveWAL)
 	for _, w := range st.report.WAL {
 		if !slices.Contains(st.report.LiveWAL, w.Name) {
 			continue
 		}
 		for _, d := range w.Damage {
-			if d.Resync >= 0 {
+			if d.Resync >= 0 || w.Name != newest {
 				return true
 			}
 		}

@@ -38,9 +38,18 @@ const (
 
 // WALDamage is one damaged region of a WAL file.
 type WALDamage struct {
-	Offset int64  // of the first bad chunk
-	Resync int64  // where intact chunks of this log start again; -1: none (the tail)
-	Synced bool   // a later chunk promised the WAL synced past Offset: certainly corruption
+	Offset int64 // of the first bad chunk
+	// Cut is where the batch the bad chunk belongs to starts (Offset, or the
+	// batch's first chunk before it): the WAL's intact prefix ends there, at a
+	// batch boundary, as Pebble wants a closed (not the newest) WAL to end.
+	Cut    int64
+	Resync int64 // where intact chunks of this log start again; -1: none (the tail)
+	Synced bool  // a later chunk promised the WAL synced past Offset: certainly corruption
+	// Closed: the log's EOF trailer follows the damage, so the WAL was closed
+	// (and synced) after it: a clean stop wrote it, not a torn write. Pebble
+	// reads no further than a bad chunk without a later synced offset, so a
+	// start still drops the batch (and any intact ones after it).
+	Closed bool
 	Reason string // what was wrong with the chunk at Offset
 	// Before is the highest record seq in the intact batches before the damage,
 	// After the lowest one after it (0: none seen).
@@ -50,10 +59,14 @@ type WALDamage struct {
 func (d WALDamage) String() string {
 	s := fmt.Sprintf("offset %d: %s", d.Offset, d.Reason)
 	switch {
+	case d.Resync < 0 && d.Closed:
+		s += " (no intact chunk after it but the log's EOF trailer: closed after the damage, not a torn tail)"
 	case d.Resync < 0:
 		s += " (no intact chunk after it: damaged or torn tail)"
 	case d.Synced:
 		s += fmt.Sprintf(" (intact again from offset %d, synced past the damage: corruption)", d.Resync)
+	case d.Closed:
+		s += fmt.Sprintf(" (intact again from offset %d; the log's EOF trailer follows: closed after the damage)", d.Resync)
 	default:
 		s += fmt.Sprintf(" (intact again from offset %d)", d.Resync)
 	}
@@ -150,6 +163,7 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 		rec     []byte
 		recOff  = -1
 		lastMax uint64
+		closed  bool // the log's EOF trailer was reached
 	)
 	emit := func(off int, repr []byte) {
 		bt := walBatch{off: int64(off), repr: repr}
@@ -196,17 +210,26 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 		}
 		c, why := parse(p, true)
 		if why == "" && c.eofTrailer {
+			closed = true
 			break
 		}
 		if why != "" {
 			if pending == nil {
-				pending = &WALDamage{Offset: int64(p), Resync: -1, Reason: why, Before: lastMax}
+				cut := p
+				if recOff >= 0 {
+					cut = recOff // the batch's first chunks are intact, its rest is not
+				}
+				pending = &WALDamage{Offset: int64(p), Cut: int64(cut), Resync: -1, Reason: why, Before: lastMax}
 			}
 			rec, recOff = nil, -1
 			// Find the next intact chunk of this log (checksum and log number
 			// match), so the batches after the damage are still counted.
 			q := p + 1
 			for ; q+walRecycleHdr <= len(b); q++ {
+				if isEOFTrailer(b[q:], logNum) {
+					closed = true
+					break
+				}
 				if _, hdr, ok := chunkHeader(b[q+6]); !ok || hdr == walLegacyHdr ||
 					binary.LittleEndian.Uint32(b[q+7:]) != logNum {
 					continue
@@ -215,7 +238,7 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 					break
 				}
 			}
-			if q+walRecycleHdr > len(b) {
+			if closed || q+walRecycleHdr > len(b) {
 				break
 			}
 			p = q
@@ -263,7 +286,43 @@ func scanWALBytes(b []byte, logNum uint32) (batches []walBatch, damage []WALDama
 	if pending != nil {
 		damage = append(damage, *pending)
 	}
+	for i := range damage {
+		damage[i].Closed = closed
+	}
 	return batches, damage
+}
+
+// isEOFTrailer says whether b starts with the EOF trailer Pebble writes when it
+// closes log logNum: a recyclable full chunk of log logNum+1, checksum and
+// length 0.
+func isEOFTrailer(b []byte, logNum uint32) bool {
+	return len(b) >= walRecycleHdr && binary.LittleEndian.Uint32(b) == 0 && binary.LittleEndian.Uint16(b[4:]) == 0 &&
+		b[6] == 5 && binary.LittleEndian.Uint32(b[7:]) == logNum+1
+}
+
+// batchWrites counts what batches write besides records: status documents (set
+// or deleted) and the highest committed offset set (0: none).
+func batchWrites(bs []walBatch) (status int, committed uint64) {
+	for _, bt := range bs {
+		var b pebble.Batch
+		if err := b.SetRepr(bt.repr); err != nil {
+			continue
+		}
+		r := b.Reader()
+		for {
+			kind, k, v, ok, err := r.Next()
+			if !ok || err != nil {
+				break
+			}
+			switch {
+			case len(k) > 0 && k[0] == byte(Status) && (kind == pebble.InternalKeyKindSet || kind == pebble.InternalKeyKindDelete):
+				status++
+			case kind == pebble.InternalKeyKindSet && string(k) == string(committedKey) && len(v) == 8:
+				committed = max(committed, binary.BigEndian.Uint64(v))
+			}
+		}
+	}
+	return status, committed
 }
 
 func allZero(b []byte) bool {
@@ -315,6 +374,13 @@ func scanWALs(fs vfs.FS, dir string) ([]WALFile, error) {
 		out = append(out, w)
 	}
 	return out, nil
+}
+
+// newestClosedDamage says whether the newest WAL file is damaged before its EOF
+// trailer: written, closed and synced, then damaged.
+func newestClosedDamage(files []WALFile) bool {
+	n := len(files)
+	return n > 0 && len(files[n-1].Damage) > 0 && files[n-1].Damage[0].Closed
 }
 
 // walSummary names the damage found, for an error message.

@@ -44,11 +44,11 @@ not, and exits 0 if the log is whole, 1 if it is damaged, 2 if it cannot be read
 				return err
 			}
 			printCheck(cmd.OutOrStdout(), rep)
-			if rep.Damaged() {
-				fmt.Fprintf(cmd.OutOrStdout(), "result: DAMAGED; `gale log salvage --data %s` starts the log again from what is intact and records what is lost\n", data)
-				return exitError{1}
+			result, code := checkResult(rep, data)
+			fmt.Fprintln(cmd.OutOrStdout(), result)
+			if code != 0 {
+				return exitError{code}
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "result: intact")
 			return nil
 		},
 	}
@@ -97,6 +97,9 @@ log check finds intact is refused (exit 2) unless --force.`,
 				// instead. A check that fails (no log: an interrupted salvage
 				// to finish; or unreadable) leaves the decision to Salvage.
 				if chk, err := eventlog.Check(dir, nil); err == nil && !chk.Damaged() {
+					if chk.AfterDamage > 0 {
+						return fmt.Errorf("log salvage: %s is intact (gale log check finds no acknowledged record missing; gale serve starts): nothing to salvage; --force copies it into a fresh log anyway, keeping the %d intact WAL batches after the torn tail that a start drops", dir, chk.AfterDamage)
+					}
 					return fmt.Errorf("log salvage: %s is intact (gale log check finds nothing damaged or missing): nothing to salvage; --force copies it into a fresh log anyway", dir)
 				}
 			}
@@ -184,12 +187,69 @@ func idList(ids []string) string {
 	return strings.Join(ids, ", ")
 }
 
+// checkResult is gale log check's last line and exit code. A log with no
+// acknowledged record missing but intact WAL batches after a torn tail is intact
+// (gale serve starts and gale log salvage refuses it), yet a start drops those
+// batches: what they wrote is a result of its own.
+func checkResult(r *eventlog.CheckReport, data string) (string, int) {
+	if r.Damaged() {
+		return fmt.Sprintf("result: DAMAGED; `gale log salvage --data %s` starts the log again from what is intact and records what is lost", data), 1
+	}
+	var lost, after []string
+	for _, f := range r.WAL {
+		if f.Name == newestLiveWAL(r) && len(f.Damage) > 0 && f.Damage[0].Closed {
+			// Written, then closed (and synced) after it: not a torn write.
+			lost = append(lost, fmt.Sprintf("the damaged batch at offset %d of %s, before its EOF trailer (it cannot be read)", f.Damage[0].Offset, f.Name))
+		}
+	}
+	if r.AfterStatus > 0 {
+		after = append(after, fmt.Sprintf("%d status documents", r.AfterStatus))
+	}
+	if r.AfterCommitted > r.Committed {
+		after = append(after, fmt.Sprintf("the committed offset %d (it goes back to %d)", r.AfterCommitted, r.Committed))
+	}
+	if r.AfterDamageTo > 0 {
+		after = append(after, fmt.Sprintf("record seqs up to %d (restored from the mark file's replicas that hold them, else recorded lost at GET /v1/lost: past the high-water mark, possibly never answered)", r.AfterDamageTo))
+	}
+	if len(after) > 0 {
+		lost = append(lost, fmt.Sprintf("in the %d intact WAL batches after the damage, %s", r.AfterDamage, strings.Join(after, ", ")))
+	}
+	switch {
+	case len(lost) > 0:
+	case r.AfterDamage > 0:
+		return fmt.Sprintf("result: intact (the %d intact WAL batches after the torn tail hold no record, status document or committed offset; a start drops them)", r.AfterDamage), 0
+	default:
+		return "result: intact", 0
+	}
+	out := "result: records intact (gale serve starts); WRITES LOST at the start, dropped by Pebble's replay: " + strings.Join(lost, "; ") +
+		"; events whose status is lost are processed again (sinks absorb repeats)"
+	if r.AfterDamage > 0 {
+		out += fmt.Sprintf("; `gale log salvage --force --data %s` keeps the intact batches instead", data)
+	}
+	return out, 0
+}
+
+// newestLiveWAL is the newest WAL Pebble replays: the only one whose end may be
+// a torn tail ("" if none is known).
+func newestLiveWAL(r *eventlog.CheckReport) string {
+	newest := ""
+	for _, f := range r.WAL {
+		for _, n := range r.LiveWAL {
+			if n == f.Name {
+				newest = f.Name
+			}
+		}
+	}
+	return newest
+}
+
 func printCheck(w io.Writer, r *eventlog.CheckReport) {
 	mark := fmt.Sprintf("high-water mark %d", r.Mark)
 	if r.MarkErr != nil {
 		mark = "DAMAGED high-water mark: " + r.MarkErr.Error()
 	}
 	fmt.Fprintf(w, "log %s: Pebble format %s, %s\n", r.Dir, r.Format, mark)
+	newest := newestLiveWAL(r)
 	for _, f := range r.WAL {
 		live := "obsolete (not replayed)"
 		for _, n := range r.LiveWAL {
@@ -197,14 +257,26 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 				live = "live"
 			}
 		}
+		if r.OpenErr != nil {
+			live = "replayed or not: not known (Pebble cannot open the store)"
+		}
+		older := live == "live" && f.Name != newest // closed: Pebble wants it to end cleanly
 		state := "intact"
 		for _, d := range f.Damage {
-			if d.Resync >= 0 {
+			if d.Resync >= 0 || older || d.Closed {
 				state = "DAMAGED"
 			}
 		}
 		fmt.Fprintf(w, "WAL %s: %s, %d bytes, %d intact batches: %s\n", f.Name, live, f.Size, len(f.Batches), state)
 		for _, d := range f.Damage {
+			if d.Resync < 0 && older {
+				fmt.Fprintf(w, "  DAMAGED at offset %d: %s (no intact chunk after it; a WAL before the newest was closed and must end cleanly)\n", d.Offset, d.Reason)
+				continue
+			}
+			if d.Resync < 0 && d.Closed {
+				fmt.Fprintf(w, "  DAMAGED at offset %d: %s (no intact chunk after it, but the log's EOF trailer: the WAL was closed after the damage, so it is not a torn write; a start drops the batch)\n", d.Offset, d.Reason)
+				continue
+			}
 			if d.Resync < 0 {
 				fmt.Fprintf(w, "  ends at offset %d (%s; the rest is unwritten, torn or an old log's)\n", d.Offset, d.Reason)
 				continue
@@ -217,7 +289,21 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 		return
 	}
 	if r.AfterDamage > 0 {
-		fmt.Fprintf(w, "after the WAL damage: %d intact batches (records up to seq %d), kept by a salvage\n", r.AfterDamage, r.AfterDamageTo)
+		what := "no record"
+		if r.AfterDamageTo > 0 {
+			what = fmt.Sprintf("records up to seq %d", r.AfterDamageTo)
+		}
+		what += fmt.Sprintf(", %d status documents", r.AfterStatus)
+		if r.AfterCommitted > 0 {
+			what += fmt.Sprintf(", committed offset %d", r.AfterCommitted)
+		}
+		if r.Damaged() {
+			fmt.Fprintf(w, "after the WAL damage: %d intact batches (%s), kept by a salvage\n", r.AfterDamage, what)
+		} else {
+			// A torn tail of the newest WAL: gale serve starts and drops them,
+			// recording lost any seq they name past the log's end.
+			fmt.Fprintf(w, "after the WAL damage: %d intact batches (%s), dropped by the next start (a torn tail; it logs a WARN)\n", r.AfterDamage, what)
+		}
 	}
 	names := map[byte]string{'l': "records", 'd': "dedupe entries", 's': "status documents", 'x': "dead letters", 'm': "meta",
 		'p': "group sync times"}
@@ -258,7 +344,7 @@ func printCheck(w io.Writer, r *eventlog.CheckReport) {
 			n, strings.Join(runs, ", "))
 	}
 	if r.Refused[0] != 0 {
-		fmt.Fprintf(w, "REFUSED: gale serve will not start: Pebble's replay would stop at the WAL damage and drop acknowledged seqs %d..%d (a salvage keeps them)\n", r.Refused[0], r.Refused[1])
+		fmt.Fprintf(w, "REFUSED: gale serve will not start: Pebble's replay would stop at the WAL damage and drop acknowledged seqs %d..%d (a salvage keeps those an intact batch after the damage or a replica holds: all but any MISSING above)\n", r.Refused[0], r.Refused[1])
 	}
 	for _, p := range r.Replica {
 		fmt.Fprintf(w, "replica: seqs %d..%d have no intact record but are held by the mark file's replicas of their groups (a salvage keeps them; Open restores them when they continue the log)\n", p[0], p[1])
