@@ -28,8 +28,8 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/examples/wordcount"
 	"github.com/gale-stream/gale/internal/testio"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 )
 
 // atkCluster is an embedded NATS node and the gale worker processes started on it.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cmd/gale/internal/serve"
-	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 	"github.com/gale-stream/gale/topology"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 )
 
 // clusterDemo is `gale wordcount --workers N`: an embedded NATS node, N `gale worker`
