@@ -300,7 +300,7 @@ func (c *atkCluster) waitProgress(run string) wordcount.ClusterCommit {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	kv, err := c.js.KeyValue(ctx, wordcountBucket(cluster.DefaultPrefix))
+	kv, err := c.js.KeyValue(ctx, wordcount.ClusterBucket(cluster.DefaultPrefix))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ func (c *atkCluster) finishWithin(run string, d time.Duration) wordcount.Cluster
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	bucket := wordcountBucket(cluster.DefaultPrefix)
+	bucket := wordcount.ClusterBucket(cluster.DefaultPrefix)
 	cm, err := wordcount.WaitClusterDone(ctx, c.js, bucket, run)
 	if err != nil {
 		st, _ := c.st.Status(context.Background())
@@ -416,7 +416,7 @@ func (c *atkCluster) finishWithin(run string, d time.Duration) wordcount.Cluster
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	want, err := expectedCounts(c.files)
+	want, err := wordcount.CountFiles(c.files)
 	if err != nil {
 		c.t.Fatal(err)
 	}

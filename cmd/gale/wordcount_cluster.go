@@ -177,7 +177,7 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := parseClusterWordcount(args)
+	a, err := wordcount.ParseClusterArgs(args)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 	}
 	doneCh := make(chan doneMsg, 1)
 	go func() {
-		c, err := wordcount.WaitClusterDone(wctx, js, wordcountBucket(cluster.DefaultPrefix), a.opts.Run)
+		c, err := wordcount.WaitClusterDone(wctx, js, wordcount.ClusterBucket(cluster.DefaultPrefix), a.Options.Run)
 		doneCh <- doneMsg{c, err}
 	}()
 	var killC <-chan time.Time
@@ -259,7 +259,7 @@ wait:
 			// Mid-run means after the spout committed some progress (a slow start, under
 			// load or the race detector, can take longer than AFTER): the failover
 			// then shows the spout resuming from its committed offset.
-			if cm, err := wordcount.ClusterProgress(ctx, js, wordcountBucket(cluster.DefaultPrefix), a.opts.Run); err == nil && cm.Low == 0 && !cm.Done {
+			if cm, err := wordcount.ClusterProgress(ctx, js, wordcount.ClusterBucket(cluster.DefaultPrefix), a.Options.Run); err == nil && cm.Low == 0 && !cm.Done {
 				killTimer.Reset(50 * time.Millisecond)
 				continue
 			}
@@ -341,11 +341,11 @@ wait:
 	if _, err := st.Kill(kctx, "wordcount"); err != nil {
 		fmt.Fprintln(d.errw, "gale: kill wordcount:", err)
 	}
-	counts, err := wordcount.ReadClusterCounts(kctx, js, wordcountBucket(cluster.DefaultPrefix), a.opts.Run, a.opts.Parallelism)
+	counts, err := wordcount.ReadClusterCounts(kctx, js, wordcount.ClusterBucket(cluster.DefaultPrefix), a.Options.Run, a.Options.Parallelism)
 	if err != nil {
 		return nil, fmt.Errorf("reading the count changelogs: %w", err)
 	}
-	want, err := expectedCounts(a.opts.Files)
+	want, err := wordcount.CountFiles(a.Options.Files)
 	if err != nil {
 		return nil, err
 	}
@@ -420,20 +420,6 @@ func spoutWorker(rec *cluster.Record, comps map[int]string) string {
 		}
 	}
 	return rec.Assignment.Workers[0]
-}
-
-// expectedCounts counts the words of files in one goroutine: what the cluster must
-// match exactly.
-func expectedCounts(files []string) (map[string]uint64, error) {
-	counts := map[string]uint64{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		wordcount.Words(string(b), func(w string, _ int) { counts[w]++ })
-	}
-	return counts, nil
 }
 
 func startWorkerChild(spawn func([]string) *exec.Cmd, dir, name, url, natsDir string) (*childWorker, error) {
