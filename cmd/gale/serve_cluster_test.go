@@ -13,6 +13,7 @@ import (
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/cmd/gale/internal/serve"
+	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/pipelines/orders"
@@ -96,7 +97,7 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 		}
 	}()
 	files, lines, _ := retailSample(t)
-	res, err := runOrders(ctx, o, files, defaultIngestOptions(), nil)
+	res, err := runOrders(ctx, o, files, ingest.DefaultSendOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 		t.Fatalf("no failover while the ingest ran (%v)", res.Ingest.Elapsed)
 	}
 	r := res.Ingest
-	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.bad() != 0 || res.OrderLines != int64(lines) {
+	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.Broken() != 0 || res.OrderLines != int64(lines) {
 		t.Fatalf("report %+v, %d order lines; want %d", r, res.OrderLines, lines)
 	}
 
