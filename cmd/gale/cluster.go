@@ -402,66 +402,12 @@ func submitTopology(ctx context.Context, nc *nats.Conn, st *cluster.Store, topo 
 	return rec, componentsOf(tasks), err
 }
 
-// awaitRunning waits until every worker of rec's generation says it runs it (its
-// heartbeat), following newer records; a worker's refusal is printed, and an error
-// once the scheduler cannot place the topology on the others.
+// awaitRunning waits until every worker of rec's generation runs it
+// (Store.AwaitRunning), printing each worker's refusal on progress.
 func awaitRunning(ctx context.Context, st *cluster.Store, rec *cluster.Record, progress io.Writer) (*cluster.Record, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	members, err := st.WatchWorkers(wctx, false)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := st.WatchRecords(wctx)
-	if err != nil {
-		return nil, err
-	}
-	live := map[string]cluster.WorkerInfo{}
-	told := map[string]bool{}
-	for {
-		if rec.Killed {
-			return nil, fmt.Errorf("topology %s was killed while starting", rec.Topology)
-		}
-		if rec.Error != "" {
-			return nil, fmt.Errorf("%w: %s", cluster.ErrRefused, rec.Error)
-		}
-		all := rec.Assignment != nil
-		if rec.Assignment != nil {
-			for _, w := range rec.Assignment.Workers {
-				info := live[w]
-				if r, ok := info.Refused[rec.Topology]; ok && r.Fingerprint == rec.Fingerprint.String() && !told[w] {
-					told[w] = true
-					fmt.Fprintf(progress, "gale: worker %s refused %s: %s\n", w, rec.Topology, r.Reason)
-				}
-				if info.Running[rec.Topology] != rec.Generation() {
-					all = false
-				}
-			}
-		}
-		if all {
-			return rec, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("topology %s placed (generation %d) but not running on every worker within the timeout: %w", rec.Topology, rec.Generation(), ctx.Err())
-		case ev, ok := <-members:
-			if !ok {
-				return nil, ctx.Err()
-			}
-			if ev.Kind == cluster.Left {
-				delete(live, ev.Worker.Name)
-			} else {
-				live[ev.Worker.Name] = ev.Worker
-			}
-		case r, ok := <-recs:
-			if !ok {
-				return nil, ctx.Err()
-			}
-			if r.Topology == rec.Topology && r.Revision >= rec.Revision {
-				rec = r
-			}
-		}
-	}
+	return st.AwaitRunning(ctx, rec, cluster.AwaitOptions{Refused: func(w string, r cluster.Refusal) {
+		fmt.Fprintf(progress, "gale: worker %s refused %s: %s\n", w, rec.Topology, r.Reason)
+	}})
 }
 
 // printAssignment prints where each task of rec runs; comps names each task's

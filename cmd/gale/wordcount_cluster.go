@@ -228,8 +228,9 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 		natsKillC = t.C
 	}
 	var natsKilled string
-	live := map[string]cluster.WorkerInfo{}
 	var fo *failover
+	// After the kill: every worker of the next generation running it.
+	running := make(chan error, 1)
 	var killedAt time.Time
 	var newRec *cluster.Record
 	var commit wordcount.ClusterCommit
@@ -277,19 +278,32 @@ wait:
 					if err := c.cmd.Process.Signal(sig); err != nil {
 						return nil, fmt.Errorf("%v to %s: %w", sig, victim, err)
 					}
+					go func(rec *cluster.Record) {
+						_, err := st.AwaitRunning(wctx, rec, cluster.AwaitOptions{Next: true})
+						running <- err
+					}(rec)
 				}
+			}
+		case err := <-running:
+			if err != nil {
+				continue // the job ended first, or the wait did: "not seen"
+			}
+			fo.Running = time.Since(killedAt)
+			if paused != nil {
+				// Back from its pause, it finds its key expired and its tasks moved:
+				// whatever its old generation still sends goes where nobody listens.
+				if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+					return nil, fmt.Errorf("SIGCONT to %s: %w", paused.name, err)
+				}
+				fo.Resumed = true
+				paused = nil
 			}
 		case ev, ok := <-members:
 			if !ok {
 				return nil, ctx.Err()
 			}
-			if ev.Kind == cluster.Left {
-				delete(live, ev.Worker.Name)
-				if fo != nil && ev.Worker.Name == fo.Victim && fo.Detected == 0 {
-					fo.Detected = ev.At.Sub(killedAt)
-				}
-			} else {
-				live[ev.Worker.Name] = ev.Worker
+			if ev.Kind == cluster.Left && fo != nil && ev.Worker.Name == fo.Victim && fo.Detected == 0 {
+				fo.Detected = ev.At.Sub(killedAt)
 			}
 		case r, ok := <-recs:
 			if !ok {
@@ -309,26 +323,6 @@ wait:
 				fo.After = map[string]string{}
 				for _, w := range r.Assignment.Workers {
 					fo.After[w] = describeTasks(r.Assignment.Tasks(w), comps)
-				}
-			}
-		}
-		if fo != nil && newRec != nil && fo.Running == 0 {
-			all := true
-			for _, w := range newRec.Assignment.Workers {
-				if live[w].Running["wordcount"] != newRec.Generation() {
-					all = false
-				}
-			}
-			if all {
-				fo.Running = time.Since(killedAt)
-				if paused != nil {
-					// Back from its pause, it finds its key expired and its tasks moved:
-					// whatever its old generation still sends goes where nobody listens.
-					if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-						return nil, fmt.Errorf("SIGCONT to %s: %w", paused.name, err)
-					}
-					fo.Resumed = true
-					paused = nil
 				}
 			}
 		}
