@@ -202,11 +202,13 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			wu, err := listenWorkerUI(uiAddr, uiToken)
-			if err != nil {
-				return err
+			var wu *worker.UI // nil without --ui: does nothing
+			if uiAddr != "" {
+				if wu, err = worker.ListenUI(uiAddr, uiToken); err != nil {
+					return fmt.Errorf("--ui %s: %w", uiAddr, err)
+				}
+				defer wu.Close()
 			}
-			defer wu.Close()
 			nc, st, err := cf.connect(ctx, "gale worker "+name)
 			if err != nil {
 				return err
@@ -214,13 +216,16 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 			defer nc.Close()
 			wcfg := worker.Config{Name: name, Slots: slots, Dedicated: dedicated, Conn: nc, Store: st,
 				Registry: registry(), NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger, Lineage: &lc}
-			wu.hook(&wcfg)
+			wu.Hook(&wcfg)
 			w, err := worker.New(wcfg)
 			if err != nil {
 				return err
 			}
-			if err := wu.serve(w.Name(), st, cmd.ErrOrStderr()); err != nil {
-				return err
+			if wu != nil {
+				if err := wu.Serve(w.Name(), st); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "gale: worker %s: web UI on %s (Prometheus metrics at %smetrics)\n", w.Name(), wu.URL(), wu.URL())
 			}
 			logger.Info("worker joining", "name", w.Name(), "nats", nc.ConnectedUrlRedacted(), "prefix", st.Config().Prefix, "slots", slots, "topologies", registry().Names())
 			return w.Run(ctx)
