@@ -224,7 +224,10 @@ func TestSendAllResendsOnlyTheRetryableEvents(t *testing.T) {
 	if len(s) != 2 || !slices.Equal(s[1], []string{"e2"}) {
 		t.Fatalf("requests %v; want e2 alone sent again", s)
 	}
-	if gap := f.at[1].Sub(f.at[0]); gap < time.Second {
+	f.mu.Lock()
+	gap := f.at[1].Sub(f.at[0])
+	f.mu.Unlock()
+	if gap < time.Second {
 		t.Errorf("sent again after %v; want a second at least after a 429", gap)
 	}
 	rs := l.of(ProgressRetryEvents)
@@ -365,6 +368,23 @@ func TestSendAllStopsWithoutProgress(t *testing.T) {
 	}
 	if rep.Sent != 3 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 {
 		t.Errorf("report %+v; want the first batch given up, the second not sent", rep)
+	}
+}
+
+// TestSendAllProgressKeepsItGoing: GiveUp counts from the last answer other than
+// FAILED_RETRYABLE, not from the start: a run longer than GiveUp whose answers keep
+// coming (a request every 150 ms, GiveUp 400 ms) goes to its end.
+func TestSendAllProgressKeepsItGoing(t *testing.T) {
+	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+		time.Sleep(150 * time.Millisecond)
+		return http.StatusOK, answerAll(evs, Processed)
+	}}
+	c := startFake(t, f)
+	o := sendOptions(nil)
+	o.Batch, o.GiveUp = 1, 400*time.Millisecond
+	rep, err := c.SendAll(bounded(t), eventsOf(someEvents(6), nil), o)
+	if err != nil || rep.Final["PROCESSED"] != 6 || rep.Elapsed < 2*o.GiveUp {
+		t.Errorf("report %+v, %v; want 6 PROCESSED over more than %v", rep, err, 2*o.GiveUp)
 	}
 }
 
