@@ -116,11 +116,13 @@ func TestAwaitRunning(t *testing.T) {
 	pending(t, a, "a wait with generation 2 running nowhere")
 	w1.h.SetRunning(map[string]uint64{"wc": 2}, nil)
 	w3.h.SetRunning(map[string]uint64{"wc": 2}, nil)
+	var rec2 *Record
 	for _, ch := range []<-chan awaited{a, b} {
 		got := answer(t, ch, "generation 2 running")
 		if got.err != nil || got.rec.Generation() != 2 || !slices.Equal(got.rec.Assignment.Workers, []string{"w1", "w3"}) {
 			t.Fatalf("answered %+v, %v; want generation 2 on w1 and w3", got.rec, got.err)
 		}
+		rec2 = got.rec
 	}
 	mu.Lock()
 	if !slices.Equal(told, []string{"w2: not in this build"}) {
@@ -146,6 +148,26 @@ func TestAwaitRunning(t *testing.T) {
 	w2.h.SetRunning(nil, refusal)
 	if got := answer(t, c, "wc2 refused"); !errors.Is(got.err, ErrRefused) || !strings.Contains(got.err.Error(), "refused by w2: fingerprint differs") {
 		t.Errorf("refused: %+v, %v", got.rec, got.err)
+	}
+
+	// Running everywhere, generation 2 answers at once; with Next, only the
+	// rebalance's generation 3 does, once it runs.
+	if got, err := client.AwaitRunning(ctx, rec2, AwaitOptions{}); err != nil || got.Generation() != 2 {
+		t.Fatalf("generation 2 running: %+v, %v", got, err)
+	}
+	d := goAwait(ctx, client, rec2, AwaitOptions{Next: true})
+	rec3, err := client.Rebalance(ctx, "wc", 1)
+	if err != nil || rec3.Generation() != 3 || len(rec3.Assignment.Workers) != 1 {
+		t.Fatalf("rebalance: %+v, %v", rec3, err)
+	}
+	pending(t, d, "a wait for the generation after 2")
+	for _, w := range []*worker{w1, w3} {
+		if w.name == rec3.Assignment.Workers[0] {
+			w.h.SetRunning(map[string]uint64{"wc": 3}, nil)
+		}
+	}
+	if got := answer(t, d, "generation 3 running"); got.err != nil || got.rec.Generation() != 3 {
+		t.Errorf("answered %+v, %v; want generation 3", got.rec, got.err)
 	}
 
 	// A killed topology is not waited for.
