@@ -117,8 +117,14 @@ func (db *DB) Close() error { return db.SQL.Close() }
 //     monotonic clock reading included). A setting the URL gives itself (e.g.
 //     "sqlite:x.db?_synchronous=NORMAL") is kept. The pool holds one connection.
 //
+// rawURL may also name the URL by reference, env:NAME or @PATH (see ResolveURL).
+//
 // Errors name the URL with its password replaced by "xxxxx" and wrap the cause (%w).
 func Open(ctx context.Context, rawURL string) (*DB, error) {
+	rawURL, err := ResolveURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case hasPrefixFold(rawURL, "postgres://"), hasPrefixFold(rawURL, "postgresql://"):
 		return openPostgres(ctx, rawURL)

@@ -242,7 +242,7 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 	f.StringVar(&logFmt, "log-format", "text", "text or json")
 	f.Float64Var(&lineageSample, "lineage-sample", lineage.DefaultConfig().Sample,
 		"fraction of tuple trees recorded whole when this worker runs a topology's spout (the spout's process decides for every worker); failed and timed-out trees are always recorded")
-	f.StringVar(&uiAddr, "ui", "", "serve the web UI of the topology this worker runs (every process's stats, the cluster's workers) and Prometheus /metrics on this address (e.g. :8080)")
+	f.StringVar(&uiAddr, "ui", "", "serve the web UI of the topology this worker runs (every process's stats, the cluster's workers) and Prometheus /metrics on this address (e.g. 127.0.0.1:8080; :8080 listens on every interface)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process to this file until it exits (default: GALE_WORKER_CPUPROFILE=DIR in the environment writes DIR/worker-NAME-PID.pprof, so the workers gale wordcount --workers and gale bench cluster start can be profiled)")
 	f.StringVar(&uiToken, "ui-token", "", "require this token on the UI and /metrics (Authorization: Bearer, or ?token=); it also allows the UI's actions (kill, deactivate, activate, rebalance)")
 	return cmd

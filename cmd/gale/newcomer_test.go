@@ -24,8 +24,8 @@ import (
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/cluster/placement"
 	"github.com/gale-stream/gale/cluster/worker"
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/internal/testio"
+	serve "github.com/gale-stream/gale/server"
 )
 
 // apacheLicenseSHA256 is the SHA-256 of the Apache License 2.0 as NATS ships it

@@ -41,7 +41,7 @@ type uiFlags struct {
 }
 
 func (f *uiFlags) register(fl *pflag.FlagSet, what string) {
-	fl.StringVar(&f.addr, "ui", "", "serve the web UI and Prometheus /metrics on this address while "+what+" runs (e.g. :8080)")
+	fl.StringVar(&f.addr, "ui", "", "serve the web UI and Prometheus /metrics on this address while "+what+" runs (e.g. 127.0.0.1:8080; :8080 listens on every interface)")
 	fl.StringVar(&f.token, "ui-token", "", "require this token on the UI and /metrics (Authorization: Bearer, or ?token=)")
 	fl.Float64Var(&f.sample, "lineage-sample", lineage.DefaultConfig().Sample,
 		"fraction of tuple trees whose whole lineage is recorded (failed and timed-out trees are always recorded)")

@@ -12,8 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/pipelines/orders"
+	"github.com/gale-stream/gale/server"
 )
 
 // ordersResult is the one-command run's report.
@@ -28,13 +29,13 @@ type ordersResult struct {
 
 // runOrders starts gale serve with the orders pipeline on o, ingests files into it,
 // reads the sink, and shuts down.
-func runOrders(ctx context.Context, o serve.Options, files []string, io ingest.SendOptions, progress io.Writer) (*ordersResult, error) {
-	o.Pipeline = "orders"
+func runOrders(ctx context.Context, o server.Options, files []string, io ingest.SendOptions, progress io.Writer) (*ordersResult, error) {
+	o.Pipeline = orders.Pipeline()
 	in, err := openInputs(files)
 	if err != nil {
 		return nil, err
 	}
-	s, err := serve.Start(ctx, o)
+	s, err := server.Start(ctx, o)
 	if err != nil {
 		closeInputs(in)
 		return nil, err

@@ -18,18 +18,18 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 )
 
 // serveFlags are the flags shared by serve and orders.
 type serveFlags struct {
-	o             serve.Options
+	o             server.Options
 	defaultAck    string
 	sourceAck     []string
 	timeout       time.Duration
@@ -44,6 +44,8 @@ type serveFlags struct {
 	cluster    clusterFlags
 	workers    int
 	workerName string
+	// pipeline names the pipeline (gale serve --pipeline; "": the default).
+	pipeline string
 	// gale serve --log jetstream: the event log on a JetStream stream.
 	logKind  string
 	sysCreds string
@@ -55,7 +57,7 @@ func (f *serveFlags) register(c *cobra.Command, addr string) {
 	fl := c.Flags()
 	fl.StringVar(&f.o.Addr, "addr", addr, "address to listen on")
 	fl.StringVar(&f.o.DataDir, "data", "gale-data", "data directory (the log, and the SQLite sink unless --sink)")
-	fl.StringVar(&f.o.SinkURL, "sink", "", "sink database: a postgres:// URL or a SQLite file (default DATA/sink.db)")
+	fl.StringVar(&f.o.SinkURL, "sink", "", "sink database: a postgres:// URL or a SQLite file (default DATA/sink.db), or env:NAME or @PATH naming one (with --nats a password must go so: each worker reads it)")
 	fl.BoolVar(&f.o.SeparateMarkSync, "separate-mark-sync", false, "give the log's high-water mark its own fdatasync on every file system, not only where its copy cannot ride the WAL's flush")
 	fl.StringVar(&f.defaultAck, "ack-default", "persisted", "ack level when a request and its source name none")
 	fl.StringSliceVar(&f.sourceAck, "source-ack", nil, "per-source default ack level, e.g. debug=accepted,metrics=persisted,orders=processed")
@@ -96,8 +98,15 @@ func (f *serveFlags) registerNetwork(c *cobra.Command) {
 	fl.IntVar(&f.o.HTTP.MaxBatchLines, "max-batch-lines", ingest.DefaultMaxBatchLines, "most events in one batch (413 beyond)")
 }
 
-func (f *serveFlags) options() (serve.Options, error) {
+func (f *serveFlags) options() (server.Options, error) {
 	o := f.o
+	if f.pipeline != "" {
+		p, err := servePipelines.Lookup(f.pipeline)
+		if err != nil {
+			return o, fmt.Errorf("--pipeline: %w", err)
+		}
+		o.Pipeline = p
+	}
 	lvl, err := ingest.ParseLevel(f.defaultAck)
 	if err != nil {
 		return o, fmt.Errorf("--ack-default: %w", err)
@@ -239,7 +248,7 @@ Endpoints:
 					if nc, st, err = f.cluster.connect(ctx, "gale serve"); err != nil {
 						return err
 					}
-					o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: f.workerName, Workers: f.workers, Timeout: f.cluster.timeout}
+					o.Cluster = &server.Cluster{Conn: nc, Store: st, Name: f.workerName, Workers: f.workers, Timeout: f.cluster.timeout}
 				} else if nc, err = f.cluster.dial("gale serve"); err != nil {
 					return err
 				}
@@ -255,7 +264,7 @@ Endpoints:
 					}
 				}
 			}
-			s, err := serve.Start(context.Background(), o)
+			s, err := server.Start(context.Background(), o)
 			if errors.Is(err, eventlog.ErrDamaged) {
 				return fmt.Errorf("%w\nthe log is damaged: `gale log check --data %s` says what is intact; `gale log salvage --data %s` starts from it and records what is lost",
 					err, o.DataDir, o.DataDir)
@@ -265,7 +274,7 @@ Endpoints:
 			}
 			if s.JSLog != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log on JetStream stream %s (replicas: %d) at %s; sink %s; listening on %s\n",
-					o.Pipeline, s.JSLog.Name(), s.JSLog.Replicas(), f.cluster.url, s.DB, s.URL())
+					s.Options.Pipeline.Name, s.JSLog.Name(), s.JSLog.Replicas(), f.cluster.url, s.DB, s.URL())
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: PERSISTED means %s: %s\n", s.Options.Ingest.Durability, s.DurabilityWhy)
 				if _, held := s.JSLog.Holding(); held {
 					fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: this process (%s) holds the log spout's lease: it reads the log\n", o.JetStream.Log.Holder)
@@ -279,7 +288,7 @@ Endpoints:
 				}
 			} else {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: pipeline %s; log in %s; sink %s; listening on %s\n",
-					o.Pipeline, filepath.Join(o.DataDir, "log"), s.DB, s.URL())
+					s.Options.Pipeline.Name, filepath.Join(o.DataDir, "log"), s.DB, s.URL())
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale serve: each group commit's copy in %s is made durable by %s\n",
 					filepath.Join(o.DataDir, "log", "GALE-HWM"), s.Log.Stats().MarkSync)
 			}
@@ -307,7 +316,7 @@ Endpoints:
 	c.Flags().Lookup("nats-timeout").Usage = "how long the command waits for the cluster; with --log jetstream, if given, also the bound of each call to the stream and of a request's wait for its acknowledgement (FAILED_RETRYABLE past it; not given: 10s)"
 	c.Flags().IntVar(&f.workers, "workers", 1, "with --nats, how many gale workers run the pipeline's bolts (0 with --log jetstream unless given: the pipeline in this process)")
 	c.Flags().StringVar(&f.workerName, "worker-name", "", "with --nats, this process's worker name (default serve-HOST)")
-	c.Flags().StringVar(&f.o.Pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
+	c.Flags().StringVar(&f.pipeline, "pipeline", "events", "events (every event to a table, newest version per key) or orders (retail order lines)")
 	c.Flags().StringVar(&f.logKind, "log", "pebble", "the event log: pebble (DATA/log, fsynced: PERSISTED means fsync) or jetstream (a stream PREFIX-log on --nats, --replicas copies; the Pebble-only metrics, group commits, fsync latency and damaged files, are not exported)")
 	c.Flags().DurationVar(&f.recheck, "durability-recheck", time.Minute, "with --log jetstream, how often to ask the servers again what PERSISTED means (the answers' \"durability\"), when it was found by asking (0: never)")
 	c.Flags().DurationVar(&f.leaseTTL, "spout-lease-ttl", 10*time.Second, "with --log jetstream, how long the log spout's lease outlives its holder: serve processes sharing the stream take events in and answer for any of them, one at a time reads the log, and another takes over that long after the reader dies (every one must give the same)")
@@ -332,7 +341,7 @@ func (c *clusterFlags) dial(name string) (*nats.Conn, error) {
 // jetStream is the log of gale serve --log jetstream on nc, and how it tells what
 // PERSISTED means: the servers' own answer with --sys-creds, else the record of
 // the embedded node whose credentials nc uses (--nats-data), else unknown.
-func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*serve.JetStream, error) {
+func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*server.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -342,7 +351,7 @@ func (f *serveFlags) jetStream(nc *nats.Conn, closers *[]func()) (*serve.JetStre
 		host, _ := os.Hostname()
 		holder = fmt.Sprintf("%s-%d (%s)", host, os.Getpid(), f.o.Addr)
 	}
-	j := &serve.JetStream{Log: jslog.Config{JS: js, Prefix: f.cluster.prefix, Replicas: max(f.cluster.replicas, 1),
+	j := &server.JetStream{Log: jslog.Config{JS: js, Prefix: f.cluster.prefix, Replicas: max(f.cluster.replicas, 1),
 		Holder: holder, LeaseTTL: f.leaseTTL}, Recheck: f.recheck}
 	if f.recheck <= 0 {
 		j.Recheck = -1

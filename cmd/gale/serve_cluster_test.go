@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,22 +14,26 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/pipelines/orders"
+	serve "github.com/gale-stream/gale/server"
+	"github.com/gale-stream/gale/sink"
 )
 
 // testSinkURL is the sink of a test: a fresh PostgreSQL schema when
 // GALE_TEST_POSTGRES_URL is set (the sink then runs on the workers), else SQLite
-// in dir (its tasks pinned to serve).
+// in dir (its tasks pinned to serve). The PostgreSQL URL holds a password, so it
+// goes by reference, as a user's must with --nats: env:GALE_TEST_SERVE_SINK, set
+// here for this process and the workers it starts after.
 func testSinkURL(t *testing.T, dir string) string {
 	url := os.Getenv("GALE_TEST_POSTGRES_URL")
 	if url == "" {
 		return dir + "/sink.db"
 	}
-	return pgtest.Schema(t, url, "gale_serve_cluster")
+	t.Setenv("GALE_TEST_SERVE_SINK", pgtest.Schema(t, url, "gale_serve_cluster"))
+	return "env:GALE_TEST_SERVE_SINK"
 }
 
 // The orders pipeline through gale serve with its bolts on two gale worker
@@ -48,6 +54,7 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	sinkURL := testSinkURL(t, dir) // before the workers start: they read its variable
 	var children []*childWorker
 	t.Cleanup(func() { stopChildren(children, os.Stderr) })
 	for i := 1; i <= 2; i++ {
@@ -69,7 +76,7 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.DataDir, o.Logger, o.SinkURL = dir+"/data", nil, testSinkURL(t, dir)
+	o.DataDir, o.Logger, o.SinkURL = dir+"/data", nil, sinkURL
 	o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: "serve", Workers: 2}
 	// Kill a worker as soon as the pipeline runs on both (the ingest starts then):
 	// events go to its tasks until the scheduler moves them, and their trees are
@@ -106,6 +113,13 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 		t.Logf("%s; ingest took %v", what, res.Ingest.Elapsed)
 	default:
 		t.Fatalf("no failover while the ingest ran (%v)", res.Ingest.Elapsed)
+	}
+	// What the cluster's KV holds of the submission names the sink, never its
+	// password: the workers read the URL themselves.
+	if rec, err := st.Record(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	} else if !slices.Contains(rec.Args, "--sink="+sinkURL) || slices.ContainsFunc(rec.Args, func(a string) bool { return sink.HoldsSecret(strings.TrimPrefix(a, "--sink=")) }) {
+		t.Errorf("submit arguments in the KV: %q, want --sink=%s and no password", rec.Args, sinkURL)
 	}
 	r := res.Ingest
 	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.Broken() != 0 || res.OrderLines != int64(lines) {

@@ -7,18 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/engine"
-	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
-	"github.com/gale-stream/gale/pipelines/events"
-	"github.com/gale-stream/gale/pipelines/orders"
+	"github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 )
@@ -73,7 +69,7 @@ its error and the records not written).`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&o.dataDir, "data", "gale-data", "data directory of gale serve (the log is DATA/log)")
-	fl.StringVar(&o.sinkURL, "sink", "", "database to write: a SQLite file or a postgres:// URL (required)")
+	fl.StringVar(&o.sinkURL, "sink", "", "database to write: a SQLite file or a postgres:// URL, or env:NAME or @PATH naming one (required)")
 	fl.Uint64Var(&o.from, "from", 1, "first sequence number to replay (records trimmed from the log are gone)")
 	fl.StringVar(&o.pipeline, "pipeline", "events", "the pipeline gale serve runs: events or orders")
 	fl.IntVar(&o.maxAttempts, "max-attempts", 3, "attempts per record before it is reported as not written")
@@ -96,19 +92,10 @@ type rebuildResult struct {
 	First, Last uint64 // seqs of the first and last record replayed (0, 0: none)
 	Records     int    // records whose rows are committed
 	Counts      sink.CountersSnapshot
-	Failed      []rebuildFailure
+	Failed      []ingest.ReplayFailure
 	// Missing are the seqs from --from to the log's end (and recorded lost ranges
 	// past it) the log holds no record of, so the rebuilt sink lacks them.
-	Missing []rebuildGap
-}
-
-// rebuildGap is a run of seqs with no record in the log.
-type rebuildGap struct {
-	From, To uint64
-	// Trimmed: before the first record that is not a dead letter, where Trim
-	// removes finished records past the dedupe window; not counted as short.
-	Trimmed bool
-	Lost    *eventlog.LostRange // the salvage's record of it, if any
+	Missing []ingest.ReplayGap
 }
 
 // short says whether the rebuilt sink lacks records the log claims.
@@ -122,12 +109,6 @@ func (r *rebuildResult) short() bool {
 		}
 	}
 	return false
-}
-
-type rebuildFailure struct {
-	Seq    uint64
-	ID     string
-	Reason string
 }
 
 func (r *rebuildResult) print(w io.Writer) {
@@ -163,49 +144,15 @@ func (r *rebuildResult) print(w io.Writer) {
 	}
 }
 
-// missingSeqs splits the gaps the replay met, and the lost ranges at or after
-// from past the log's end, into runs recorded lost by a salvage and runs no
-// salvage recorded (trimmed ones before the log's first kept record apart).
-func missingSeqs(gaps []rebuildGap, lost []eventlog.LostRange, from, end uint64) []rebuildGap {
-	for i := range lost {
-		if lr := lost[i]; lr.To > end && lr.To >= from {
-			gaps = append(gaps, rebuildGap{From: max(lr.From, end+1, from), To: lr.To})
-		}
-	}
-	var out []rebuildGap
-	for _, g := range gaps {
-		s := g.From
-		for s <= g.To {
-			var in *eventlog.LostRange
-			next := g.To
-			for i := range lost {
-				lr := &lost[i]
-				if lr.From <= s && s <= lr.To {
-					in, next = lr, min(lr.To, g.To)
-					break
-				}
-				if lr.From > s && lr.From <= next {
-					next = lr.From - 1
-				}
-			}
-			out = append(out, rebuildGap{From: s, To: next, Trimmed: g.Trimmed && in == nil, Lost: in})
-			if next == ^uint64(0) {
-				break
-			}
-			s = next + 1
-		}
-	}
-	return out
-}
-
 // rebuildSink replays the log's records from o.from through the pipeline's sink into
 // o.sinkURL and returns when every record is written or given up.
 func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) {
-	if o.pipeline == "" {
-		o.pipeline = "events"
-	}
-	if o.pipeline != "events" && o.pipeline != "orders" {
-		return nil, fmt.Errorf("--pipeline %q: want events or orders", o.pipeline)
+	p := server.DefaultPipeline
+	if o.pipeline != "" {
+		var err error
+		if p, err = servePipelines.Lookup(o.pipeline); err != nil {
+			return nil, fmt.Errorf("--pipeline: %w", err)
+		}
 	}
 	if o.dataDir == "" {
 		return nil, errors.New("--data is empty: give the data directory of gale serve (the log is DATA/log)")
@@ -249,21 +196,11 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 		return nil, err
 	}
 	defer db.Close()
-	ddl := events.Schema()
-	if o.pipeline == "orders" {
-		ddl = orders.Schema(db.Dialect)
-	}
-	for _, q := range ddl {
-		if _, err := db.SQL.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("creating the %s tables in %s: %w", o.pipeline, db, err)
-		}
+	if err := p.CreateTables(ctx, db); err != nil {
+		return nil, err
 	}
 
-	st := &replayState{done: make(chan struct{}), attempts: map[uint64]int{}, acked: map[uint64]bool{}, next: o.from}
-	spout := func() topology.Spout {
-		return &replaySpout{log: lg, pos: o.from, end: end, maxAttempts: o.maxAttempts, st: st,
-			inflight: map[uint64]*event.Record{}}
-	}
+	replay := ingest.NewReplay(lg, o.from, end, o.maxAttempts)
 	tc := topology.DefaultConfig()
 	tc.MessageTimeout, tc.Logger = o.timeout, o.logger
 	counters := &sink.Counters{}
@@ -271,27 +208,19 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	// giveUpAfter ends it (before, it was held and retried forever, and the
 	// command hung with no output).
 	health := sink.NewHealth(o.logger)
-	var topo *topology.Topology
-	if o.pipeline == "orders" {
-		// As internal/serve builds it: a join half waits longer than its tree lives.
-		oo := orders.DefaultOptions()
-		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
-		oo.DB, oo.SinkCounters, oo.Counters = db, counters, &orders.Counters{}
-		oo.SinkHealth, oo.SinkGiveUpAfter, oo.MessageTimeout = health, o.giveUpAfter, tc.MessageTimeout
-		topo, err = orders.Build(spout, oo)
-	} else {
-		topo, err = events.Build(spout, sink.Options{DB: db, Counters: counters, Health: health,
-			GiveUpAfter: o.giveUpAfter, MessageTimeout: tc.MessageTimeout})
-	}
+	// The pipeline as gale serve builds it, fed by the replay instead of the log
+	// spout.
+	b, err := p.Build(server.Parts{Spout: replay.Spout(), DB: db, SinkCounters: counters, SinkHealth: health,
+		SinkGiveUpAfter: o.giveUpAfter, Config: tc})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("building the %s pipeline: %w", p.Name, err)
 	}
-	rt, err := engine.Start(ctx, topo, tc)
+	rt, err := engine.Start(ctx, b.Topology, tc)
 	if err != nil {
 		return nil, err
 	}
 	select {
-	case <-st.done:
+	case <-replay.Done():
 	case <-rt.Done():
 	case <-ctx.Done():
 	case <-health.GaveUp():
@@ -303,25 +232,20 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	sctx, cancel := context.WithTimeout(context.Background(), stopWithin)
 	defer cancel()
 	stopErr := rt.Stop(sctx)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	gaps := st.gaps
-	if st.next <= end {
-		gaps = append(gaps, rebuildGap{From: st.next, To: end, Trimmed: !st.kept})
-	}
-	res := &rebuildResult{Sink: db.String(), First: st.first, Last: st.last, Records: st.written,
-		Counts: counters.Snapshot(), Failed: st.failed, Missing: missingSeqs(gaps, lg.Lost(), o.from, end)}
+	rr := replay.Result(lg.Lost())
+	res := &rebuildResult{Sink: db.String(), First: rr.First, Last: rr.Last, Records: rr.Written,
+		Counts: counters.Snapshot(), Failed: rr.Failed, Missing: rr.Missing}
 	if gave := health.State().GaveUp; gave != nil {
 		first := o.from
 		total := int(end - first + 1)
 		return res, fmt.Errorf("rebuild stopped: %w; %d of %d records (seq %d..%d) written, not written: seqs %s; no record is at fault: repair the database or give --sink a fresh one, and run it again (writes are idempotent)",
-			gave, st.written, total, first, end, st.notWritten(first, end))
+			gave, rr.Written, total, first, end, replay.NotWritten())
 	}
 	select {
-	case <-st.done:
+	case <-replay.Done():
 	default:
 		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("rebuild interrupted at seq %d: %w", st.last, err)
+			return res, fmt.Errorf("rebuild interrupted at seq %d: %w", rr.Last, err)
 		}
 		return res, fmt.Errorf("rebuild: the topology stopped before every record was written: %w", errors.Join(stopErr, errors.New("see the log lines above")))
 	}
@@ -330,211 +254,3 @@ func rebuildSink(ctx context.Context, o rebuildOptions) (*rebuildResult, error) 
 	}
 	return res, nil
 }
-
-// replayState is shared by the replay spout and rebuildSink.
-type replayState struct {
-	mu          sync.Mutex
-	first, last uint64
-	written     int
-	failed      []rebuildFailure
-	attempts    map[uint64]int
-	acked       map[uint64]bool // seqs whose rows are committed
-	done        chan struct{}   // closed when every record is written or given up
-	// next is the seq after the last one read; gaps are the runs of seqs
-	// the log held no record of; kept is set once a record that is not a dead
-	// letter was read (Trim removes only before it).
-	next uint64
-	gaps []rebuildGap
-	kept bool
-}
-
-// replaySpout emits the log's records from pos to end, each the root of a tracked
-// tree (message id: its seq), replays a failed one up to maxAttempts, and closes
-// st.done when nothing is left. Unlike the ingest spout it records nothing in the
-// log: a rebuild changes only the sink.
-type replaySpout struct {
-	log         *eventlog.Log
-	out         topology.SpoutCollector
-	pos, end    uint64
-	buf         []event.Record
-	inflight    map[uint64]*event.Record
-	retry       []*event.Record
-	maxAttempts int
-	st          *replayState
-	closed      bool
-}
-
-func (sp *replaySpout) Open(_ context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
-	if tc.Parallelism != 1 {
-		return fmt.Errorf("sink rebuild: the replay spout reads one sequence: parallelism 1, not %d", tc.Parallelism)
-	}
-	sp.out = out
-	sp.finishIfDone()
-	return nil
-}
-
-func (sp *replaySpout) NextTuple() {
-	if len(sp.retry) > 0 {
-		r := sp.retry[0]
-		sp.retry = sp.retry[1:]
-		sp.send(r)
-		return
-	}
-	if len(sp.buf) == 0 {
-		if sp.pos > sp.end {
-			return
-		}
-		recs, err := sp.log.Read(sp.pos, 256)
-		for len(recs) > 0 && recs[len(recs)-1].Seq > sp.end {
-			recs = recs[:len(recs)-1] // beyond what this rebuild replays
-		}
-		if err != nil && len(recs) == 0 {
-			// The record at pos is damaged: report it and go on with the next one.
-			sp.giveUp(&event.Record{Seq: sp.pos}, fmt.Sprintf("reading the log: %v", err))
-			sp.pos++
-			sp.st.mu.Lock()
-			sp.st.next = max(sp.st.next, sp.pos)
-			sp.st.mu.Unlock()
-			sp.finishIfDone()
-			return
-		}
-		// With an error, recs are the good records before the damaged one; the
-		// next Read starts at it.
-		if len(recs) == 0 {
-			sp.pos = sp.end + 1 // the rest was trimmed
-			sp.finishIfDone()
-			return
-		}
-		for i := range recs {
-			sp.read(&recs[i])
-		}
-		sp.buf = recs
-		sp.pos = recs[len(recs)-1].Seq + 1
-	}
-	rec := &sp.buf[0]
-	sp.buf = sp.buf[1:]
-	r := *rec
-	sp.st.mu.Lock()
-	if sp.st.first == 0 {
-		sp.st.first = r.Seq
-	}
-	sp.st.last = max(sp.st.last, r.Seq)
-	sp.st.mu.Unlock()
-	sp.send(&r)
-}
-
-// read notes a record read from the log: a seq after the one expected leaves a
-// gap (the log has no record of the seqs between).
-func (sp *replaySpout) read(r *event.Record) {
-	sp.st.mu.Lock()
-	defer sp.st.mu.Unlock()
-	if r.Seq > sp.st.next {
-		sp.st.gaps = append(sp.st.gaps, rebuildGap{From: sp.st.next, To: r.Seq - 1, Trimmed: !sp.st.kept})
-	}
-	sp.st.next = max(sp.st.next, r.Seq+1)
-	if !sp.st.kept {
-		if _, dead, err := sp.log.Get(eventlog.DeadLetter, r.Event.ID); err != nil || !dead {
-			sp.st.kept = true
-		}
-	}
-}
-
-func (sp *replaySpout) send(rec *event.Record) {
-	sp.inflight[rec.Seq] = rec
-	sp.st.mu.Lock()
-	sp.st.attempts[rec.Seq]++
-	sp.st.mu.Unlock()
-	// The values of ingest.SpoutFields, as the log spout of gale serve emits them.
-	if err := sp.out.Emit(ingest.SpoutValues(rec), rec.Seq); err != nil {
-		delete(sp.inflight, rec.Seq)
-		sp.giveUp(rec, fmt.Sprintf("emit: %v", err))
-	}
-}
-
-func (sp *replaySpout) Ack(msgID any) {
-	seq := msgID.(uint64)
-	if _, ok := sp.inflight[seq]; !ok {
-		return
-	}
-	delete(sp.inflight, seq)
-	sp.st.mu.Lock()
-	sp.st.written++
-	sp.st.acked[seq] = true
-	delete(sp.st.attempts, seq)
-	sp.st.mu.Unlock()
-	sp.finishIfDone()
-}
-
-func (sp *replaySpout) Fail(msgID any) { sp.FailReason(msgID, "") }
-
-func (sp *replaySpout) FailReason(msgID any, reason string) {
-	seq := msgID.(uint64)
-	rec, ok := sp.inflight[seq]
-	if !ok {
-		return
-	}
-	delete(sp.inflight, seq)
-	sp.st.mu.Lock()
-	n := sp.st.attempts[seq]
-	sp.st.mu.Unlock()
-	if n < sp.maxAttempts {
-		sp.retry = append(sp.retry, rec)
-		return
-	}
-	if reason == "" {
-		reason = "failed"
-	}
-	sp.giveUp(rec, fmt.Sprintf("%s (after %d attempts)", reason, n))
-	sp.finishIfDone()
-}
-
-func (sp *replaySpout) giveUp(rec *event.Record, reason string) {
-	sp.st.mu.Lock()
-	defer sp.st.mu.Unlock()
-	delete(sp.st.attempts, rec.Seq)
-	sp.st.failed = append(sp.st.failed, rebuildFailure{Seq: rec.Seq, ID: rec.Event.ID, Reason: reason})
-}
-
-// notWritten returns the ranges of seqs in first..last not acked, as text
-// ("1..20, 25, 30..300"), at most 20 ranges and a count of the rest. The caller
-// holds st.mu.
-func (st *replayState) notWritten(first, last uint64) string {
-	var parts []string
-	more := 0
-	for s := first; s <= last; s++ {
-		if st.acked[s] {
-			continue
-		}
-		e := s
-		for e < last && !st.acked[e+1] {
-			e++
-		}
-		switch {
-		case len(parts) == 20:
-			more++
-		case e == s:
-			parts = append(parts, fmt.Sprint(s))
-		default:
-			parts = append(parts, fmt.Sprintf("%d..%d", s, e))
-		}
-		s = e
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	if more > 0 {
-		parts = append(parts, fmt.Sprintf("and %d more ranges", more))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func (sp *replaySpout) finishIfDone() {
-	if !sp.closed && sp.pos > sp.end && len(sp.buf) == 0 && len(sp.retry) == 0 && len(sp.inflight) == 0 {
-		sp.closed = true
-		close(sp.st.done)
-	}
-}
-
-func (sp *replaySpout) Close() error { return nil }
-
-var _ topology.ReasonedSpout = (*replaySpout)(nil)

@@ -20,11 +20,11 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spf13/cobra"
 
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/ssttest"
+	serve "github.com/gale-stream/gale/server"
 )
 
 // sinkRows reads the events and entities tables of a SQLite sink as sorted text.

@@ -14,10 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/mounttest"
+	serve "github.com/gale-stream/gale/server"
 )
 
 // servedLog runs gale serve on a fresh data directory, has it process n events of

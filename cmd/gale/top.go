@@ -32,8 +32,8 @@ func topCmd() *cobra.Command {
 		Use:   "top [URL]",
 		Short: "Print a running topology's spout and bolt table live, from its web UI endpoint",
 		Long: `Print Storm's component table of a running gale process, refreshed every --interval,
-from the UI endpoint it serves: ` + "`gale wordcount --ui :8080`" + ` serves it at http://127.0.0.1:8080/,
-` + "`gale serve`" + ` at http://127.0.0.1:8080/ui/, ` + "`gale worker --ui :8080`" + ` at http://127.0.0.1:8080/
+from the UI endpoint it serves: ` + "`gale wordcount --ui 127.0.0.1:8080`" + ` serves it at http://127.0.0.1:8080/,
+` + "`gale serve`" + ` at http://127.0.0.1:8080/ui/, ` + "`gale worker --ui 127.0.0.1:8080`" + ` at http://127.0.0.1:8080/
 (add ?topology=NAME for another topology of the worker). URL defaults to
 http://127.0.0.1:8080/.
 

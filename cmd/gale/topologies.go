@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gale-stream/gale/cluster"
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/pipelines/wordcount"
 )
 
@@ -21,12 +20,12 @@ var (
 
 func registry() *cluster.Registry {
 	registryOnce.Do(func() {
-		for name, f := range map[string]cluster.Factory{"wordcount": wordcount.ClusterFactory,
-			// gale serve --nats: its pipelines' bolts (the log spout stays in serve).
-			"orders": serve.WorkerFactory, "events": serve.WorkerFactory} {
-			if err := theRegistry.Register(name, f); err != nil {
-				panic(err)
-			}
+		if err := theRegistry.Register("wordcount", wordcount.ClusterFactory); err != nil {
+			panic(err)
+		}
+		// gale serve --nats: its pipelines' bolts (the log spout stays in serve).
+		if err := servePipelines.RegisterWorkers(&theRegistry); err != nil {
+			panic(err)
 		}
 	})
 	return &theRegistry

@@ -530,9 +530,9 @@ func (d *clusterDemo) writeSummary(o *demoOutcome) {
 			what = "SIGSTOP (SIGCONT once its tasks ran elsewhere)"
 		}
 		fmt.Fprintf(w, "failover: %s of %s (pid %d, running %s) %v into the run\n", what, fo.Victim, fo.PID, fo.Tasks, fo.KilledAfter.Round(time.Millisecond))
-		p("  detected after", durOr(fo.Detected, "not seen")+" (its heartbeat expired)")
-		p("  reassigned after", durOr(fo.Reassigned, "not seen")+fmt.Sprintf(" (generation %d -> %d)", fo.OldGen, fo.NewGen))
-		p("  running again after", durOr(fo.Running, "not seen")+" (every worker of the new generation running it)")
+		p("  detected", durOr(fo.Detected, "not seen")+" after the kill (its heartbeat expired)")
+		p("  reassigned", durOr(fo.Reassigned, "not seen")+fmt.Sprintf(" after the kill (generation %d -> %d)", fo.OldGen, fo.NewGen))
+		p("  running again", durOr(fo.Running, "not seen")+" after the kill (every worker of the new generation running it)")
 		if fo.NewAssignment != "" {
 			fmt.Fprint(w, fo.NewAssignment)
 		}

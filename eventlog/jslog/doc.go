@@ -48,5 +48,7 @@
 // writes on a power failure of every node that way. Config.Durability is the word
 // every answer carries: "replicated:3+fsync" when every server syncs each write
 // (sync_interval: always, as the nodes gale nats starts), "replicated:3" when they
-// do not, "unknown" when it cannot be told.
+// do not, "unknown" when it cannot be told. DurabilityProbe finds the word: it
+// asks every server through a system-account connection, or trusts what an
+// embedded node recorded of itself.
 package jslog

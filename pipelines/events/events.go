@@ -15,10 +15,33 @@ import (
 	"fmt"
 
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
+
+// Component ids of the topology.
+const (
+	SpoutID = "events"
+	SinkID  = "sink"
+)
+
+// Pipeline is the pipeline gale serve runs by default (--pipeline events): Build
+// over the parts the server hands it, the tables of Schema. Its one sink task is
+// the only writer, pinned to the serve process with an SQLite sink on a cluster.
+func Pipeline() server.Pipeline {
+	return server.Pipeline{
+		Name:           "events",
+		Schema:         func(sink.Dialect) []string { return Schema() },
+		SinkComponents: []string{SinkID},
+		Build: func(p server.Parts) (server.Built, error) {
+			topo, err := Build(p.Spout, sink.Options{DB: p.DB, Counters: p.SinkCounters, Health: p.SinkHealth,
+				GiveUpAfter: p.SinkGiveUpAfter, MessageTimeout: p.Config.MessageTimeout})
+			return server.Built{Topology: topo}, err
+		},
+	}
+}
 
 // Tables.
 var (
@@ -83,11 +106,11 @@ func Build(spout func() topology.Spout, so sink.Options) (*topology.Topology, er
 	}
 	so.Tables, so.Rows = []sink.Table{EventsTable, EntitiesTable}, Rows
 	b := topology.NewBuilder()
-	b.SetSpout("events", spout, 1).Output(ingest.SpoutFields...)
-	d, err := sink.SetBolt(b, "sink", 1, so)
+	b.SetSpout(SpoutID, spout, 1).Output(ingest.SpoutFields...)
+	d, err := sink.SetBolt(b, SinkID, 1, so)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	d.ShuffleGrouping("events")
+	d.ShuffleGrouping(SpoutID)
 	return b.Build()
 }

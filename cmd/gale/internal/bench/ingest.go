@@ -26,13 +26,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gale-stream/gale/cmd/gale/internal/serve"
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/eventlog/jslog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/ingest/access"
+	"github.com/gale-stream/gale/metrics/ingestmetrics"
 )
 
 // IngestOptions configure Ingest.
@@ -426,7 +426,7 @@ func serveRow(ctx context.Context, o IngestOptions, batch bool, jl *jslog.Log) (
 	dir := filepath.Join(o.Dir, "log-"+name)
 	defer os.RemoveAll(dir)
 	var (
-		im  *serve.IngestMetrics
+		im  *ingestmetrics.Metrics
 		err error
 		l   *eventlog.Log
 		il  ingest.Log = jl
@@ -437,7 +437,7 @@ func serveRow(ctx context.Context, o IngestOptions, batch bool, jl *jslog.Log) (
 	reg := prometheus.NewRegistry()
 	lo := eventlog.Options{Dir: dir}
 	if o.Metrics {
-		if im, err = serve.NewIngestMetrics(reg); err != nil {
+		if im, err = ingestmetrics.New(reg); err != nil {
 			return Row{}, err
 		}
 		lo.OnCommit = im.OnCommit

@@ -1,7 +1,4 @@
-// Package serve assembles `gale serve`: the durable log, the ingest service and its
-// HTTP API, the processing topology fed by the log spout, and the SQL sink, with a
-// shutdown that answers every request it took in before it stops.
-package serve
+package server
 
 import (
 	"context"
@@ -22,8 +19,7 @@ import (
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/ingest/access"
 	"github.com/gale-stream/gale/lineage"
-	"github.com/gale-stream/gale/pipelines/events"
-	"github.com/gale-stream/gale/pipelines/orders"
+	"github.com/gale-stream/gale/metrics/ingestmetrics"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/ui"
@@ -36,9 +32,10 @@ type Options struct {
 	// DataDir holds the log (DataDir/log) and the default SQLite sink
 	// (DataDir/sink.db). Default ./gale-data.
 	DataDir string
-	// Pipeline is "events" (default: every event to an events table, the newest
-	// version per key to entities) or "orders" (the retail order pipeline).
-	Pipeline string
+	// Pipeline is what runs behind the log: its tables are created in the sink,
+	// and its topology reads the log spout's tuples (see Pipeline). The zero
+	// Pipeline is DefaultPipeline.
+	Pipeline Pipeline
 	// SinkURL is the sink database: a postgres:// URL or a SQLite path; default
 	// DataDir/sink.db.
 	SinkURL string
@@ -48,9 +45,7 @@ type Options struct {
 	HTTP ingest.HTTPOptions
 	// Topology is the runtime configuration (default topology.DefaultConfig()).
 	Topology *topology.Config
-	// Orders tweaks the orders pipeline (DB and counters are set by Start).
-	Orders *orders.Options
-	Logger *slog.Logger
+	Logger   *slog.Logger
 	// Lineage records tuple trees for the UI (default lineage.DefaultConfig()).
 	Lineage *lineage.Recorder
 	// UIToken, if set, is a token with the ui scope (/ui/ and /metrics).
@@ -89,9 +84,8 @@ type Server struct {
 	SinkCounters  *sink.Counters
 	// SinkHealth says whether the sink's database takes writes; the ingest service
 	// (its spout and /readyz) and /metrics read it.
-	SinkHealth     *sink.Health
-	OrdersCounters *orders.Counters
-	Options        Options
+	SinkHealth *sink.Health
+	Options    Options
 
 	UI *ui.UI
 
@@ -119,7 +113,11 @@ func (s *Server) runtime() *engine.Runtime {
 	return s.Runtime
 }
 
-// Start opens everything and starts serving. On error what was opened is closed.
+// Start opens everything (the log, the sink with the pipeline's tables, the
+// service) and starts the pipeline and serving. On error what was opened is
+// closed. ctx must live as long as the server: canceling it stops the topology
+// at once, without the drain Shutdown does (gale serve passes
+// context.Background() and stops with Shutdown).
 func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:8080"
@@ -127,17 +125,26 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.DataDir == "" {
 		o.DataDir = "gale-data"
 	}
-	if o.Pipeline == "" {
-		o.Pipeline = "events"
+	if o.Pipeline.zero() {
+		o.Pipeline = DefaultPipeline
+		if o.Pipeline.zero() {
+			return nil, errors.New("serve: no pipeline: set Options.Pipeline (gale's own: events.Pipeline() or orders.Pipeline(), packages pipelines/events and pipelines/orders) or DefaultPipeline")
+		}
 	}
-	if o.Pipeline != "events" && o.Pipeline != "orders" {
-		return nil, fmt.Errorf("serve: unknown pipeline %q: want events or orders", o.Pipeline)
+	if err := o.Pipeline.check(); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.SinkURL == "" {
 		o.SinkURL = filepath.Join(o.DataDir, "sink.db")
+	}
+	// The submit arguments of a cluster run are stored in the cluster's KV,
+	// readable by every worker and every holder of its credentials: a password
+	// goes by reference, which each process resolves itself.
+	if o.Cluster != nil && sink.HoldsSecret(o.SinkURL) {
+		return nil, fmt.Errorf("serve: %w; with --nats it would be stored in clear in the cluster's KV with the submission: give the URL as env:NAME (an environment variable set for gale serve and every gale worker) or @PATH (a file each of them reads)", sink.ErrSecretInURL)
 	}
 	// Tokens first: a bad tokens file or an open non-loopback address stops the
 	// start before anything is opened.
@@ -162,7 +169,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	// One registry for /metrics: the topology's collector (ui adds it), the
 	// process's, the ingest path's (HTTP, the log, the service) and the sink's.
 	reg := prometheus.NewRegistry()
-	im, err := NewIngestMetrics(reg)
+	im, err := ingestmetrics.New(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -206,14 +213,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { _ = s.DB.Close() })
-	ddl := events.Schema()
-	if o.Pipeline == "orders" {
-		ddl = orders.Schema(s.DB.Dialect)
-	}
-	for _, q := range ddl {
-		if _, err := s.DB.SQL.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("serve: creating the %s tables in %s: %w", o.Pipeline, s.DB, err)
-		}
+	if err := o.Pipeline.CreateTables(ctx, s.DB); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
 	}
 	ic := o.Ingest
 	ic.Log = s.IngestLog
@@ -236,13 +237,15 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if tc.Logger == nil {
 		tc.Logger = o.Logger
 	}
-	parts := pipelineParts{spout: s.Service.Spout(), db: s.DB, sinkCounters: s.SinkCounters, health: s.SinkHealth, orders: o.Orders}
-	if o.Pipeline == "orders" {
-		parts.counters = &orders.Counters{}
-		if o.Orders != nil && o.Orders.Counters != nil {
-			parts.counters = o.Orders.Counters
-		}
-		s.OrdersCounters = parts.counters
+	// Built once: on a cluster every generation this process runs reuses the
+	// topology, so that what the pipeline counts outside its tasks spans them.
+	built, err := o.Pipeline.build(Parts{Spout: s.Service.Spout(), DB: s.DB, SinkCounters: s.SinkCounters,
+		SinkHealth: s.SinkHealth, Config: tc})
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if o.tap != nil {
+		o.tap(built.Topology)
 	}
 	if o.Lineage == nil {
 		if o.Lineage, err = lineage.New(lineage.DefaultConfig()); err != nil {
@@ -252,20 +255,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Cluster != nil {
 		// The bolts run on the cluster's workers; this process runs the spout (and an
 		// SQLite sink), generation after generation.
-		if s.cluster, err = s.startCluster(ctx, o, tc, parts); err != nil {
+		if s.cluster, err = s.startCluster(ctx, o, tc, built); err != nil {
 			return nil, err
 		}
 		closers = append(closers, s.cluster.stop)
 		s.Runtime = s.cluster.runtime()
 	} else {
-		topo, err := buildPipeline(&pipelineFlags{pipeline: o.Pipeline}, tc, parts)
-		if err != nil {
-			return nil, err
-		}
-		if o.tap != nil {
-			o.tap(topo)
-		}
-		s.Runtime, err = engine.Start(ctx, topo, tc, engine.WithLineage(o.Lineage))
+		s.Runtime, err = engine.Start(ctx, built.Topology, tc, engine.WithLineage(o.Lineage))
 		if err != nil {
 			return nil, err
 		}
@@ -275,21 +271,22 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			_ = s.Runtime.Stop(c)
 		})
 	}
-	name := o.Pipeline
-	if name == "" {
-		name = "events"
-	}
 	if err := im.Register(s.Service, s.Log); err != nil { // Pebble's own metrics only with Pebble
 		return nil, err
 	}
 	if err := registerMetrics(reg, s); err != nil {
 		return nil, err
 	}
+	for _, c := range built.Collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("serve: registering the %s pipeline's metrics: %w", o.Pipeline.Name, err)
+		}
+	}
 	if err := reg.Register(guard.Collector()); err != nil {
 		return nil, fmt.Errorf("serve: registering the refusal counter: %w", err)
 	}
 	// The guard checks the UI's token (the ui scope) with every other.
-	if s.UI, err = ui.New(ui.Options{Name: name, Runtime: s.Runtime, Registry: reg,
+	if s.UI, err = ui.New(ui.Options{Name: o.Pipeline.Name, Runtime: s.Runtime, Registry: reg,
 		Ingest: ingestView{svc: s.Service, log: s.IngestLog, pebble: s.Log}}); err != nil {
 		return nil, err
 	}
@@ -397,29 +394,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lerr := s.closeLog()
 	derr := s.DB.Close()
 	return errors.Join(herr, rerr, serr, lerr, derr)
-}
-
-// registerSinkMetrics adds the sink's availability and outage counts to reg.
-func registerSinkMetrics(reg *prometheus.Registry, h *sink.Health, c *sink.Counters) error {
-	available := func() float64 {
-		if h.State().Available {
-			return 1
-		}
-		return 0
-	}
-	for _, m := range []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gale_sink_available",
-			Help: "1 while the sink's database takes writes, 0 during a sink outage (events wait, uncharged)."}, available),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gale_sink_outages_total",
-			Help: "Sink outages begun: the database failed as a whole (full, read-only, damaged, unreachable)."},
-			func() float64 { return float64(h.Outages()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gale_sink_retries_total",
-			Help: "Transactions that wrote inputs held by a sink outage again."},
-			func() float64 { return float64(c.Retries.Load()) }),
-	} {
-		if err := reg.Register(m); err != nil {
-			return fmt.Errorf("serve: registering the sink's metrics: %w", err)
-		}
-	}
-	return nil
 }

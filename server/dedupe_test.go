@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"bytes"
@@ -18,12 +18,13 @@ import (
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/ingesttest"
 	"github.com/gale-stream/gale/pipelines/orders"
+	. "github.com/gale-stream/gale/server"
 )
 
 // retail is the first n order lines of a real retail day.
 func retail(t *testing.T, n int) []event.Event {
 	t.Helper()
-	f, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	f, err := os.Open("../testdata/retail/2010-12-01.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func postAck(t *testing.T, url, ack, body string) (int, ingest.Answer) {
 
 func startOrders(t *testing.T, dir string) *Server {
 	t.Helper()
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: "orders"})
+	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: orders.Pipeline()})
 	if err != nil {
 		t.Fatal(err)
 	}

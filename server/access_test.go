@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	. "github.com/gale-stream/gale/server"
 )
 
 const (

@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/internal/testio"
 	"github.com/gale-stream/gale/internal/waitfor"
+	. "github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/topology"
 )
 

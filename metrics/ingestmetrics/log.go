@@ -1,29 +1,13 @@
-package serve
+package ingestmetrics
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/eventlog/jslog"
-	"github.com/gale-stream/gale/metrics"
 )
-
-// registerMetrics adds to reg what gale serve exports beside the topology's (ui
-// adds it) and the ingest path's (IngestMetrics): the process's and the sink's.
-func registerMetrics(reg *prometheus.Registry, s *Server) error {
-	if err := metrics.RegisterProcess(reg); err != nil {
-		return err
-	}
-	if err := registerSinkMetrics(reg, s.SinkHealth, s.SinkCounters); err != nil {
-		return err
-	}
-	if s.JSLog != nil {
-		if err := registerJSLogMetrics(reg, s.JSLog); err != nil {
-			return err
-		}
-	}
-	return registerSinkCounters(reg, s.SinkCounters)
-}
 
 // logCollector exports the log's own health beside the topology's metrics: the
 // corruption met in its files, per file, so an alert can name the file.
@@ -56,10 +40,10 @@ func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.damaged, prometheus.GaugeValue, float64(len(files)))
 }
 
-// registerJSLogMetrics exports the JetStream log's lease and loss gauges
-// (gale serve --log jetstream): which process reads the log, how often its
-// offset writes were fenced off, and whether acknowledged records are missing.
-func registerJSLogMetrics(reg *prometheus.Registry, l *jslog.Log) error {
+// RegisterJSLog adds the JetStream log's lease and loss gauges to reg (gale serve
+// --log jetstream): which process reads the log, how often its offset writes were
+// fenced off, and whether acknowledged records are missing.
+func RegisterJSLog(reg prometheus.Registerer, l *jslog.Log) error {
 	for _, m := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gale_jslog_spout_lease_held",
 			Help: "1 while this serve process holds the log spout's lease (it reads the log), else 0."},
@@ -85,7 +69,7 @@ func registerJSLogMetrics(reg *prometheus.Registry, l *jslog.Log) error {
 			}),
 	} {
 		if err := reg.Register(m); err != nil {
-			return err
+			return fmt.Errorf("ingestmetrics: registering the JetStream log's metrics: %w", err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package serve
+package jslog
 
 import (
 	"context"
@@ -10,38 +10,45 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/eventlog/jslog"
 )
 
-// JetStream keeps gale serve's event log on a JetStream stream (gale serve --log
-// jetstream), and says how Start tells what PERSISTED means there.
-type JetStream struct {
-	// Log configures the log; its Durability is replaced by the word Start finds
-	// (see Durability) unless Ingest.Durability is set.
-	Log jslog.Config
-	// SysConn, if set, is a connection of the system account (--sys-creds): every
-	// server is asked for its JetStream config ($SYS.REQ.SERVER.PING.JSZ).
+// DurabilityProbe finds what PERSISTED means on a log's stream, the word every
+// answer that names a seq carries (Config.Durability, ingest.Config.Durability).
+// A stream's acknowledgement says a quorum of its replicas stored the record; it
+// does not say whether they fsynced it, which each NATS server decides for itself
+// (sync_interval; NATS's default fsyncs every 2 minutes). So the probe asks the
+// servers when it can (SysConn), else trusts what an embedded node recorded of
+// itself (Node), else says it cannot tell.
+type DurabilityProbe struct {
+	// SysConn, if set, is a connection of the system account: every server is
+	// asked for its JetStream config ($SYS.REQ.SERVER.PING.JSZ).
 	SysConn *nats.Conn
-	// Embedded, if set, is what an embedded node (gale nats) recorded in the data
-	// directory whose credentials the log's connection uses (--nats-data).
-	Embedded *natsnode.SyncInfo
-	// Recheck is how often Start's server asks again what PERSISTED means, when it
-	// found out by asking (not given): servers restarted with another
-	// sync_interval, replicas added or moved (default 1 minute; negative: never).
-	Recheck time.Duration
+	// Node, if set, is what an embedded node (gale nats) recorded of how it syncs,
+	// read from the data directory whose credentials the log's connection uses.
+	Node *NodeSync
+}
+
+// NodeSync is an embedded node's record of how it syncs JetStream's writes
+// (natsnode.SyncInfo).
+type NodeSync struct {
+	// ServerName is the node's name.
+	ServerName string
+	// SyncAlways: every write is fsynced before it is acknowledged.
+	SyncAlways bool
+	// Record names the file the record was read from, for the operator
+	// (natsnode.SyncFileName).
+	Record string
 }
 
 // Durability says what PERSISTED means on the stream s: "replicated:N+fsync" when
 // every server holding a replica fsyncs each write (sync_interval: always),
 // "replicated:N" when one of them does not, "unknown" when it cannot be told.
 // With SysConn every server that answers within a second is asked, and each of
-// the stream's replicas must have answered for "+fsync"; without it, an embedded
-// node's record is trusted for the whole cluster, whose nodes all share its
-// credentials (their routes authenticate with a secret derived from them, so
-// each was started by gale nats, which always syncs). why says which.
-func (j *JetStream) Durability(ctx context.Context, s jetstream.Stream) (word, why string) {
+// the stream's replicas must have answered for "+fsync"; without it, Node's
+// record is trusted for the whole cluster, whose nodes all share its credentials
+// (their routes authenticate with a secret derived from them, so each was started
+// by gale nats, which always syncs). why says which, for the operator.
+func (p DurabilityProbe) Durability(ctx context.Context, s jetstream.Stream) (word, why string) {
 	info := s.CachedInfo()
 	n := info.Config.Replicas
 	if n < 1 {
@@ -55,8 +62,8 @@ func (j *JetStream) Durability(ctx context.Context, s jetstream.Stream) (word, w
 			replicas = append(replicas, p.Name)
 		}
 	}
-	if j.SysConn != nil {
-		syncs, err := pingJSZ(ctx, j.SysConn, replicas)
+	if p.SysConn != nil {
+		syncs, err := pingJSZ(ctx, p.SysConn, replicas)
 		if err != nil {
 			return "unknown", "asking the servers ($SYS.REQ.SERVER.PING.JSZ): " + err.Error()
 		}
@@ -82,11 +89,11 @@ func (j *JetStream) Durability(ctx context.Context, s jetstream.Stream) (word, w
 		}
 		return word + "+fsync", fmt.Sprintf("sync_interval: always on every server that answered (%d)", len(syncs))
 	}
-	if j.Embedded != nil {
-		if !j.Embedded.SyncAlways {
-			return word, "the embedded node " + j.Embedded.ServerName + " does not fsync every write"
+	if n := p.Node; n != nil {
+		if !n.SyncAlways {
+			return word, "the embedded node " + n.ServerName + " does not fsync every write"
 		}
-		return word + "+fsync", "embedded nodes (gale nats) fsync every write: " + natsnode.SyncFileName + " of " + j.Embedded.ServerName
+		return word + "+fsync", "embedded nodes (gale nats) fsync every write: " + n.Record + " of " + n.ServerName
 	}
 	return "unknown", "not told: give --sys-creds (the system account) to ask the servers"
 }

@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/waitfor"
+	. "github.com/gale-stream/gale/server"
 )
 
 // Shutdown answers every request it took in. A request can still meet a closed or
@@ -98,9 +99,12 @@ func TestShutdownAnswersEveryRequestTakenIn(t *testing.T) {
 	}
 }
 
+// A pipeline that is only a name (nothing to build) is refused at Start, naming
+// it; gale serve --pipeline's unknown names are the registry's (pipeline_test.go).
 func TestStartRefusesAnUnknownPipeline(t *testing.T) {
-	if _, err := Start(context.Background(), Options{DataDir: t.TempDir(), Pipeline: "nope"}); err == nil {
-		t.Fatal("unknown pipeline accepted")
+	if _, err := Start(context.Background(), Options{DataDir: t.TempDir(), Pipeline: Pipeline{Name: "nope"}}); err == nil ||
+		!strings.Contains(err.Error(), `pipeline "nope" has no Build`) {
+		t.Fatalf("a pipeline without Build: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/waitfor"
+	"github.com/gale-stream/gale/pipelines/orders"
+	. "github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/ui"
 )
 
@@ -20,7 +22,7 @@ import (
 // letter with its reason), and an event id opens the event's status and its tree,
 // found by its seq, the log spout's message id.
 func TestUIShowsIngestPath(t *testing.T) {
-	o := Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: "orders"}
+	o := Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: orders.Pipeline()}
 	o.Ingest.Tracker.MaxAttempts = 1 // a bad event is dead-lettered at its first failure
 	s, err := Start(context.Background(), o)
 	if err != nil {

@@ -1,4 +1,4 @@
-package serve
+package ingestmetrics
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/plaintest"
+	"github.com/gale-stream/gale/pipelines/events"
 	"github.com/gale-stream/gale/pipelines/orders"
+	. "github.com/gale-stream/gale/server"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -18,7 +20,7 @@ import (
 // through the API: events with and without key and version for the events pipeline,
 // the first day of testdata/retail for the orders pipeline.
 func TestServePipelinesCarryPlainValues(t *testing.T) {
-	day, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	day, err := os.Open("../testdata/retail/2010-12-01.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,14 +39,14 @@ func TestServePipelinesCarryPlainValues(t *testing.T) {
 		devices = append(devices, e)
 	}
 	for _, tc := range []struct {
-		pipeline string
+		pipeline Pipeline
 		evs      []event.Event
 		table    string
-	}{{"events", devices, "events"}, {"orders", lines, "order_lines"}} {
-		t.Run(tc.pipeline, func(t *testing.T) {
+	}{{events.Pipeline(), devices, "events"}, {orders.Pipeline(), lines, "order_lines"}} {
+		t.Run(tc.pipeline.Name, func(t *testing.T) {
 			var report *plaintest.Report
-			s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: tc.pipeline,
-				tap: func(topo *topology.Topology) { report = plaintest.Tap(topo) }})
+			s, err := Start(context.Background(), WithTap(Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: tc.pipeline},
+				func(topo *topology.Topology) { report = plaintest.Tap(topo) }))
 			if err != nil {
 				t.Fatal(err)
 			}

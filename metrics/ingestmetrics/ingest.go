@@ -1,13 +1,10 @@
-package serve
+package ingestmetrics
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/ingest"
-	"github.com/gale-stream/gale/sink"
 )
 
 // CommitSizeBuckets are the bounds of gale_eventlog_group_commit_records: powers
@@ -130,27 +127,4 @@ func (c *ingestCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.d.committed, float64(ls.Committed))
 	// Committed is the next seq to process (1 on a fresh log).
 	gauge(c.d.lag, float64(max(int64(ls.Durable)+1-int64(max(ls.Committed, 1)), 0)))
-}
-
-// registerSinkCounters adds the sink's transaction and row counts to reg.
-func registerSinkCounters(reg prometheus.Registerer, c *sink.Counters) error {
-	for _, m := range []struct {
-		name, help string
-		v          func() uint64
-	}{
-		{"gale_sink_batches_total", "Sink transactions committed.", c.Batches.Load},
-		{"gale_sink_rows_total", "Rows inserted or updated by committed sink transactions.", c.Rows.Load},
-		{"gale_sink_duplicate_rows_total", "Insert-once rows that changed nothing: their key was stored already (a replay or a repeated event id).", c.Duplicates.Load},
-		{"gale_sink_stale_rows_total", "Versioned upserts not applied: the stored version was equal or newer.", c.Stale.Load},
-		{"gale_sink_failed_transactions_total", "Sink transactions rolled back (batches, and inputs written alone after their batch was).", c.Failures.Load},
-		{"gale_sink_rejected_inputs_total", "Inputs failed alone because their rows were refused or invalid.", c.Rejected.Load},
-		{"gale_sink_dropped_inputs_total", "Inputs still buffered when the sink stopped: neither written, acked nor failed (replayed at the next start).", c.Dropped.Load},
-	} {
-		v := m.v
-		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help},
-			func() float64 { return float64(v()) })); err != nil {
-			return fmt.Errorf("serve: registering the sink's metrics: %w", err)
-		}
-	}
-	return nil
 }

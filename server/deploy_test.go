@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"encoding/json"
@@ -15,9 +15,9 @@ import (
 )
 
 const (
-	dashboardFile = "../../../../deploy/grafana/gale.json"
-	rulesFile     = "../../../../deploy/prometheus/gale-alerts.yml"
-	rulesTestFile = "../../../../deploy/prometheus/gale-alerts_test.yml"
+	dashboardFile = "../deploy/grafana/gale.json"
+	rulesFile     = "../deploy/prometheus/gale-alerts.yml"
+	rulesTestFile = "../deploy/prometheus/gale-alerts_test.yml"
 )
 
 // alertRules is the part of a Prometheus rules file the tests read.

@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/ssttest"
 	"github.com/gale-stream/gale/internal/testio"
+	. "github.com/gale-stream/gale/server"
 )
 
 func httpGet(t *testing.T, url string) (int, string) {

@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	. "github.com/gale-stream/gale/server"
 )
 
 // scrape GETs /metrics over HTTP and returns its text and its families.

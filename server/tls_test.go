@@ -1,4 +1,4 @@
-package serve
+package server_test
 
 import (
 	"crypto/ecdsa"
@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/gale-stream/gale/server"
 )
 
 // testCA signs the test's certificates.

@@ -1,4 +1,4 @@
-package serve
+package server
 
 import (
 	"context"
@@ -12,13 +12,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/spf13/pflag"
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/worker"
 	"github.com/gale-stream/gale/engine"
-	"github.com/gale-stream/gale/pipelines/events"
-	"github.com/gale-stream/gale/pipelines/orders"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/ui"
@@ -41,115 +38,10 @@ type Cluster struct {
 	Timeout time.Duration
 }
 
-// pipelineFlags are what a worker builds the pipeline with, as this serve does:
-// the submit arguments.
-type pipelineFlags struct {
-	pipeline   string
-	sinkURL    string
-	timeout    time.Duration
-	maxPending int
-	ackers     int
-}
-
-func (p *pipelineFlags) args() []string {
-	return []string{"--pipeline=" + p.pipeline, "--sink=" + p.sinkURL, "--timeout=" + p.timeout.String(),
-		fmt.Sprintf("--max-pending=%d", p.maxPending), fmt.Sprintf("--ackers=%d", p.ackers)}
-}
-
-func parsePipelineFlags(args []string) (*pipelineFlags, error) {
-	p := &pipelineFlags{}
-	f := pflag.NewFlagSet("serve pipeline", pflag.ContinueOnError)
-	f.StringVar(&p.pipeline, "pipeline", "", "events or orders")
-	f.StringVar(&p.sinkURL, "sink", "", "the sink database")
-	f.DurationVar(&p.timeout, "timeout", 30*time.Second, "message timeout")
-	f.IntVar(&p.maxPending, "max-pending", 5000, "max spout pending")
-	f.IntVar(&p.ackers, "ackers", 1, "acker tasks")
-	if err := f.Parse(args); err != nil {
-		return nil, err
-	}
-	if p.pipeline != "events" && p.pipeline != "orders" {
-		return nil, fmt.Errorf("--pipeline %q: want events or orders", p.pipeline)
-	}
-	if p.sinkURL == "" {
-		return nil, errors.New("no --sink")
-	}
-	return p, nil
-}
-
-func (p *pipelineFlags) config() topology.Config {
-	tc := topology.DefaultConfig()
-	tc.MessageTimeout, tc.MaxSpoutPending, tc.Ackers = p.timeout, p.maxPending, p.ackers
-	return tc
-}
-
-// isPostgres tells a PostgreSQL sink URL (run on the workers) from SQLite (pinned).
+// isPostgres tells a PostgreSQL sink URL (written from the workers) from SQLite
+// (a file of the serve machine: its writers are pinned to serve).
 func isPostgres(url string) bool {
 	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
-}
-
-// pipelineParts are what differs between serve's build of the pipeline and a
-// worker's: the spout, the database and the counters.
-type pipelineParts struct {
-	spout        func() topology.Spout
-	db           *sink.DB
-	counters     *orders.Counters
-	sinkCounters *sink.Counters
-	health       *sink.Health
-	orders       *orders.Options // serve's tweaks (tests); nil: the defaults
-}
-
-// buildPipeline builds the pipeline's topology: the one function serve and the
-// workers both use, so their fingerprints match.
-func buildPipeline(p *pipelineFlags, tc topology.Config, parts pipelineParts) (*topology.Topology, error) {
-	if p.pipeline == "orders" {
-		oo := orders.DefaultOptions()
-		if parts.orders != nil {
-			oo = *parts.orders
-		}
-		// A join half waits longer than its tree can live (orders.Options.HoldFor).
-		oo.HoldFor = max(oo.HoldFor, tc.MessageTimeout*3/2)
-		oo.DB, oo.SinkCounters, oo.SinkHealth = parts.db, parts.sinkCounters, parts.health
-		oo.MessageTimeout = tc.MessageTimeout // the sink's waits stay under it
-		oo.Counters = parts.counters
-		if oo.Counters == nil {
-			oo.Counters = &orders.Counters{}
-		}
-		return orders.Build(parts.spout, oo)
-	}
-	return events.Build(parts.spout, sink.Options{DB: parts.db, Counters: parts.sinkCounters,
-		Health: parts.health, MessageTimeout: tc.MessageTimeout})
-}
-
-// WorkerFactory builds serve's pipeline on a gale worker (register it under the
-// pipeline's name, "orders" and "events"): every task but the log spout, which is
-// pinned to the serve process and refuses to open elsewhere; with a PostgreSQL
-// sink the worker writes to it, while an SQLite sink is pinned to serve too and
-// its database is never opened here.
-func WorkerFactory(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
-	p, err := parsePipelineFlags(env.Args)
-	if err != nil {
-		return nil, err
-	}
-	tc := p.config()
-	var db *sink.DB
-	var closeDB func() error
-	if isPostgres(p.sinkURL) && env.Worker != "" {
-		if db, err = sink.Open(ctx, p.sinkURL); err != nil {
-			return nil, err
-		}
-		closeDB = db.Close
-	} else {
-		db = pinnedDB(p.sinkURL)
-	}
-	topo, err := buildPipeline(p, tc, pipelineParts{spout: func() topology.Spout { return &remoteLogSpout{} }, db: db,
-		sinkCounters: &sink.Counters{}, health: sink.NewHealth(nil)})
-	if err != nil {
-		if closeDB != nil {
-			_ = closeDB()
-		}
-		return nil, err
-	}
-	return &cluster.Deployment{Topology: topo, Config: tc, Close: closeDB}, nil
 }
 
 // remoteLogSpout stands for the log spout in a worker's build: the spout is pinned
@@ -198,10 +90,13 @@ type clusterRun struct {
 }
 
 // startCluster submits the pipeline to the cluster with its spout (and an SQLite
-// sink) pinned to this process, runs this process's worker, and returns once every
-// worker runs it.
-func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config, parts pipelineParts) (*clusterRun, error) {
+// sink's writers) pinned to this process, runs this process's worker, and returns
+// once every worker runs it. b is this process's build: every generation it runs
+// runs b's topology (read-only; each start makes new tasks from its factories),
+// so that the pipeline's state outside its tasks (its metrics) spans generations.
+func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config, b Built) (*clusterRun, error) {
 	c := o.Cluster
+	p := o.Pipeline
 	if c.Name == "" {
 		host, _ := os.Hostname()
 		c.Name = "serve-" + host
@@ -212,37 +107,29 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	if c.Timeout <= 0 {
 		c.Timeout = 60 * time.Second
 	}
-	p := &pipelineFlags{pipeline: o.Pipeline, sinkURL: o.SinkURL, timeout: tc.MessageTimeout, maxPending: tc.MaxSpoutPending, ackers: tc.Ackers}
-	local := &cluster.Registry{}
-	build := func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
-		q, err := parsePipelineFlags(env.Args)
-		if err != nil {
-			return nil, err
-		}
-		topo, err := buildPipeline(q, tc, parts)
-		if err != nil {
-			return nil, err
-		}
-		// serve's recorder across generations: the event page finds the trees of
-		// attempts made before a worker was lost. It runs the spout, so its Sample
-		// decides what the workers forward.
-		return &cluster.Deployment{Topology: topo, Config: tc, Options: []engine.Option{engine.WithLineage(o.Lineage)}}, nil
-	}
-	if err := local.Register(o.Pipeline, build); err != nil {
-		return nil, err
-	}
-	d, err := build(ctx, cluster.Env{Topology: o.Pipeline, Args: p.args()})
+	sinkURL, err := sink.ResolveURL(o.SinkURL)
 	if err != nil {
 		return nil, err
 	}
-	tasks := cluster.TasksOf(d.Topology, d.Config)
+	a := &submitArgs{pipeline: p.Name, sinkURL: o.SinkURL, timeout: tc.MessageTimeout, maxPending: tc.MaxSpoutPending, ackers: tc.Ackers}
+	local := &cluster.Registry{}
+	build := func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
+		// serve's recorder across generations: the event page finds the trees of
+		// attempts made before a worker was lost. It runs the spout, so its Sample
+		// decides what the workers forward.
+		return &cluster.Deployment{Topology: b.Topology, Config: tc, Options: []engine.Option{engine.WithLineage(o.Lineage)}}, nil
+	}
+	if err := local.Register(p.Name, build); err != nil {
+		return nil, err
+	}
+	tasks := cluster.TasksOf(b.Topology, tc)
 	pins := map[int]string{}
 	for _, t := range tasks {
-		if t.Component == orders.SpoutID || (!isPostgres(o.SinkURL) && t.Component == sinkComponent(o.Pipeline)) {
+		if p.pinned(b.Topology, t.Component, !isPostgres(sinkURL)) {
 			pins[t.ID] = c.Name
 		}
 	}
-	cr := &clusterRun{store: c.Store, name: o.Pipeline, started: make(chan struct{})}
+	cr := &clusterRun{store: c.Store, name: p.Name, started: make(chan struct{})}
 	w, err := worker.New(worker.Config{Name: c.Name, Slots: 1, Dedicated: true, Conn: c.Conn, Store: c.Store, Registry: local,
 		Logger: o.Logger, StopTimeout: tc.ShutdownTimeout,
 		OnEvent: func(e worker.Event) {
@@ -258,10 +145,10 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 				return
 			}
 			if e.Drained {
-				s.Service.ReleaseAbandoned(fmt.Sprintf("generation %d of the %s pipeline stopped", e.Generation, o.Pipeline))
+				s.Service.ReleaseAbandoned(fmt.Sprintf("generation %d of the %s pipeline stopped", e.Generation, p.Name))
 				return
 			}
-			n, dead := s.Service.ChargeAbandoned(fmt.Sprintf("generation %d of the %s pipeline was cut off: a worker running part of its tuple tree was lost", e.Generation, o.Pipeline))
+			n, dead := s.Service.ChargeAbandoned(fmt.Sprintf("generation %d of the %s pipeline was cut off: a worker running part of its tuple tree was lost", e.Generation, p.Name))
 			if n > 0 {
 				o.Logger.Warn("events in flight charged an attempt: a worker was lost", "generation", e.Generation, "events", n, "dead_lettered", dead)
 			}
@@ -296,13 +183,13 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	if err := waitLive(sctx, c.Store, c.Name, cr.done); err != nil {
 		return nil, err
 	}
-	_, err = c.Store.Submit(sctx, cluster.Spec{Topology: o.Pipeline, Fingerprint: cluster.FingerprintOf(o.Pipeline, d.Topology, d.Config),
-		Tasks: tasks, Pins: pins, Want: c.Workers, Args: p.args()})
+	_, err = c.Store.Submit(sctx, cluster.Spec{Topology: p.Name, Fingerprint: cluster.FingerprintOf(p.Name, b.Topology, tc),
+		Tasks: tasks, Pins: pins, Want: c.Workers, Args: a.args()})
 	if errors.Is(err, cluster.ErrSubmitted) {
-		err = fmt.Errorf("%w: a gale serve already runs pipeline %s on this cluster (gale kill %s ends it)", err, o.Pipeline, o.Pipeline)
+		err = fmt.Errorf("%w: a gale serve already runs pipeline %s on this cluster (gale kill %s ends it)", err, p.Name, p.Name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("serve: submitting the %s pipeline to the cluster: %w", o.Pipeline, err)
+		return nil, fmt.Errorf("serve: submitting the %s pipeline to the cluster: %w", p.Name, err)
 	}
 	cr.submitted = true
 	select {
@@ -311,7 +198,7 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 		cr.done <- err
 		return nil, fmt.Errorf("serve: this process's worker stopped: %v", err)
 	case <-sctx.Done():
-		return nil, fmt.Errorf("serve: the %s pipeline did not start here within %v (is a gale worker running, and free?): %w", o.Pipeline, c.Timeout, sctx.Err())
+		return nil, fmt.Errorf("serve: the %s pipeline did not start here within %v (is a gale worker running, and free?): %w", p.Name, c.Timeout, sctx.Err())
 	}
 	ok = true
 	return cr, nil
@@ -340,14 +227,6 @@ func waitLive(ctx context.Context, st *cluster.Store, name string, done chan err
 			return fmt.Errorf("serve: this process's worker stopped: %v", err)
 		}
 	}
-}
-
-// sinkComponent is the id of the pipeline's sink bolt.
-func sinkComponent(pipeline string) string {
-	if pipeline == "orders" {
-		return orders.SinkID
-	}
-	return "sink" // events.Build's
 }
 
 // follow makes u read each generation this process runs from now on.

@@ -1,0 +1,86 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// A database URL may be given by reference, so that the URL itself (and the
+// password in it) is never written where the reference travels, such as the
+// submit arguments of a cluster topology, which every worker reads from the
+// cluster's KV:
+//
+//   - "env:NAME": the value of environment variable NAME in the process that
+//     opens the database (gale serve, and each gale worker);
+//   - "@PATH": the contents of file PATH (surrounding space trimmed), as Docker
+//     and Kubernetes secrets are mounted.
+//
+// Anything else is the URL itself.
+
+// ErrSecretInURL: a URL holding a password was given where it would be stored in
+// clear; give it by reference (env:NAME or @PATH) instead.
+var ErrSecretInURL = errors.New("sink: the database URL holds a password")
+
+// IsRef reports whether s names a URL by reference (env:NAME or @PATH).
+func IsRef(s string) bool { return strings.HasPrefix(s, "env:") || strings.HasPrefix(s, "@") }
+
+// ResolveURL returns the URL s names: the variable's value for env:NAME, the
+// file's contents for @PATH, s itself otherwise. An unset or empty variable, or
+// an unreadable or empty file, is an error naming it (never its value).
+func ResolveURL(s string) (string, error) {
+	switch {
+	case strings.HasPrefix(s, "env:"):
+		name := strings.TrimPrefix(s, "env:")
+		if name == "" {
+			return "", errors.New("sink: env: names no environment variable (want env:NAME)")
+		}
+		v := strings.TrimSpace(os.Getenv(name))
+		if v == "" {
+			return "", fmt.Errorf("sink: %s: environment variable %s is not set in this process (pid %d)", s, name, os.Getpid())
+		}
+		return v, nil
+	case strings.HasPrefix(s, "@"):
+		path := strings.TrimPrefix(s, "@")
+		if path == "" {
+			return "", errors.New("sink: @ names no file (want @PATH)")
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("sink: %s: %w", s, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("sink: %s: the file is empty", s)
+		}
+		return v, nil
+	}
+	return s, nil
+}
+
+// HoldsSecret reports whether the database URL s (not a reference) carries a
+// password: in its user info or a password parameter of a postgres:// URL, or a
+// password= key of a key=value connection string.
+func HoldsSecret(s string) bool {
+	if IsRef(s) {
+		return false
+	}
+	if hasPrefixFold(s, "postgres://") || hasPrefixFold(s, "postgresql://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return true // unparsable: it may hold one, and is not echoed
+		}
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+		return u.Query().Has("password")
+	}
+	for _, f := range strings.Fields(s) {
+		if k, _, ok := strings.Cut(f, "="); ok && strings.EqualFold(k, "password") {
+			return true
+		}
+	}
+	return false
+}
