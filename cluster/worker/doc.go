@@ -47,6 +47,13 @@
 // runs and then deletes its heartbeat, so the scheduler moves its tasks only once
 // they have stopped.
 //
+// # The web UI
+//
+// UI is `gale worker --ui`: package ui's page for each topology the worker runs,
+// following its generations through Config.OnStart and OnStop (Hook), with the
+// cluster's section (the workers, the scheduler, each task's worker, read from the
+// Store) and, with a token, Storm's actions, which it asks of the scheduler.
+//
 // Restarting a dead worker process is not the worker's job: systemd, Kubernetes
 // or a shell loop does that, as Storm's supervisor restarts its workers.
 package worker

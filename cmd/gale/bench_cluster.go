@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 	"github.com/gale-stream/gale/topology"
 )
 
@@ -100,7 +100,7 @@ func benchClusterRound(ctx context.Context, round int, files []string, workers [
 	// The floor: one goroutine counting the words, no engine.
 	c0 := selfCPU()
 	t0 := time.Now()
-	want, err := expectedCounts(files)
+	want, err := wordcount.CountFiles(files)
 	if err != nil {
 		return nil, err
 	}

@@ -202,11 +202,13 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			wu, err := listenWorkerUI(uiAddr, uiToken)
-			if err != nil {
-				return err
+			var wu *worker.UI // nil without --ui: does nothing
+			if uiAddr != "" {
+				if wu, err = worker.ListenUI(uiAddr, uiToken); err != nil {
+					return fmt.Errorf("--ui %s: %w", uiAddr, err)
+				}
+				defer wu.Close()
 			}
-			defer wu.Close()
 			nc, st, err := cf.connect(ctx, "gale worker "+name)
 			if err != nil {
 				return err
@@ -214,13 +216,16 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 			defer nc.Close()
 			wcfg := worker.Config{Name: name, Slots: slots, Dedicated: dedicated, Conn: nc, Store: st,
 				Registry: registry(), NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger, Lineage: &lc}
-			wu.hook(&wcfg)
+			wu.Hook(&wcfg)
 			w, err := worker.New(wcfg)
 			if err != nil {
 				return err
 			}
-			if err := wu.serve(w.Name(), st, cmd.ErrOrStderr()); err != nil {
-				return err
+			if wu != nil {
+				if err := wu.Serve(w.Name(), st); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "gale: worker %s: web UI on %s (Prometheus metrics at %smetrics)\n", w.Name(), wu.URL(), wu.URL())
 			}
 			logger.Info("worker joining", "name", w.Name(), "nats", nc.ConnectedUrlRedacted(), "prefix", st.Config().Prefix, "slots", slots, "topologies", registry().Names())
 			return w.Run(ctx)
@@ -402,66 +407,12 @@ func submitTopology(ctx context.Context, nc *nats.Conn, st *cluster.Store, topo 
 	return rec, componentsOf(tasks), err
 }
 
-// awaitRunning waits until every worker of rec's generation says it runs it (its
-// heartbeat), following newer records; a worker's refusal is printed, and an error
-// once the scheduler cannot place the topology on the others.
+// awaitRunning waits until every worker of rec's generation runs it
+// (Store.AwaitRunning), printing each worker's refusal on progress.
 func awaitRunning(ctx context.Context, st *cluster.Store, rec *cluster.Record, progress io.Writer) (*cluster.Record, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	members, err := st.WatchWorkers(wctx, false)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := st.WatchRecords(wctx)
-	if err != nil {
-		return nil, err
-	}
-	live := map[string]cluster.WorkerInfo{}
-	told := map[string]bool{}
-	for {
-		if rec.Killed {
-			return nil, fmt.Errorf("topology %s was killed while starting", rec.Topology)
-		}
-		if rec.Error != "" {
-			return nil, fmt.Errorf("%w: %s", cluster.ErrRefused, rec.Error)
-		}
-		all := rec.Assignment != nil
-		if rec.Assignment != nil {
-			for _, w := range rec.Assignment.Workers {
-				info := live[w]
-				if r, ok := info.Refused[rec.Topology]; ok && r.Fingerprint == rec.Fingerprint.String() && !told[w] {
-					told[w] = true
-					fmt.Fprintf(progress, "gale: worker %s refused %s: %s\n", w, rec.Topology, r.Reason)
-				}
-				if info.Running[rec.Topology] != rec.Generation() {
-					all = false
-				}
-			}
-		}
-		if all {
-			return rec, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("topology %s placed (generation %d) but not running on every worker within the timeout: %w", rec.Topology, rec.Generation(), ctx.Err())
-		case ev, ok := <-members:
-			if !ok {
-				return nil, ctx.Err()
-			}
-			if ev.Kind == cluster.Left {
-				delete(live, ev.Worker.Name)
-			} else {
-				live[ev.Worker.Name] = ev.Worker
-			}
-		case r, ok := <-recs:
-			if !ok {
-				return nil, ctx.Err()
-			}
-			if r.Topology == rec.Topology && r.Revision >= rec.Revision {
-				rec = r
-			}
-		}
-	}
+	return st.AwaitRunning(ctx, rec, cluster.AwaitOptions{Refused: func(w string, r cluster.Refusal) {
+		fmt.Fprintf(progress, "gale: worker %s refused %s: %s\n", w, rec.Topology, r.Reason)
+	}})
 }
 
 // printAssignment prints where each task of rec runs; comps names each task's

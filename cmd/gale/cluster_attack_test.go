@@ -28,8 +28,8 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/examples/wordcount"
 	"github.com/gale-stream/gale/internal/testio"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 )
 
 // atkCluster is an embedded NATS node and the gale worker processes started on it.
@@ -300,7 +300,7 @@ func (c *atkCluster) waitProgress(run string) wordcount.ClusterCommit {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	kv, err := c.js.KeyValue(ctx, wordcountBucket(cluster.DefaultPrefix))
+	kv, err := c.js.KeyValue(ctx, wordcount.ClusterBucket(cluster.DefaultPrefix))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -331,61 +331,18 @@ func (c *atkCluster) waitProgress(run string) wordcount.ClusterCommit {
 	}
 }
 
-// awaitRunning waits until word count's record has a generation above after and
-// every worker of it says it runs it; it returns that record.
-func (c *atkCluster) awaitRunning(after uint64, d time.Duration) *cluster.Record {
+// awaitRunning waits until word count's record has a generation above rec's and
+// every worker of it says it runs it (Store.AwaitRunning); it returns that record.
+func (c *atkCluster) awaitRunning(rec *cluster.Record, d time.Duration) *cluster.Record {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	members, err := c.st.WatchWorkers(ctx, false)
+	next, err := c.st.AwaitRunning(ctx, rec, cluster.AwaitOptions{Next: true})
 	if err != nil {
-		c.t.Fatal(err)
+		c.t.Fatalf("no generation above %d running on all its workers within %v: %v\n%s", rec.Generation(), d, err, c.logs())
 	}
-	recs, err := c.st.WatchRecords(ctx)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	live := map[string]cluster.WorkerInfo{}
-	var rec *cluster.Record
-	for {
-		select {
-		case ev, ok := <-members:
-			if !ok {
-				members = nil
-				continue
-			}
-			if ev.Kind == cluster.Left {
-				delete(live, ev.Worker.Name)
-			} else {
-				live[ev.Worker.Name] = ev.Worker
-			}
-		case r, ok := <-recs:
-			if !ok {
-				recs = nil
-				continue
-			}
-			if r.Topology == "wordcount" && (rec == nil || r.Revision > rec.Revision) {
-				rec = r
-			}
-		case <-ctx.Done():
-			c.t.Fatalf("no generation above %d running on all its workers within %v (record %+v, live %v)\n%s", after, d, rec, liveNames(live), c.logs())
-		}
-		if rec == nil || rec.Killed || rec.Inactive || rec.Generation() <= after {
-			continue
-		}
-		all := true
-		for _, w := range rec.Assignment.Workers {
-			if live[w].Running["wordcount"] != rec.Generation() {
-				all = false
-			}
-		}
-		if all {
-			return rec
-		}
-	}
+	return next
 }
-
-func liveNames(m map[string]cluster.WorkerInfo) []string { return slices.Sorted(maps.Keys(m)) }
 
 // finish waits for run to be done, kills word count, and checks the counts against
 // a one-goroutine count of the books, and that no line was lost.
@@ -399,7 +356,7 @@ func (c *atkCluster) finishWithin(run string, d time.Duration) wordcount.Cluster
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	bucket := wordcountBucket(cluster.DefaultPrefix)
+	bucket := wordcount.ClusterBucket(cluster.DefaultPrefix)
 	cm, err := wordcount.WaitClusterDone(ctx, c.js, bucket, run)
 	if err != nil {
 		st, _ := c.st.Status(context.Background())
@@ -416,7 +373,7 @@ func (c *atkCluster) finishWithin(run string, d time.Duration) wordcount.Cluster
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	want, err := expectedCounts(c.files)
+	want, err := wordcount.CountFiles(c.files)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -474,7 +431,7 @@ func TestAttackKillNonSpoutWorker(t *testing.T) {
 	}
 	c.waitProgress("nonspout")
 	c.signal(victim, syscall.SIGKILL)
-	nrec := c.awaitRunning(rec.Generation(), 10*time.Second)
+	nrec := c.awaitRunning(rec, 10*time.Second)
 	if slices.Contains(nrec.Assignment.Workers, victim) {
 		t.Errorf("the dead %s is still in generation %d", victim, nrec.Generation())
 	}
@@ -494,7 +451,7 @@ func TestAttackKillSchedulerWorker(t *testing.T) {
 	}
 	c.waitProgress("sched")
 	c.signal(l.Holder, syscall.SIGKILL)
-	c.awaitRunning(rec.Generation(), 10*time.Second)
+	c.awaitRunning(rec, 10*time.Second)
 	nl, err := c.st.Lease(ctx)
 	if err != nil || nl.Holder == l.Holder {
 		t.Errorf("lease after killing %s: %+v, %v", l.Holder, nl, err)
@@ -517,10 +474,10 @@ func TestAttackKillTwoWorkersInTurn(t *testing.T) {
 	}
 	c.waitProgress("twokills")
 	c.signal(first, syscall.SIGKILL)
-	rec2 := c.awaitRunning(rec.Generation(), 10*time.Second)
+	rec2 := c.awaitRunning(rec, 10*time.Second)
 	spout2 := c.holders(rec2, "lines")[0]
 	c.signal(spout2, syscall.SIGKILL)
-	rec3 := c.awaitRunning(rec2.Generation(), 10*time.Second)
+	rec3 := c.awaitRunning(rec2, 10*time.Second)
 	if len(rec3.Assignment.Workers) != 1 {
 		t.Errorf("generation %d on %v, want the one worker left", rec3.Generation(), rec3.Assignment.Workers)
 	}
@@ -567,7 +524,7 @@ func TestAttackKillDuringRestore(t *testing.T) {
 		t.Fatalf("nobody took %s's tasks: %+v", spout, rec2.Assignment)
 	}
 	c.signal(second, syscall.SIGKILL)
-	rec3 := c.awaitRunning(rec2.Generation(), 10*time.Second)
+	rec3 := c.awaitRunning(rec2, 10*time.Second)
 	if len(rec3.Assignment.Workers) != 1 {
 		t.Errorf("generation %d on %v", rec3.Generation(), rec3.Assignment.Workers)
 	}
@@ -588,7 +545,7 @@ func TestAttackPauseSchedulerWorker(t *testing.T) {
 	}
 	c.waitProgress("pause")
 	c.signal(l.Holder, syscall.SIGSTOP)
-	rec2 := c.awaitRunning(rec.Generation(), 10*time.Second)
+	rec2 := c.awaitRunning(rec, 10*time.Second)
 	c.signal(l.Holder, syscall.SIGCONT)
 	if slices.Contains(rec2.Assignment.Workers, l.Holder) {
 		t.Errorf("the paused %s is in generation %d", l.Holder, rec2.Generation())
@@ -652,7 +609,7 @@ func TestAttackDeactivateActivateMidRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("activate: exit %d\n%s\n%s", code, out, errs)
 	}
-	c.awaitRunning(rec.Generation(), 10*time.Second)
+	c.awaitRunning(rec, 10*time.Second)
 	c.finish("deact")
 }
 
@@ -878,7 +835,7 @@ func TestAttackSigtermSchedulerWorker(t *testing.T) {
 		data, _ := os.ReadFile(p.log)
 		t.Errorf("%s exited %v after SIGTERM:\n%s", l.Holder, p.cmd.ProcessState, data)
 	}
-	rec2 := c.awaitRunning(rec.Generation(), 10*time.Second)
+	rec2 := c.awaitRunning(rec, 10*time.Second)
 	if slices.Contains(rec2.Assignment.Workers, l.Holder) {
 		t.Errorf("the stopped %s is in generation %d", l.Holder, rec2.Generation())
 	}
@@ -908,7 +865,7 @@ func TestAttackNoOpRequests(t *testing.T) {
 			t.Errorf("gale %v: exit %d after %v\nstdout: %s\nstderr: %s", args, code, took.Round(time.Millisecond), out, errs)
 		}
 	}
-	c.awaitRunning(rec.Generation(), 10*time.Second)
+	c.awaitRunning(rec, 10*time.Second)
 	c.finish("noop")
 }
 
@@ -949,7 +906,7 @@ func TestAttackKillAllThenNewWorkers(t *testing.T) {
 	for _, n := range []string{"w4", "w5", "w6"} {
 		c.startWorker(n)
 	}
-	rec2 := c.awaitRunning(rec.Generation(), 15*time.Second)
+	rec2 := c.awaitRunning(rec, 15*time.Second)
 	for _, w := range rec2.Assignment.Workers {
 		if w < "w4" {
 			t.Errorf("generation %d still names %s", rec2.Generation(), w)
@@ -1040,7 +997,7 @@ func TestAttackRebalanceRightAfterKill(t *testing.T) {
 	if _, err := c.st.Rebalance(ctx, "wordcount", 2); err != nil {
 		t.Fatalf("rebalance: %v", err)
 	}
-	rec2 := c.awaitRunning(rec.Generation(), 15*time.Second)
+	rec2 := c.awaitRunning(rec, 15*time.Second)
 	if slices.Contains(rec2.Assignment.Workers, victim) {
 		t.Logf("generation %d still names the dead %s (its key had not expired)", rec2.Generation(), victim)
 	}

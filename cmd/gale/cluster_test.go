@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/internal/testio"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 )
 
 // childSpawner runs this test binary as gale (TestMain's GALE_TEST_CHILD), so the
@@ -79,7 +80,7 @@ func demoBooks(t *testing.T) []string {
 // demoWords is how many words the files hold, counted in one goroutine.
 func demoWords(t *testing.T, files []string) uint64 {
 	t.Helper()
-	counts, err := expectedCounts(files)
+	counts, err := wordcount.CountFiles(files)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"os"
 	"os/signal"
@@ -13,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,57 +24,31 @@ import (
 	"github.com/gale-stream/gale/pipelines/orders"
 )
 
-type ingestOptions struct {
-	batch, workers, retries int
-	level                   ingest.Level
-	wait, deadline, giveUp  time.Duration
-}
-
-func defaultIngestOptions() ingestOptions {
-	return ingestOptions{batch: 500, workers: 4, retries: 10, level: ingest.LevelProcessed,
-		wait: 30 * time.Second, deadline: 2 * time.Minute, giveUp: time.Minute}
-}
-
-func (o *ingestOptions) flags(c *cobra.Command) {
+// ingestFlags binds the flags of how events are sent (gale ingest, gale orders) to
+// o, whose values are their defaults.
+func ingestFlags(c *cobra.Command, o *ingest.SendOptions) {
 	f := c.Flags()
-	f.IntVar(&o.batch, "batch", o.batch, "events per NDJSON request")
-	f.IntVar(&o.workers, "workers", o.workers, "concurrent requests")
-	f.IntVar(&o.retries, "retries", o.retries, "re-sends of a request that failed, or of a FAILED_RETRYABLE event (same event_id), before giving up on it")
-	f.DurationVar(&o.wait, "wait", o.wait, "how long one request waits for ack=processed before answering PERSISTED")
-	f.DurationVar(&o.deadline, "deadline", o.deadline, "how long to poll events answered PERSISTED until they end PROCESSED or FAILED_FINAL")
-	f.DurationVar(&o.giveUp, "give-up-after", o.giveUp, "stop with an error when no event has got an answer other than FAILED_RETRYABLE for this long")
+	f.IntVar(&o.Batch, "batch", o.Batch, "events per NDJSON request")
+	f.IntVar(&o.Workers, "workers", o.Workers, "concurrent requests")
+	f.IntVar(&o.Retries, "retries", o.Retries, "re-sends of a request that failed, or of a FAILED_RETRYABLE event (same event_id), before giving up on it")
+	f.DurationVar(&o.Wait, "wait", o.Wait, "how long one request waits for ack=processed before answering PERSISTED")
+	f.DurationVar(&o.Deadline, "deadline", o.Deadline, "how long to poll events answered PERSISTED until they end PROCESSED or FAILED_FINAL")
+	f.DurationVar(&o.GiveUp, "give-up-after", o.GiveUp, "stop with an error when no event has got an answer other than FAILED_RETRYABLE for this long")
 }
 
-// ingestReport is what happened to every event sent.
-type ingestReport struct {
-	Sent       int            `json:"events_sent"`
-	Final      map[string]int `json:"final_status"`
-	Duplicates int            `json:"duplicate_answers"`
-	// Resent counts events sent again (same event_id), Retries the requests that
-	// carried them, of which Failed were retries of a request that got no answer
-	// per event (connection refused, a non-gale answer).
-	Resent  int `json:"resent_events"`
-	Retries int `json:"retried_requests"`
-	Failed  int `json:"failed_requests"`
-	// Problems are events that ended FAILED_FINAL (with the reason) or not final.
-	Problems []ingest.Answer `json:"problems,omitempty"`
-	Elapsed  time.Duration   `json:"-"`
-}
-
-// bad counts events that broke the promise: not finished (still PERSISTED or
-// ACCEPTED, or retryable after every re-send), or FAILED_FINAL with no reason.
-func (r *ingestReport) bad() int {
-	n := r.Final["PERSISTED"] + r.Final["ACCEPTED"] + r.Final["FAILED_RETRYABLE"]
-	for _, p := range r.Problems {
-		if p.Status == ingest.FailedFinal && p.Error == "" {
-			n++
-		}
+// checkIngestFlags refuses what SendAll would, naming the flag, before any file is
+// opened or server asked.
+func checkIngestFlags(o ingest.SendOptions) error {
+	switch {
+	case o.Batch < 1:
+		return fmt.Errorf("--batch %d: must be at least 1", o.Batch)
+	case o.Workers < 1:
+		return fmt.Errorf("--workers %d: must be at least 1", o.Workers)
+	case o.Retries < 0:
+		return fmt.Errorf("--retries %d: must be at least 0", o.Retries)
 	}
-	return n
+	return nil
 }
-
-// errNoProgress is what a run that stopped after --give-up-after wraps.
-var errNoProgress = errors.New("no progress")
 
 // inputFile is an input opened before anything is sent, so that a missing file is
 // reported as such and not after a probe of the server.
@@ -173,274 +147,84 @@ func rate(n int, d time.Duration) string {
 }
 
 // idRange names a request's events for a progress line.
-func idRange(evs []event.Event) string {
-	if len(evs) == 1 {
-		return evs[0].ID
+func idRange(p ingest.Progress) string {
+	if p.Request == 1 {
+		return p.FirstID
 	}
-	return fmt.Sprintf("%s..%s", evs[0].ID, evs[len(evs)-1].ID)
+	return fmt.Sprintf("%s..%s", p.FirstID, p.LastID)
 }
 
-// runIngest reads the CSV files as events and sends them in batches; requests that
-// failed and answers that are FAILED_RETRYABLE are re-sent with the same ids, every
-// retry said as it happens; answers still PERSISTED are polled until final or the
-// deadline. It stops with an error wrapping errNoProgress when no event got an
-// answer other than FAILED_RETRYABLE for o.giveUp. The files are closed.
-func runIngest(parent context.Context, c *ingest.Client, files []inputFile, o ingestOptions, p *ingestProgress) (rep *ingestReport, err error) {
-	start := time.Now()
-	rep = &ingestReport{Final: map[string]int{}}
-	defer func() { rep.Elapsed = time.Since(start) }()
-	defer closeInputs(files)
-	defer p.end()
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	var mu sync.Mutex // guards rep, pending, lastErr
-	var pending []string
-	var lastErr string
-	var lastProgress atomic.Int64
-	lastProgress.Store(time.Now().UnixNano())
-	progressed := func() { lastProgress.Store(time.Now().UnixNano()) }
-	showStatus := func(force bool) { // with mu held
-		el := time.Since(start)
-		p.status(force, "sent %d events, %d answered, %d re-sent in %d retried requests%s",
-			rep.Sent, len(pending)+sum(rep.Final), rep.Resent, rep.Retries, rate(rep.Sent, el))
-	}
-	final := func(a ingest.Answer) {
-		mu.Lock()
-		defer mu.Unlock()
-		rep.Final[a.Status.String()]++
-		if a.Status != ingest.Processed {
-			rep.Problems = append(rep.Problems, a)
+// report prints a step of the run: a retry and why, a request given up, a failed
+// poll, every 10,000 events sent when the output is no terminal, and the status
+// line on one.
+func (p *ingestProgress) report(e ingest.Progress) {
+	switch e.Kind {
+	case ingest.ProgressGaveUp:
+		p.say("gave up on %s (%d events) after %d retries: %v", idRange(e), e.Request, e.Tries, e.Err)
+	case ingest.ProgressRetryRequest:
+		p.say("retry %d: request for %s (%d events) failed: %v; sending again in %v", e.Retry, idRange(e), e.Request, e.Err, e.Wait)
+	case ingest.ProgressRetryEvents:
+		p.say("retry %d: %d events of %s answered FAILED_RETRYABLE (HTTP %d: %s); sending them again in %v",
+			e.Retry, e.Events, idRange(e), e.HTTPStatus, e.Reason, e.Wait)
+	case ingest.ProgressBatch:
+		if e.Sent/10000 != (e.Sent-e.Batch)/10000 && !p.tty {
+			p.say("sent %d events", e.Sent)
+		}
+		p.showStatus(e)
+	case ingest.ProgressPoll:
+		p.showStatus(e)
+		if e.Err != nil {
+			p.say("polling %d events not yet final: %v", e.Events, e.Err)
 		}
 	}
-	// The watchdog: no progress for o.giveUp stops everything.
-	if o.giveUp > 0 {
-		go func() {
-			t := time.NewTicker(min(o.giveUp/10, time.Second))
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				if since := time.Since(time.Unix(0, lastProgress.Load())); since >= o.giveUp {
-					mu.Lock()
-					last := lastErr
-					mu.Unlock()
-					if last == "" {
-						last = "none"
-					}
-					cancel(fmt.Errorf("%w for %v (--give-up-after): no event got an answer other than FAILED_RETRYABLE; the last error: %s",
-						errNoProgress, since.Round(time.Second), last))
-					return
-				}
-			}
-		}()
-	}
-	sleep := func(d time.Duration) {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-	batches := make(chan []event.Event, o.workers)
-	var readErr error
-	go func() {
-		defer close(batches)
-		var cur []event.Event
+}
+
+// showStatus rewrites the status line with the run's counts.
+func (p *ingestProgress) showStatus(e ingest.Progress) {
+	p.status(false, "sent %d events, %d answered, %d re-sent in %d retried requests%s",
+		e.Sent, e.Answered, e.Resent, e.Retries, rate(e.Sent, e.Elapsed))
+}
+
+// csvEvents reads the CSV files as events (orders.ScanCSV: event_id = file day and
+// row number), one after the other; an error names the file.
+func csvEvents(files []inputFile) iter.Seq2[event.Event, error] {
+	return func(yield func(event.Event, error) bool) {
+		stop := errors.New("stop")
 		for _, f := range files {
 			err := orders.ScanCSV(f.r, filepath.Base(f.name), func(e event.Event) error {
-				cur = append(cur, e)
-				if len(cur) == o.batch {
-					select {
-					case batches <- cur:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-					cur = nil
+				if !yield(e, nil) {
+					return stop
 				}
 				return nil
 			})
+			if errors.Is(err, stop) {
+				return
+			}
 			if err != nil {
-				if ctx.Err() == nil {
-					readErr = fmt.Errorf("%s: %w", f.name, err)
-				}
+				yield(event.Event{}, fmt.Errorf("%s: %w", f.name, err))
 				return
 			}
 		}
-		if len(cur) > 0 {
-			select {
-			case batches <- cur:
-			case <-ctx.Done():
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for range o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range batches {
-				if ctx.Err() != nil {
-					continue // drain: the reader is told by ctx
-				}
-				mu.Lock()
-				rep.Sent += len(b)
-				mu.Unlock()
-				send := b
-				for try := 0; len(send) > 0; try++ {
-					answers, code, err := c.Send(ctx, send, o.level, o.wait)
-					if answers == nil {
-						if ctx.Err() != nil {
-							err = context.Cause(ctx)
-						}
-						mu.Lock()
-						lastErr = err.Error()
-						mu.Unlock()
-						if try >= o.retries || ctx.Err() != nil {
-							if ctx.Err() == nil {
-								p.say("gave up on %s (%d events) after %d retries: %v", idRange(send), len(send), try, err)
-							}
-							for _, e := range send {
-								final(ingest.Answer{EventID: e.ID, Status: ingest.FailedRetryable, Error: err.Error()})
-							}
-							break
-						}
-						wait := backoff(try)
-						mu.Lock()
-						rep.Retries++
-						rep.Failed++
-						rep.Resent += len(send)
-						n := rep.Retries
-						mu.Unlock()
-						p.say("retry %d: request for %s (%d events) failed: %v; sending again in %v", n, idRange(send), len(send), err, wait)
-						sleep(wait)
-						continue
-					}
-					var again []event.Event
-					why := ""
-					for i, a := range answers {
-						if a.Duplicate {
-							mu.Lock()
-							rep.Duplicates++
-							mu.Unlock()
-						}
-						if a.Status != ingest.FailedRetryable {
-							progressed()
-						}
-						switch a.Status {
-						case ingest.Processed, ingest.FailedFinal:
-							final(a)
-						case ingest.FailedRetryable:
-							if try >= o.retries || ctx.Err() != nil {
-								final(a)
-							} else {
-								again = append(again, send[i])
-								if why == "" {
-									why = a.Error
-								}
-							}
-						default:
-							mu.Lock()
-							pending = append(pending, a.EventID)
-							mu.Unlock()
-						}
-					}
-					if len(again) > 0 {
-						wait := backoff(try)
-						if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-							wait = max(wait, time.Second)
-						}
-						mu.Lock()
-						rep.Retries++
-						rep.Resent += len(again)
-						lastErr = fmt.Sprintf("HTTP %d: %s", code, why)
-						n := rep.Retries
-						mu.Unlock()
-						p.say("retry %d: %d events of %s answered FAILED_RETRYABLE (HTTP %d: %s); sending them again in %v",
-							n, len(again), idRange(send), code, why, wait)
-						sleep(wait)
-					}
-					send = again
-				}
-				mu.Lock()
-				if rep.Sent/10000 != (rep.Sent-len(b))/10000 && p != nil && !p.tty {
-					p.say("sent %d events", rep.Sent)
-				}
-				showStatus(false)
-				mu.Unlock()
-			}
-		}()
 	}
-	wg.Wait()
-	if readErr != nil {
-		return rep, readErr
-	}
-	// Poll the events answered before they finished.
-	deadline := time.Now().Add(o.deadline)
-	for len(pending) > 0 && ctx.Err() == nil {
-		var still []string
-		var pollErr error
-		for _, id := range pending {
-			st, found, err := c.Status(ctx, id)
-			if err != nil {
-				pollErr = err
-			}
-			switch {
-			case err != nil || !found || (st.Status != ingest.Processed && st.Status != ingest.FailedFinal):
-				if time.Now().After(deadline) || ctx.Err() != nil {
-					a := ingest.Answer{EventID: id, Status: st.Status, Seq: st.Seq, Attempts: st.Attempts, Error: st.LastError}
-					if err != nil {
-						a.Error = err.Error()
-					}
-					final(a)
-				} else {
-					still = append(still, id)
-				}
-			default:
-				progressed()
-				final(ingest.Answer{EventID: id, Status: st.Status, Seq: st.Seq, Attempts: st.Attempts, Error: st.LastError})
-			}
-		}
-		mu.Lock()
-		pending = still
-		if pollErr != nil {
-			lastErr = pollErr.Error()
-		}
-		showStatus(false)
-		mu.Unlock()
-		if pollErr != nil {
-			p.say("polling %d events not yet final: %v", len(still), pollErr)
-		}
-		if len(pending) > 0 {
-			sleep(100 * time.Millisecond)
-		}
-	}
-	for _, id := range pending { // the run was stopped while polling
-		final(ingest.Answer{EventID: id, Status: ingest.Persisted, Error: "not polled to the end: " + context.Cause(ctx).Error()})
-	}
-	sort.Slice(rep.Problems, func(i, j int) bool { return rep.Problems[i].EventID < rep.Problems[j].EventID })
-	if parent.Err() != nil {
-		return rep, parent.Err()
-	}
-	return rep, context.Cause(ctx)
 }
 
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
+// runIngest sends the CSV files' events with c.SendAll (its resend, backoff and
+// poll rules), each step said on p, and closes the files. A run stopped for want
+// of progress says it was --give-up-after.
+func runIngest(ctx context.Context, c *ingest.Client, files []inputFile, o ingest.SendOptions, p *ingestProgress) (*ingest.Report, error) {
+	defer closeInputs(files)
+	defer p.end()
+	if p != nil {
+		o.Progress = p.report
 	}
-	return n
+	rep, err := c.SendAll(ctx, csvEvents(files), o)
+	if errors.Is(err, ingest.ErrNoProgress) {
+		err = fmt.Errorf("--give-up-after %v: %w", o.GiveUp, err)
+	}
+	return rep, err
 }
 
-func backoff(try int) time.Duration {
-	return min(50*time.Millisecond<<min(try, 6), 2*time.Second)
-}
-
-func printIngestReport(w io.Writer, r *ingestReport) {
+func printIngestReport(w io.Writer, r *ingest.Report) {
 	fmt.Fprintf(w, "events sent: %d in %.2fs%s\n", r.Sent, r.Elapsed.Seconds(), rate(r.Sent, r.Elapsed))
 	var keys []string
 	for k := range r.Final {
@@ -489,7 +273,7 @@ func probeServe(ctx context.Context, url string) error {
 }
 
 func ingestCmd() *cobra.Command {
-	o := defaultIngestOptions()
+	o := ingest.DefaultSendOptions()
 	var (
 		addr  string
 		level string
@@ -509,11 +293,14 @@ FAILED_RETRYABLE for --give-up-after, it stops with an error (exit status 2).
 Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
+			if err := checkIngestFlags(o); err != nil {
+				return err
+			}
 			lvl, err := ingest.ParseLevel(level)
 			if err != nil {
 				return err
 			}
-			o.level = lvl
+			o.Level = lvl
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if token == "" {
@@ -535,7 +322,7 @@ Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason
 			if err != nil {
 				return err
 			}
-			if n := rep.bad(); n > 0 {
+			if n := rep.Broken(); n > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale ingest: %d event(s) ended neither PROCESSED nor FAILED_FINAL with a reason\n", n)
 				return exitError{1}
 			}
@@ -545,6 +332,6 @@ Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL with a reason
 	c.Flags().StringVar(&addr, "url", "http://127.0.0.1:8080", "base URL of gale serve")
 	c.Flags().StringVar(&level, "ack", "processed", "ack level: accepted, persisted or processed")
 	c.Flags().StringVar(&token, "token", "", "bearer token for a gale serve with --tokens (scopes write:SOURCE and read; default $GALE_TOKEN)")
-	o.flags(c)
+	ingestFlags(c, &o)
 	return c
 }

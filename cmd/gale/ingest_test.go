@@ -130,7 +130,7 @@ func TestIngestServerKilled(t *testing.T) {
 	}
 	_ = c.cmd.Wait()
 	r := <-done
-	if !errors.Is(r.err, errNoProgress) || !strings.Contains(r.err.Error(), "--give-up-after") || !strings.Contains(r.err.Error(), "connection refused") {
+	if !errors.Is(r.err, ingest.ErrNoProgress) || !strings.Contains(r.err.Error(), "--give-up-after") || !strings.Contains(r.err.Error(), "connection refused") {
 		t.Errorf("error %v; want no progress after --give-up-after, naming the last error", r.err)
 	}
 	retries := regexp.MustCompile(`(?m)^gale ingest: retry (\d+): request for \S+ \(10 events\) failed: .*; sending again in `).FindAllStringSubmatch(r.stderr, -1)
@@ -188,7 +188,7 @@ func TestIngestProgressLine(t *testing.T) {
 // TestIngestReportRate: a report over no time, or of no events, prints no rate
 // rather than NaN/s or +Inf/s.
 func TestIngestReportRate(t *testing.T) {
-	for _, r := range []ingestReport{{}, {Sent: 5}, {Sent: 0, Elapsed: time.Second}} {
+	for _, r := range []ingest.Report{{}, {Sent: 5}, {Sent: 0, Elapsed: time.Second}} {
 		var b bytes.Buffer
 		printIngestReport(&b, &r)
 		if first, _, _ := strings.Cut(b.String(), "\n"); strings.Contains(first, "NaN") || strings.Contains(first, "Inf") || strings.Contains(first, "/s") {
@@ -196,7 +196,7 @@ func TestIngestReportRate(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	printIngestReport(&b, &ingestReport{Sent: 500, Elapsed: 2 * time.Second})
+	printIngestReport(&b, &ingest.Report{Sent: 500, Elapsed: 2 * time.Second})
 	if !strings.HasPrefix(b.String(), "events sent: 500 in 2.00s (250/s)\n") {
 		t.Errorf("%q", b.String())
 	}

@@ -19,7 +19,7 @@ import (
 
 // ordersResult is the one-command run's report.
 type ordersResult struct {
-	Ingest          *ingestReport
+	Ingest          *ingest.Report
 	OrderLines      int64
 	Invoices        int64
 	SinkDuplicates  uint64 // rows the sink found already written (replays absorbed)
@@ -29,7 +29,7 @@ type ordersResult struct {
 
 // runOrders starts gale serve with the orders pipeline on o, ingests files into it,
 // reads the sink, and shuts down.
-func runOrders(ctx context.Context, o server.Options, files []string, io ingestOptions, progress io.Writer) (*ordersResult, error) {
+func runOrders(ctx context.Context, o server.Options, files []string, io ingest.SendOptions, progress io.Writer) (*ordersResult, error) {
 	o.Pipeline = orders.Pipeline()
 	in, err := openInputs(files)
 	if err != nil {
@@ -68,7 +68,7 @@ func runOrders(ctx context.Context, o server.Options, files []string, io ingestO
 func ordersCmd() *cobra.Command {
 	var f serveFlags
 	var keep bool
-	io := defaultIngestOptions()
+	io := ingest.DefaultSendOptions()
 	c := &cobra.Command{
 		Use:   "orders [FILE.csv...]",
 		Short: "One command: serve the orders pipeline, ingest retail CSV files into it, report (default testdata/retail/*.csv)",
@@ -80,6 +80,9 @@ gale-orders-* directory in the system's temp dir is used and removed at the end
 (--keep keeps it). Exit status 1 if any event ends neither PROCESSED nor FAILED_FINAL
 with a reason.`,
 		RunE: func(cmd *cobra.Command, files []string) error {
+			if err := checkIngestFlags(io); err != nil {
+				return err
+			}
 			if len(files) == 0 {
 				m, _ := filepath.Glob("testdata/retail/*.csv")
 				if len(m) == 0 {
@@ -123,7 +126,7 @@ with a reason.`,
 			if err != nil {
 				return err
 			}
-			if n := res.Ingest.bad(); n > 0 {
+			if n := res.Ingest.Broken(); n > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gale orders: %d event(s) ended neither PROCESSED nor FAILED_FINAL with a reason\n", n)
 				return exitError{1}
 			}
@@ -131,7 +134,7 @@ with a reason.`,
 		},
 	}
 	f.register(c, "127.0.0.1:0")
-	io.flags(c)
+	ingestFlags(c, &io)
 	c.Flags().BoolVar(&keep, "keep", false, "keep the fresh data directory made without --data (named in the report)")
 	d := c.Flags().Lookup("data")
 	d.Usage = "data directory, kept (default: a fresh gale-orders-* directory in the system's temp dir, removed at the end unless --keep)"

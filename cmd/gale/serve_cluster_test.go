@@ -14,6 +14,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
+	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/pipelines/orders"
@@ -103,7 +104,7 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 		}
 	}()
 	files, lines, _ := retailSample(t)
-	res, err := runOrders(ctx, o, files, defaultIngestOptions(), nil)
+	res, err := runOrders(ctx, o, files, ingest.DefaultSendOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 		t.Errorf("submit arguments in the KV: %q, want --sink=%s and no password", rec.Args, sinkURL)
 	}
 	r := res.Ingest
-	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.bad() != 0 || res.OrderLines != int64(lines) {
+	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.Broken() != 0 || res.OrderLines != int64(lines) {
 		t.Fatalf("report %+v, %d order lines; want %d", r, res.OrderLines, lines)
 	}
 

@@ -134,11 +134,11 @@ func TestServeJetStreamOneNode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := runIngest(ctx, &ingest.Client{URL: c.url}, in, defaultIngestOptions(), newIngestProgress(nil, ""))
+	rep, err := runIngest(ctx, &ingest.Client{URL: c.url}, in, ingest.DefaultSendOptions(), newIngestProgress(nil, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sent != dayLines || rep.Final["PROCESSED"] != dayLines || len(rep.Final) != 1 || rep.bad() != 0 {
+	if rep.Sent != dayLines || rep.Final["PROCESSED"] != dayLines || len(rep.Final) != 1 || rep.Broken() != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if s, b := durabilityOf(t, c.url, "probe"); s != "replicated:1+fsync" || b != "replicated:1+fsync" {

@@ -89,7 +89,7 @@ func TestServeJetStreamTwoServesShareTheLog(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r.rep.Sent != lines || r.rep.Final["PROCESSED"] != lines || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
+	if r.rep.Sent != lines || r.rep.Final["PROCESSED"] != lines || len(r.rep.Final) != 1 || r.rep.Broken() != 0 {
 		t.Fatalf("report %+v", r.rep)
 	}
 	if !sr.holds(b) {
@@ -174,7 +174,7 @@ func (r *sharedServes) holds(c *child) bool {
 }
 
 type ingestResult struct {
-	rep *ingestReport
+	rep *ingest.Report
 	err error
 }
 
@@ -195,7 +195,7 @@ func ingestRetail(t *testing.T, ctx context.Context, url string) (<-chan ingestR
 	}
 	done := make(chan ingestResult, 1)
 	go func() {
-		rep, err := runIngest(ctx, &ingest.Client{URL: url}, in, defaultIngestOptions(), newIngestProgress(nil, ""))
+		rep, err := runIngest(ctx, &ingest.Client{URL: url}, in, ingest.DefaultSendOptions(), newIngestProgress(nil, ""))
 		done <- ingestResult{rep, err}
 	}()
 	return done, lines

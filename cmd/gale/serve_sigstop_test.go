@@ -222,7 +222,7 @@ func TestServeJetStreamHolderPausedPastItsLease(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r.rep.Sent != lines || r.rep.Final["PROCESSED"] != lines || len(r.rep.Final) != 1 || r.rep.bad() != 0 {
+	if r.rep.Sent != lines || r.rep.Final["PROCESSED"] != lines || len(r.rep.Final) != 1 || r.rep.Broken() != 0 {
 		t.Fatalf("report %+v", r.rep)
 	}
 	if after, _ := metricOf(a.url, `gale_emitted_total{component="events"`); after != emitted {

@@ -66,12 +66,12 @@ func TestOrdersOneCommand(t *testing.T) {
 	o.DataDir = t.TempDir()
 	o.Logger = nil
 	files, lines, invoices := retailSample(t)
-	res, err := runOrders(context.Background(), o, files, defaultIngestOptions(), nil)
+	res, err := runOrders(context.Background(), o, files, ingest.DefaultSendOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := res.Ingest
-	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.bad() != 0 || len(r.Problems) != 0 {
+	if r.Sent != lines || r.Final["PROCESSED"] != lines || len(r.Final) != 1 || r.Broken() != 0 || len(r.Problems) != 0 {
 		t.Fatalf("report %+v, want %d lines PROCESSED", r, lines)
 	}
 	if res.OrderLines != int64(lines) || res.Invoices != int64(invoices) {
@@ -79,7 +79,7 @@ func TestOrdersOneCommand(t *testing.T) {
 	}
 	// Ingesting the same files again writes nothing new: every id is a duplicate.
 	o.DataDir = res.DataDir
-	res2, err := runOrders(context.Background(), o, files, defaultIngestOptions(), nil)
+	res2, err := runOrders(context.Background(), o, files, ingest.DefaultSendOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func TestSinkRebuildOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.DataDir, o.Logger = t.TempDir(), nil
-	res, err := runOrders(context.Background(), o, []string{retailDay}, defaultIngestOptions(), nil)
+	res, err := runOrders(context.Background(), o, []string{retailDay}, ingest.DefaultSendOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/engine"
-	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/ui"
 )

@@ -20,7 +20,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
-	"github.com/gale-stream/gale/examples/wordcount"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 )
 
 // clusterDemo is `gale wordcount --workers N`: an embedded NATS node, N `gale worker`
@@ -177,7 +177,7 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := parseClusterWordcount(args)
+	a, err := wordcount.ParseClusterArgs(args)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 	}
 	doneCh := make(chan doneMsg, 1)
 	go func() {
-		c, err := wordcount.WaitClusterDone(wctx, js, wordcountBucket(cluster.DefaultPrefix), a.opts.Run)
+		c, err := wordcount.WaitClusterDone(wctx, js, wordcount.ClusterBucket(cluster.DefaultPrefix), a.Options.Run)
 		doneCh <- doneMsg{c, err}
 	}()
 	var killC <-chan time.Time
@@ -228,8 +228,9 @@ func (d *clusterDemo) execute(ctx context.Context) (_ *demoOutcome, err error) {
 		natsKillC = t.C
 	}
 	var natsKilled string
-	live := map[string]cluster.WorkerInfo{}
 	var fo *failover
+	// After the kill: every worker of the next generation running it.
+	running := make(chan error, 1)
 	var killedAt time.Time
 	var newRec *cluster.Record
 	var commit wordcount.ClusterCommit
@@ -259,7 +260,7 @@ wait:
 			// Mid-run means after the spout committed some progress (a slow start, under
 			// load or the race detector, can take longer than AFTER): the failover
 			// then shows the spout resuming from its committed offset.
-			if cm, err := wordcount.ClusterProgress(ctx, js, wordcountBucket(cluster.DefaultPrefix), a.opts.Run); err == nil && cm.Low == 0 && !cm.Done {
+			if cm, err := wordcount.ClusterProgress(ctx, js, wordcount.ClusterBucket(cluster.DefaultPrefix), a.Options.Run); err == nil && cm.Low == 0 && !cm.Done {
 				killTimer.Reset(50 * time.Millisecond)
 				continue
 			}
@@ -277,19 +278,32 @@ wait:
 					if err := c.cmd.Process.Signal(sig); err != nil {
 						return nil, fmt.Errorf("%v to %s: %w", sig, victim, err)
 					}
+					go func(rec *cluster.Record) {
+						_, err := st.AwaitRunning(wctx, rec, cluster.AwaitOptions{Next: true})
+						running <- err
+					}(rec)
 				}
+			}
+		case err := <-running:
+			if err != nil {
+				continue // the job ended first, or the wait did: "not seen"
+			}
+			fo.Running = time.Since(killedAt)
+			if paused != nil {
+				// Back from its pause, it finds its key expired and its tasks moved:
+				// whatever its old generation still sends goes where nobody listens.
+				if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+					return nil, fmt.Errorf("SIGCONT to %s: %w", paused.name, err)
+				}
+				fo.Resumed = true
+				paused = nil
 			}
 		case ev, ok := <-members:
 			if !ok {
 				return nil, ctx.Err()
 			}
-			if ev.Kind == cluster.Left {
-				delete(live, ev.Worker.Name)
-				if fo != nil && ev.Worker.Name == fo.Victim && fo.Detected == 0 {
-					fo.Detected = ev.At.Sub(killedAt)
-				}
-			} else {
-				live[ev.Worker.Name] = ev.Worker
+			if ev.Kind == cluster.Left && fo != nil && ev.Worker.Name == fo.Victim && fo.Detected == 0 {
+				fo.Detected = ev.At.Sub(killedAt)
 			}
 		case r, ok := <-recs:
 			if !ok {
@@ -312,26 +326,6 @@ wait:
 				}
 			}
 		}
-		if fo != nil && newRec != nil && fo.Running == 0 {
-			all := true
-			for _, w := range newRec.Assignment.Workers {
-				if live[w].Running["wordcount"] != newRec.Generation() {
-					all = false
-				}
-			}
-			if all {
-				fo.Running = time.Since(killedAt)
-				if paused != nil {
-					// Back from its pause, it finds its key expired and its tasks moved:
-					// whatever its old generation still sends goes where nobody listens.
-					if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-						return nil, fmt.Errorf("SIGCONT to %s: %w", paused.name, err)
-					}
-					fo.Resumed = true
-					paused = nil
-				}
-			}
-		}
 	}
 	elapsed := time.Since(start)
 	wcancel()
@@ -341,11 +335,11 @@ wait:
 	if _, err := st.Kill(kctx, "wordcount"); err != nil {
 		fmt.Fprintln(d.errw, "gale: kill wordcount:", err)
 	}
-	counts, err := wordcount.ReadClusterCounts(kctx, js, wordcountBucket(cluster.DefaultPrefix), a.opts.Run, a.opts.Parallelism)
+	counts, err := wordcount.ReadClusterCounts(kctx, js, wordcount.ClusterBucket(cluster.DefaultPrefix), a.Options.Run, a.Options.Parallelism)
 	if err != nil {
 		return nil, fmt.Errorf("reading the count changelogs: %w", err)
 	}
-	want, err := expectedCounts(a.opts.Files)
+	want, err := wordcount.CountFiles(a.Options.Files)
 	if err != nil {
 		return nil, err
 	}
@@ -420,20 +414,6 @@ func spoutWorker(rec *cluster.Record, comps map[int]string) string {
 		}
 	}
 	return rec.Assignment.Workers[0]
-}
-
-// expectedCounts counts the words of files in one goroutine: what the cluster must
-// match exactly.
-func expectedCounts(files []string) (map[string]uint64, error) {
-	counts := map[string]uint64{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		wordcount.Words(string(b), func(w string, _ int) { counts[w]++ })
-	}
-	return counts, nil
 }
 
 func startWorkerChild(spawn func([]string) *exec.Cmd, dir, name, url, natsDir string) (*childWorker, error) {

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gale-stream/gale/engine"
-	"github.com/gale-stream/gale/examples/wordcount"
 	"github.com/gale-stream/gale/internal/leaktest"
 	"github.com/gale-stream/gale/internal/natstest"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )

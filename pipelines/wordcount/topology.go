@@ -1,5 +1,6 @@
-// Package wordcount is gale's main example job: count the words of text files with
-// Storm's reliable processing, exactly, even when bolts fail and lines are replayed.
+// Package wordcount is gale's main job, behind `gale wordcount`: count the words
+// of text files with Storm's reliable processing, exactly, even when bolts fail and
+// lines are replayed.
 //
 //	lines (spout, 1 task) --shuffle--> split (2 tasks) --fields(word)--> count (2 tasks)
 //

@@ -1,11 +1,10 @@
-package main
+package worker
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -17,25 +16,28 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/placement"
-	"github.com/gale-stream/gale/cluster/worker"
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/metrics"
 	"github.com/gale-stream/gale/ui"
 )
 
-// workerUI is `gale worker --ui`: the web UI of the topologies the worker runs,
-// one ui.UI per topology, each following the topology's generations (the worker's
-// OnStart and OnStop swap the runtime it reads), with the cluster's section (the
-// workers, the scheduler, each task's worker) and, with a token, the actions.
+// UI is a worker's web UI (`gale worker --ui`): the UI of each topology the worker
+// runs, one ui.UI per topology, each following the topology's generations (the
+// worker's OnStart and OnStop swap the runtime it reads, see Hook), with the
+// cluster's section (the workers, the scheduler, each task's worker: ui.Cluster)
+// and, with a token, Storm's actions (kill, deactivate, activate, rebalance).
 //
 // GET ?topology=NAME picks a topology (the page passes it on to its API calls);
 // without it, the first by name of those the worker runs now, else of those it
-// ran, else a page with the cluster's section only. Every metric of /metrics
-// carries worker=NAME, and counts this process's tasks only: Prometheus scrapes
-// every worker and sums. The page's stats are every process's (ClusterStats).
+// ran, else a page with the cluster's section only; a topology of the cluster the
+// worker has not run gets its cluster section if the request has the token. Every
+// metric of /metrics carries worker=NAME, and counts this process's tasks only:
+// Prometheus scrapes every worker and sums. The page's stats are every process's
+// (Runtime.ClusterStats).
 //
-// A nil *workerUI (no --ui) does nothing.
-type workerUI struct {
+// Make one with ListenUI, Hook the worker's Config, Serve once the worker is made,
+// and Close it after the worker has stopped. A nil *UI (no UI) does nothing.
+type UI struct {
 	token  string
 	ln     net.Listener
 	reg    *prometheus.Registry
@@ -60,31 +62,51 @@ type topologyUI struct {
 	rt *engine.Runtime
 }
 
-// listenWorkerUI opens the UI's listener (addr "" : no UI, nil), so that a taken
-// port fails before the worker joins.
-func listenWorkerUI(addr, token string) (*workerUI, error) {
-	if addr == "" {
-		return nil, nil
-	}
+// ListenUI opens the UI's listener on addr (host:port), so that a taken port fails
+// before the worker joins. With a token, every request must carry it
+// ("Authorization: Bearer TOKEN", or ?token= from a browser), and it allows the
+// actions.
+func ListenUI(addr, token string) (*UI, error) {
 	ln, err := ui.Listen(addr)
 	if err != nil {
-		return nil, fmt.Errorf("--ui %s: %w", addr, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &workerUI{token: token, ln: ln, ctx: ctx, cancel: cancel, uis: map[string]*topologyUI{}}, nil
+	return &UI{token: token, ln: ln, ctx: ctx, cancel: cancel, uis: map[string]*topologyUI{}}, nil
 }
 
-// hook makes cfg's worker tell the UI of each engine it starts and stops.
-func (wu *workerUI) hook(cfg *worker.Config) {
+// Hook makes cfg's worker tell the UI of each engine it starts and stops, after
+// the OnStart and OnStop cfg has.
+func (wu *UI) Hook(cfg *Config) {
 	if wu == nil {
 		return
 	}
-	cfg.OnStart = wu.started
-	cfg.OnStop = wu.stopped
+	start, stop := cfg.OnStart, cfg.OnStop
+	cfg.OnStart = func(topology string, gen uint64, rt *engine.Runtime) {
+		if start != nil {
+			start(topology, gen, rt)
+		}
+		wu.started(topology, gen, rt)
+	}
+	cfg.OnStop = func(topology string, gen uint64, rt *engine.Runtime) {
+		if stop != nil {
+			stop(topology, gen, rt)
+		}
+		wu.stopped(topology, gen, rt)
+	}
 }
 
-// serve starts serving, as worker self of the cluster in st, and says where.
-func (wu *workerUI) serve(self string, st *cluster.Store, stderr io.Writer) error {
+// URL is the UI's base URL, ending in a slash; an unspecified host shows as
+// 127.0.0.1 ("" for a nil UI).
+func (wu *UI) URL() string {
+	if wu == nil {
+		return ""
+	}
+	return uiURL(wu.ln)
+}
+
+// Serve starts serving, as worker self (Worker.Name) of the cluster in st.
+func (wu *UI) Serve(self string, st *cluster.Store) error {
 	if wu == nil {
 		return nil
 	}
@@ -103,8 +125,6 @@ func (wu *workerUI) serve(self string, st *cluster.Store, stderr io.Writer) erro
 	wu.none = none
 	wu.srv = &http.Server{Handler: wu, ReadHeaderTimeout: 10 * time.Second}
 	wu.wg.Go(func() { _ = wu.srv.Serve(wu.ln) })
-	url := uiURL(wu.ln)
-	fmt.Fprintf(stderr, "gale: worker %s: web UI on %s (Prometheus metrics at %smetrics)\n", self, url, url)
 	return nil
 }
 
@@ -119,7 +139,7 @@ func uiURL(ln net.Listener) string {
 }
 
 // Close stops serving (in-flight requests get up to 2 s) and the UIs' histories.
-func (wu *workerUI) Close() error {
+func (wu *UI) Close() error {
 	if wu == nil {
 		return nil
 	}
@@ -144,7 +164,7 @@ func (wu *workerUI) Close() error {
 
 // newUI makes the UI of topology name reading rt (nil: none yet), and runs its
 // history (wu.mu held).
-func (wu *workerUI) newUI(name string, rt *engine.Runtime) (*ui.UI, error) {
+func (wu *UI) newUI(name string, rt *engine.Runtime) (*ui.UI, error) {
 	u, err := ui.New(ui.Options{Name: name, Runtime: rt, Token: wu.token, Registry: wu.reg, ConstLabels: wu.labels,
 		Cluster: &workerCluster{wu: wu, topology: name}})
 	if err != nil {
@@ -157,7 +177,7 @@ func (wu *workerUI) newUI(name string, rt *engine.Runtime) (*ui.UI, error) {
 }
 
 // started is the worker's OnStart: the topology's UI reads rt from now on.
-func (wu *workerUI) started(topology string, _ uint64, rt *engine.Runtime) {
+func (wu *UI) started(topology string, _ uint64, rt *engine.Runtime) {
 	wu.mu.Lock()
 	defer wu.mu.Unlock()
 	if t := wu.uis[topology]; t != nil {
@@ -174,7 +194,7 @@ func (wu *workerUI) started(topology string, _ uint64, rt *engine.Runtime) {
 
 // stopped is the worker's OnStop: the topology's UI has no runtime until the
 // next generation starts here.
-func (wu *workerUI) stopped(topology string, _ uint64, rt *engine.Runtime) {
+func (wu *UI) stopped(topology string, _ uint64, rt *engine.Runtime) {
 	wu.mu.Lock()
 	defer wu.mu.Unlock()
 	if t := wu.uis[topology]; t != nil && t.rt == rt {
@@ -184,7 +204,7 @@ func (wu *workerUI) stopped(topology string, _ uint64, rt *engine.Runtime) {
 }
 
 // topologies names the topologies the server has a UI for.
-func (wu *workerUI) topologies() []string {
+func (wu *UI) topologies() []string {
 	wu.mu.Lock()
 	defer wu.mu.Unlock()
 	return slices.Sorted(maps.Keys(wu.uis))
@@ -192,7 +212,7 @@ func (wu *workerUI) topologies() []string {
 
 // ServeHTTP serves the UI of the topology asked for (?topology=), else of the
 // first the worker runs.
-func (wu *workerUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (wu *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u, err := wu.pick(r)
 	if err != nil {
 		w.Header().Set("Content-Type", "application/json")
@@ -203,7 +223,7 @@ func (wu *workerUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.ServeHTTP(w, r)
 }
 
-func (wu *workerUI) pick(r *http.Request) (*ui.UI, error) {
+func (wu *UI) pick(r *http.Request) (*ui.UI, error) {
 	name := r.URL.Query().Get("topology")
 	wu.mu.Lock()
 	if name == "" {
@@ -254,7 +274,7 @@ func (wu *workerUI) pick(r *http.Request) (*ui.UI, error) {
 
 // workerCluster is a topology's cluster, as the UI shows it and acts on it.
 type workerCluster struct {
-	wu       *workerUI
+	wu       *UI
 	topology string
 }
 

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gale-stream/gale/cluster"
-	"github.com/gale-stream/gale/cluster/worker"
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/natstest"
 	"github.com/gale-stream/gale/internal/testtopo"
 	"github.com/gale-stream/gale/internal/waitfor"
@@ -78,19 +79,19 @@ func wuiNums(reg *cluster.Registry, src *testtopo.Numbers, par int) {
 
 // wuiWorker runs a worker (serving wu, if not nil) until the test ends; its
 // events go to ev.
-func wuiWorker(t *testing.T, url, name string, reg *cluster.Registry, wu *workerUI, ev chan<- worker.Event) {
+func wuiWorker(t *testing.T, url, name string, reg *cluster.Registry, wu *UI, ev chan<- Event) {
 	t.Helper()
 	nc := wuiConnect(t, url)
 	st := wuiStore(t, nc)
 	every := lineage.Config{Sample: 1, MaxTrees: 5000, MaxNodes: 10} // every tree, for the lineage checks
-	cfg := worker.Config{Name: name, Conn: nc, Store: st, Registry: reg, StopTimeout: 10 * time.Second,
-		Logger: slog.New(slog.DiscardHandler), OnEvent: func(e worker.Event) { ev <- e }, Lineage: &every}
-	wu.hook(&cfg)
-	w, err := worker.New(cfg)
+	cfg := Config{Name: name, Conn: nc, Store: st, Registry: reg, StopTimeout: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler), OnEvent: func(e Event) { ev <- e }, Lineage: &every}
+	wu.Hook(&cfg)
+	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := wu.serve(w.Name(), st, io.Discard); err != nil {
+	if err := wu.Serve(w.Name(), st); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -101,7 +102,7 @@ func wuiWorker(t *testing.T, url, name string, reg *cluster.Registry, wu *worker
 
 // wuiWait waits for an event of kind k and generation gen from each of the
 // workers named.
-func wuiWait(t *testing.T, ev <-chan worker.Event, k worker.EventKind, gen uint64, names ...string) {
+func wuiWait(t *testing.T, ev <-chan Event, k EventKind, gen uint64, names ...string) {
 	t.Helper()
 	want := map[string]bool{}
 	for _, n := range names {
@@ -180,13 +181,13 @@ func TestWorkerUIAcrossWorkers(t *testing.T) {
 	src := testtopo.NewNumbers(n)
 	reg := &cluster.Registry{}
 	wuiNums(reg, src, 4)
-	wu, err := listenWorkerUI("127.0.0.1:0", "tok")
+	wu, err := ListenUI("127.0.0.1:0", "tok")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = wu.Close() }) // after the workers have stopped
-	base := uiURL(wu.ln)
-	ev := make(chan worker.Event, 1024)
+	base := wu.URL()
+	ev := make(chan Event, 1024)
 	wuiWorker(t, url, "w1", reg, wu, ev)
 	wuiWorker(t, url, "w2", reg, nil, ev)
 	client := wuiStore(t, wuiConnect(t, url))
@@ -209,7 +210,7 @@ func TestWorkerUIAcrossWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen := rec.Generation()
-	wuiWait(t, ev, worker.Started, gen, "w1", "w2")
+	wuiWait(t, ev, Started, gen, "w1", "w2")
 	select {
 	case <-src.Done():
 	case <-time.After(60 * time.Second):
@@ -348,7 +349,7 @@ func TestWorkerUIAcrossWorkers(t *testing.T) {
 	if code := wuiPost(t, base+"api/cluster/deactivate", &res); code != http.StatusOK || res.State != "inactive" {
 		t.Fatalf("deactivate: %d %+v", code, res)
 	}
-	wuiWait(t, ev, worker.Stopped, gen, "w1", "w2")
+	wuiWait(t, ev, Stopped, gen, "w1", "w2")
 	if wuiGet(t, base+"api/topology", &topo); !topo.Idle || topo.Name != "nums" {
 		t.Errorf("after deactivate: %+v", topo)
 	}
@@ -359,7 +360,7 @@ func TestWorkerUIAcrossWorkers(t *testing.T) {
 	if code := wuiPost(t, base+"api/cluster/activate", &res); code != http.StatusOK || res.State != "active" || res.Generation <= gen {
 		t.Fatalf("activate: %d %+v", code, res)
 	}
-	wuiWait(t, ev, worker.Started, res.Generation, "w1", "w2")
+	wuiWait(t, ev, Started, res.Generation, "w1", "w2")
 	var again ui.TopologyView
 	if wuiGet(t, base+"api/topology", &again); again.Idle || len(again.Components) != 2 {
 		t.Errorf("after activate: %+v", again)
@@ -383,4 +384,47 @@ func wuiPost(t *testing.T, url string, into any) int {
 		t.Fatalf("POST %s: %v in %s", url, err, body)
 	}
 	return resp.StatusCode
+}
+
+// TestUIHook: Hook keeps the callbacks the config had (called first) and adds the
+// UI's, which makes a topology's UI as the worker starts it (TestWorkerUIAcrossWorkers
+// shows it reading the runtime); a nil UI (no --ui) changes nothing and serves
+// nothing.
+func TestUIHook(t *testing.T) {
+	wu, err := ListenUI("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wu.Close()
+	if err := wu.Serve("w1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(wu.URL(), "http://127.0.0.1:") || !strings.HasSuffix(wu.URL(), "/") {
+		t.Errorf("URL %q", wu.URL())
+	}
+	var calls []string
+	cfg := Config{
+		OnStart: func(topo string, gen uint64, _ *engine.Runtime) {
+			calls = append(calls, fmt.Sprintf("start %s %d", topo, gen))
+		},
+		OnStop: func(topo string, gen uint64, _ *engine.Runtime) {
+			calls = append(calls, fmt.Sprintf("stop %s %d", topo, gen))
+		},
+	}
+	wu.Hook(&cfg)
+	cfg.OnStart("nums", 3, nil)
+	if got := wu.topologies(); !slices.Equal(got, []string{"nums"}) {
+		t.Errorf("after OnStart: topologies %v", got)
+	}
+	cfg.OnStop("nums", 3, nil)
+	if !slices.Equal(calls, []string{"start nums 3", "stop nums 3"}) {
+		t.Errorf("the config's own callbacks: %q", calls)
+	}
+
+	var none *UI
+	var plain Config
+	none.Hook(&plain)
+	if plain.OnStart != nil || plain.OnStop != nil || none.Serve("w", nil) != nil || none.Close() != nil || none.URL() != "" {
+		t.Error("a nil UI did something")
+	}
 }

@@ -1,0 +1,468 @@
+package ingest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/gale-stream/gale/event"
+)
+
+// fakeServe is a gale serve whose answers a test scripts: batch answers the n-th
+// batch request (1-based) of evs with an HTTP status and a body (a BatchAnswer,
+// or a string for an answer no gale serve gives); status answers the n-th poll of
+// an event id. It records each batch's ids and when it came.
+type fakeServe struct {
+	t      *testing.T
+	batch  func(n int, evs []event.Event) (int, any)
+	status func(id string, n int) (int, any)
+
+	mu       sync.Mutex
+	requests [][]string
+	at       []time.Time
+	polls    map[string]int
+}
+
+func startFake(t *testing.T, f *fakeServe) *Client {
+	t.Helper()
+	f.t, f.polls = t, map[string]int{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return &Client{URL: srv.URL}
+}
+
+func (f *fakeServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var code int
+	var body any
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/events:batch":
+		var evs []event.Event
+		var ids []string
+		sc := bufio.NewScanner(r.Body)
+		for sc.Scan() {
+			var e event.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				f.t.Errorf("batch line %q: %v", sc.Bytes(), err)
+			}
+			evs, ids = append(evs, e), append(ids, e.ID)
+		}
+		f.mu.Lock()
+		f.requests = append(f.requests, ids)
+		f.at = append(f.at, time.Now())
+		n := len(f.requests)
+		f.mu.Unlock()
+		code, body = f.batch(n, evs)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/events/"):
+		id := strings.TrimPrefix(r.URL.Path, "/v1/events/")
+		f.mu.Lock()
+		f.polls[id]++
+		n := f.polls[id]
+		f.mu.Unlock()
+		code, body = f.status(id, n)
+	default:
+		code, body = http.StatusNotFound, "no such route"
+	}
+	w.WriteHeader(code)
+	if s, ok := body.(string); ok {
+		fmt.Fprint(w, s)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// sent is the ids of every batch request, in order.
+func (f *fakeServe) sent() [][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
+}
+
+// answerAll answers every event of evs with status st.
+func answerAll(evs []event.Event, st Status) BatchAnswer {
+	var ba BatchAnswer
+	for i, e := range evs {
+		ba.Results = append(ba.Results, Answer{Line: i + 1, EventID: e.ID, Status: st})
+	}
+	return ba
+}
+
+// someEvents are n valid events e1..en.
+func someEvents(n int) []event.Event {
+	var evs []event.Event
+	for i := 1; i <= n; i++ {
+		evs = append(evs, event.Event{ID: fmt.Sprintf("e%d", i), Source: "orders", Type: "order_line", Payload: json.RawMessage(`{}`)})
+	}
+	return evs
+}
+
+// eventsOf yields evs, then err if not nil.
+func eventsOf(evs []event.Event, err error) iter.Seq2[event.Event, error] {
+	return func(yield func(event.Event, error) bool) {
+		for _, e := range evs {
+			if !yield(e, nil) {
+				return
+			}
+		}
+		if err != nil {
+			yield(event.Event{}, err)
+		}
+	}
+}
+
+// progressLog keeps every Progress a run reports.
+type progressLog struct {
+	mu sync.Mutex
+	ps []Progress
+}
+
+func (l *progressLog) add(p Progress) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ps = append(l.ps, p)
+}
+
+func (l *progressLog) of(k ProgressKind) []Progress {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Progress
+	for _, p := range l.ps {
+		if p.Kind == k {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func sendOptions(l *progressLog) SendOptions {
+	o := DefaultSendOptions()
+	o.Batch, o.Workers = 3, 1
+	if l != nil {
+		o.Progress = l.add
+	}
+	return o
+}
+
+func bounded(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestSendAllResendsAFailedRequest: a request with no answer per event (a proxy's
+// 502 page) is sent again, whole and with the same ids, after 50 ms, then 100 ms;
+// each retry is told as it happens and counted as a failed request.
+func TestSendAllResendsAFailedRequest(t *testing.T) {
+	f := &fakeServe{batch: func(n int, evs []event.Event) (int, any) {
+		if n <= 2 {
+			return http.StatusBadGateway, "<html>bad gateway</html>"
+		}
+		return http.StatusOK, answerAll(evs, Processed)
+	}}
+	c := startFake(t, f)
+	var l progressLog
+	rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(&l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sent != 3 || rep.Final["PROCESSED"] != 3 || len(rep.Final) != 1 || rep.Retries != 2 || rep.Failed != 2 || rep.Resent != 6 || rep.Broken() != 0 || len(rep.Problems) != 0 {
+		t.Errorf("report %+v", rep)
+	}
+	want := []string{"e1", "e2", "e3"}
+	if s := f.sent(); len(s) != 3 || !slices.Equal(s[0], want) || !slices.Equal(s[1], want) || !slices.Equal(s[2], want) {
+		t.Errorf("requests %v; want %v three times", s, want)
+	}
+	rs := l.of(ProgressRetryRequest)
+	if len(rs) != 2 {
+		t.Fatalf("retries told: %+v", rs)
+	}
+	for i, p := range rs {
+		if p.Retry != i+1 || p.Wait != 50*time.Millisecond<<i || p.Request != 3 || p.FirstID != "e1" || p.LastID != "e3" ||
+			p.Err == nil || !strings.Contains(p.Err.Error(), "HTTP 502") {
+			t.Errorf("retry %d told %+v", i+1, p)
+		}
+	}
+	if bs := l.of(ProgressBatch); len(bs) != 1 || bs[0].Batch != 3 || bs[0].Sent != 3 || bs[0].Answered != 3 || bs[0].Retries != 2 || bs[0].Resent != 6 {
+		t.Errorf("batches told: %+v", bs)
+	}
+}
+
+// TestSendAllResendsOnlyTheRetryableEvents: of a batch, only the event answered
+// FAILED_RETRYABLE is sent again, and after a second at least when the server
+// said 429 (overloaded); the others are final at once.
+func TestSendAllResendsOnlyTheRetryableEvents(t *testing.T) {
+	f := &fakeServe{batch: func(n int, evs []event.Event) (int, any) {
+		ba := answerAll(evs, Processed)
+		if n == 1 {
+			ba.Results[1].Status, ba.Results[1].Error = FailedRetryable, "log overloaded"
+			return http.StatusTooManyRequests, ba
+		}
+		return http.StatusOK, ba
+	}}
+	c := startFake(t, f)
+	var l progressLog
+	rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(&l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Final["PROCESSED"] != 3 || rep.Retries != 1 || rep.Failed != 0 || rep.Resent != 1 || rep.Broken() != 0 {
+		t.Errorf("report %+v", rep)
+	}
+	s := f.sent()
+	if len(s) != 2 || !slices.Equal(s[1], []string{"e2"}) {
+		t.Fatalf("requests %v; want e2 alone sent again", s)
+	}
+	f.mu.Lock()
+	gap := f.at[1].Sub(f.at[0])
+	f.mu.Unlock()
+	if gap < time.Second {
+		t.Errorf("sent again after %v; want a second at least after a 429", gap)
+	}
+	rs := l.of(ProgressRetryEvents)
+	if len(rs) != 1 || rs[0].Events != 1 || rs[0].Request != 3 || rs[0].HTTPStatus != 429 || rs[0].Reason != "log overloaded" ||
+		rs[0].Wait != time.Second || rs[0].Retry != 1 {
+		t.Errorf("retries told: %+v", rs)
+	}
+}
+
+// TestSendAllGivesUp: after Retries re-sends, a request that still got no answer
+// per event is given up (told, its events FAILED_RETRYABLE with the error), and an
+// event still answered FAILED_RETRYABLE ends so, while its batch's others are final.
+func TestSendAllGivesUp(t *testing.T) {
+	t.Run("request", func(t *testing.T) {
+		f := &fakeServe{batch: func(int, []event.Event) (int, any) { return http.StatusInternalServerError, "oops" }}
+		c := startFake(t, f)
+		var l progressLog
+		o := sendOptions(&l)
+		o.Retries = 2
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.sent()) != 3 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 || len(rep.Problems) != 3 || !strings.Contains(rep.Problems[0].Error, "HTTP 500") {
+			t.Errorf("%d requests, report %+v", len(f.sent()), rep)
+		}
+		if g := l.of(ProgressGaveUp); len(g) != 1 || g[0].Tries != 2 || g[0].Request != 3 || g[0].Err == nil {
+			t.Errorf("gave up told: %+v", g)
+		}
+	})
+	t.Run("event", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			ba := answerAll(evs, Processed)
+			ba.Results[0].Status, ba.Results[0].Error = FailedRetryable, "fsync failed"
+			return http.StatusOK, ba
+		}}
+		c := startFake(t, f)
+		var l progressLog
+		o := sendOptions(&l)
+		o.Batch, o.Retries = 2, 2
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(2), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := f.sent()
+		if len(s) != 3 || !slices.Equal(s[1], []string{"e1"}) || !slices.Equal(s[2], []string{"e1"}) {
+			t.Errorf("requests %v", s)
+		}
+		if rep.Final["PROCESSED"] != 1 || rep.Final["FAILED_RETRYABLE"] != 1 || rep.Broken() != 1 || rep.Retries != 2 || rep.Resent != 2 ||
+			len(rep.Problems) != 1 || rep.Problems[0].EventID != "e1" || rep.Problems[0].Error != "fsync failed" {
+			t.Errorf("report %+v", rep)
+		}
+		rs := l.of(ProgressRetryEvents)
+		if len(rs) != 2 || rs[0].Wait != 50*time.Millisecond || rs[1].Wait != 100*time.Millisecond {
+			t.Errorf("retries told: %+v", rs)
+		}
+	})
+}
+
+// TestSendAllPollsUntilFinal: events answered PERSISTED (the request's wait ran
+// out) are polled until PROCESSED or FAILED_FINAL, an unknown id (404) and a
+// PERSISTED status polled again; past the deadline they end as they last read.
+func TestSendAllPollsUntilFinal(t *testing.T) {
+	t.Run("final", func(t *testing.T) {
+		f := &fakeServe{
+			batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Persisted) },
+			status: func(id string, n int) (int, any) {
+				switch {
+				case id == "e1" && n <= 2:
+					return http.StatusOK, EventStatus{EventID: id, Status: Persisted}
+				case id == "e2":
+					return http.StatusOK, EventStatus{EventID: id, Status: FailedFinal, Attempts: 5, LastError: "sink refused"}
+				case id == "e3" && n == 1:
+					return http.StatusNotFound, `{"error":"not found"}`
+				}
+				return http.StatusOK, EventStatus{EventID: id, Status: Processed, Attempts: 1}
+			},
+		}
+		c := startFake(t, f)
+		var l progressLog
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(&l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Final["PROCESSED"] != 2 || rep.Final["FAILED_FINAL"] != 1 || len(rep.Final) != 2 || rep.Broken() != 0 ||
+			len(rep.Problems) != 1 || rep.Problems[0].EventID != "e2" || rep.Problems[0].Error != "sink refused" || rep.Problems[0].Attempts != 5 {
+			t.Errorf("report %+v", rep)
+		}
+		f.mu.Lock()
+		polls := fmt.Sprint(f.polls)
+		f.mu.Unlock()
+		if polls != "map[e1:3 e2:1 e3:2]" {
+			t.Errorf("polls %s", polls)
+		}
+		if ps := l.of(ProgressPoll); len(ps) != 3 || ps[0].Events != 2 || ps[2].Events != 0 || ps[2].Answered != 3 {
+			t.Errorf("polls told: %+v", ps)
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		f := &fakeServe{
+			batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Persisted) },
+			status: func(id string, _ int) (int, any) {
+				return http.StatusOK, EventStatus{EventID: id, Status: Persisted, Seq: 7}
+			},
+		}
+		c := startFake(t, f)
+		o := sendOptions(nil)
+		o.Deadline = 300 * time.Millisecond
+		start := time.Now()
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(1), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < o.Deadline || took > 10*time.Second {
+			t.Errorf("polling took %v with a deadline of %v", took, o.Deadline)
+		}
+		if rep.Final["PERSISTED"] != 1 || rep.Broken() != 1 || len(rep.Problems) != 1 || rep.Problems[0].Seq != 7 {
+			t.Errorf("report %+v", rep)
+		}
+	})
+}
+
+// TestSendAllStopsWithoutProgress: when nothing but failures comes back for GiveUp,
+// the run stops with an error wrapping ErrNoProgress that names the last error,
+// though retries were left.
+func TestSendAllStopsWithoutProgress(t *testing.T) {
+	f := &fakeServe{batch: func(int, []event.Event) (int, any) { return http.StatusBadGateway, "upstream down" }}
+	c := startFake(t, f)
+	o := sendOptions(nil)
+	o.Retries, o.GiveUp = 1000, 300*time.Millisecond
+	start := time.Now()
+	rep, err := c.SendAll(bounded(t), eventsOf(someEvents(6), nil), o)
+	if !errors.Is(err, ErrNoProgress) || !strings.Contains(err.Error(), "HTTP 502: upstream down") {
+		t.Fatalf("error %v; want no progress, naming the last error", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("stopped after %v, with GiveUp %v", took, o.GiveUp)
+	}
+	if rep.Sent != 3 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 {
+		t.Errorf("report %+v; want the first batch given up, the second not sent", rep)
+	}
+}
+
+// TestSendAllProgressKeepsItGoing: GiveUp counts from the last answer other than
+// FAILED_RETRYABLE, not from the start: a run longer than GiveUp whose answers keep
+// coming (a request every 150 ms, GiveUp 400 ms) goes to its end.
+func TestSendAllProgressKeepsItGoing(t *testing.T) {
+	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+		time.Sleep(150 * time.Millisecond)
+		return http.StatusOK, answerAll(evs, Processed)
+	}}
+	c := startFake(t, f)
+	o := sendOptions(nil)
+	o.Batch, o.GiveUp = 1, 400*time.Millisecond
+	rep, err := c.SendAll(bounded(t), eventsOf(someEvents(6), nil), o)
+	if err != nil || rep.Final["PROCESSED"] != 6 || rep.Elapsed < 2*o.GiveUp {
+		t.Errorf("report %+v, %v; want 6 PROCESSED over more than %v", rep, err, 2*o.GiveUp)
+	}
+}
+
+// TestSendAllReadError: an error reading the events stops the run once what was
+// read in whole batches is sent; it is returned, and nothing of a partial batch is
+// sent.
+func TestSendAllReadError(t *testing.T) {
+	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Processed) }}
+	c := startFake(t, f)
+	bad := errors.New("day.csv: line 5: bad quote")
+	rep, err := c.SendAll(bounded(t), eventsOf(someEvents(4), bad), sendOptions(nil))
+	if !errors.Is(err, bad) {
+		t.Fatalf("error %v", err)
+	}
+	if rep.Sent != 3 || rep.Final["PROCESSED"] != 3 || len(f.sent()) != 1 {
+		t.Errorf("report %+v after %d requests", rep, len(f.sent()))
+	}
+}
+
+// TestSendAllRefusesBadOptions: a batch of no events, no request in flight or
+// negative retries are refused before anything is read.
+func TestSendAllRefusesBadOptions(t *testing.T) {
+	c := &Client{URL: "http://127.0.0.1:1"}
+	read := false
+	events := func(func(event.Event, error) bool) { read = true }
+	for _, tune := range []func(*SendOptions){
+		func(o *SendOptions) { o.Batch = 0 },
+		func(o *SendOptions) { o.Workers = 0 },
+		func(o *SendOptions) { o.Retries = -1 },
+	} {
+		o := DefaultSendOptions()
+		tune(&o)
+		if _, err := c.SendAll(context.Background(), events, o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	if read {
+		t.Error("events read")
+	}
+}
+
+// TestSendAllAgainstTheService: against a real service (log, topology, sink), every
+// event ends PROCESSED but the one the sink always refuses, which is dead-lettered
+// FAILED_FINAL with the sink's reason (not broken); at ack=persisted every event
+// is polled to its end; sent again, every answer is a duplicate.
+func TestSendAllAgainstTheService(t *testing.T) {
+	sink := newSink(func(id string) int {
+		if id == "e13" {
+			return 1000
+		}
+		return 0
+	})
+	r := startRig(t, vfs.NewMem(), sink, Config{Tracker: TrackerConfig{MaxAttempts: 2, BackoffBase: time.Millisecond}})
+	c := &Client{URL: r.srv.URL}
+	evs := someEvents(50)
+	check := func(what string, rep *Report, dups int) {
+		t.Helper()
+		if rep.Sent != 50 || rep.Final["PROCESSED"] != 49 || rep.Final["FAILED_FINAL"] != 1 || len(rep.Final) != 2 || rep.Broken() != 0 ||
+			len(rep.Problems) != 1 || rep.Problems[0].EventID != "e13" || !strings.Contains(rep.Problems[0].Error, "refused") || rep.Duplicates != dups {
+			t.Errorf("%s: report %+v", what, rep)
+		}
+	}
+	o := DefaultSendOptions()
+	o.Batch, o.Workers, o.Level = 7, 3, LevelPersisted
+	rep, err := c.SendAll(bounded(t), eventsOf(evs, nil), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ack=persisted", rep, 0)
+	for _, e := range evs {
+		if applied, _ := sink.count(e.ID); applied != 1 && e.ID != "e13" {
+			t.Errorf("%s applied %d times", e.ID, applied)
+		}
+	}
+	o.Level = LevelProcessed
+	rep, err = c.SendAll(bounded(t), eventsOf(evs, nil), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("sent again", rep, 50)
+}
