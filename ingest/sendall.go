@@ -193,7 +193,7 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 	// The watchdog: no progress for o.GiveUp stops everything.
 	if o.GiveUp > 0 {
 		go func() {
-			t := time.NewTicker(min(o.GiveUp/10, time.Second))
+			t := time.NewTicker(max(min(o.GiveUp/10, time.Second), time.Millisecond))
 			defer t.Stop()
 			for {
 				select {

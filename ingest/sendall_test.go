@@ -376,7 +376,7 @@ func TestSendAllStopsWithoutProgress(t *testing.T) {
 // coming (a request every 150 ms, GiveUp 400 ms) goes to its end.
 func TestSendAllProgressKeepsItGoing(t *testing.T) {
 	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // a slow server: the time between answers is the scenario
 		return http.StatusOK, answerAll(evs, Processed)
 	}}
 	c := startFake(t, f)
@@ -465,4 +465,17 @@ func TestSendAllAgainstTheService(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("sent again", rep, 50)
+}
+
+// Found by a breaker: a GiveUp under 10 ns made the watchdog's ticker interval
+// zero, a panic in its goroutine. The run now just gives up at once.
+func TestSendAllTinyGiveUpDoesNotPanic(t *testing.T) {
+	f := &fakeServe{batch: func(int, []event.Event) (int, any) { return http.StatusBadGateway, "upstream down" }}
+	c := startFake(t, f)
+	o := sendOptions(nil)
+	o.Retries, o.GiveUp = 1000, 5*time.Nanosecond
+	_, err := c.SendAll(bounded(t), eventsOf(someEvents(2), nil), o)
+	if !errors.Is(err, ErrNoProgress) {
+		t.Fatalf("error %v; want ErrNoProgress", err)
+	}
 }

@@ -160,8 +160,12 @@ func redact(rawURL string) string {
 		scheme, _, _ := strings.Cut(rawURL, "://")
 		return scheme + "://(unparsable URL)"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()

@@ -31,6 +31,11 @@ func IsRef(s string) bool { return strings.HasPrefix(s, "env:") || strings.HasPr
 // file's contents for @PATH, s itself otherwise. An unset or empty variable, or
 // an unreadable or empty file, is an error naming it (never its value).
 func ResolveURL(s string) (string, error) {
+	if IsRef(s) && strings.Contains(s, "://") {
+		// A URL typed where its name was meant (env:postgres://u:pw@...): say so
+		// without echoing it, password and all.
+		return "", errors.New("sink: a reference (env:NAME or @PATH) holds a URL: give the variable's name or the file's path, not the URL itself")
+	}
 	switch {
 	case strings.HasPrefix(s, "env:"):
 		name := strings.TrimPrefix(s, "env:")
@@ -75,10 +80,11 @@ func HoldsSecret(s string) bool {
 		if _, ok := u.User.Password(); ok {
 			return true
 		}
-		return u.Query().Has("password")
+		q := u.Query()
+		return q.Has("password") || q.Has("sslpassword")
 	}
 	for _, f := range strings.Fields(s) {
-		if k, _, ok := strings.Cut(f, "="); ok && strings.EqualFold(k, "password") {
+		if k, _, ok := strings.Cut(f, "="); ok && (strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword")) {
 			return true
 		}
 	}

@@ -89,3 +89,22 @@ func TestOpenByReference(t *testing.T) {
 		t.Errorf("Open of an unset variable: %v", err)
 	}
 }
+
+// Found by a breaker: sslpassword slipped past HoldsSecret and the redaction, a
+// URL typed after env: or @ was echoed in the error.
+func TestSecretsFoundByReview(t *testing.T) {
+	for _, s := range []string{"postgres://u@h/db?sslpassword=pw", "host=h sslpassword=pw"} {
+		if !HoldsSecret(s) {
+			t.Errorf("HoldsSecret(%q) = false", s)
+		}
+	}
+	if r := redact("postgres://u@h/db?sslpassword=secretpw&sslmode=require"); strings.Contains(r, "secretpw") {
+		t.Errorf("redact left the sslpassword: %s", r)
+	}
+	for _, s := range []string{"env:postgres://u:secretpw@h/db", "@postgres://u:secretpw@h/db"} {
+		_, err := ResolveURL(s)
+		if err == nil || strings.Contains(err.Error(), "secretpw") || !strings.Contains(err.Error(), "holds a URL") {
+			t.Errorf("ResolveURL(%q): %v, want an error that does not echo it", s, err)
+		}
+	}
+}
