@@ -187,7 +187,7 @@ func TestStartRefusesAPipelineThatDoesNotFit(t *testing.T) {
 
 type idleSpout struct{ topology.BaseSpout }
 
-func (*idleSpout) NextTuple() { time.Sleep(time.Millisecond) }
+func (*idleSpout) NextTuple() { time.Sleep(time.Millisecond) } // idle, as a spout with nothing to emit waits a little
 
 type dropBolt struct{ topology.BaseBasicBolt }
 
