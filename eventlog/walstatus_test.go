@@ -57,22 +57,7 @@ func TestStatusWritesAfterTornNewestWALReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	wal := newestWAL(t, fs, "data")
-	ws, err := scanWALs(fs, "data")
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := int64(-1)
-	for _, x := range ws {
-		for _, b := range x.Batches {
-			if x.Name == wal && b.min == 0 && bytes.Contains(b.repr, []byte(`"PROCESSED","seq":1}`)) {
-				off = b.off + 40
-			}
-		}
-	}
-	if off < 0 {
-		t.Fatal("the status batch is not in the newest WAL")
-	}
-	overwrite4(t, fs, wal, off)
+	overwrite4(t, fs, wal, statusBatchOffset(t, fs, wal, 1))
 
 	rep, err := Check("data", fs)
 	if err != nil {
@@ -138,22 +123,7 @@ func TestDamagedLastBatchBeforeEOFTrailerReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	wal := newestWAL(t, fs, "data")
-	ws, err := scanWALs(fs, "data")
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := int64(-1)
-	for _, x := range ws {
-		for _, b := range x.Batches {
-			if x.Name == wal && b.min == 0 && bytes.Contains(b.repr, []byte(`"PROCESSED","seq":11}`)) {
-				off = b.off + 40
-			}
-		}
-	}
-	if off < 0 {
-		t.Fatal("the status batch is not in the newest WAL")
-	}
-	overwrite4(t, fs, wal, off)
+	overwrite4(t, fs, wal, statusBatchOffset(t, fs, wal, 11))
 
 	rep, err := Check("data", fs)
 	if err != nil {
@@ -184,4 +154,27 @@ func TestDamagedLastBatchBeforeEOFTrailerReported(t *testing.T) {
 		t.Fatalf("Open's log, want one WARN naming %s, its EOF trailer after the damage and the committed offset it starts from:\n%s", wal, logs.String())
 	}
 	t.Logf("Open: %s", warn[0])
+}
+
+// statusBatchOffset is an offset 40 bytes into the batch of wal that holds the
+// PROCESSED status document of seq: inside the batch, so that damage there cuts it.
+func statusBatchOffset(t *testing.T, fs vfs.FS, wal string, seq int) int64 {
+	t.Helper()
+	ws, err := scanWALs(fs, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	needle := []byte(fmt.Sprintf(`"PROCESSED","seq":%d}`, seq))
+	off := int64(-1)
+	for _, x := range ws {
+		for _, b := range x.Batches {
+			if x.Name == wal && b.min == 0 && bytes.Contains(b.repr, needle) {
+				off = b.off + 40 // the last such batch
+			}
+		}
+	}
+	if off < 0 {
+		t.Fatalf("no batch of %s holds the status of seq %d", wal, seq)
+	}
+	return off
 }
