@@ -1,0 +1,11 @@
+package component_test
+
+import (
+	"testing"
+
+	"github.com/gale-stream/gale/internal/leaktest"
+)
+
+// The example and TestAddRunsTopology start engines: every goroutine they start
+// must end with them.
+func TestMain(m *testing.M) { leaktest.Main(m) }

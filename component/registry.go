@@ -1,0 +1,366 @@
+package component
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+var (
+	// ErrRegister wraps every error of Register: the program declared a class wrongly.
+	ErrRegister = errors.New("invalid declaration")
+	// ErrUnknownClass: a file names a class the binary did not register.
+	ErrUnknownClass = errors.New("unknown class")
+)
+
+// Declaration declares one class. Exactly one of Spout, Bolt and BasicBolt is set.
+//
+// The maker runs once per component, when the topology is built: it reads and checks
+// the Spec and returns the factory that builds each task's instance. So a bad file
+// fails at build, naming the component and class, before any task starts.
+type Declaration struct {
+	Class string // what a file's className says, e.g. "wordlen.Split"; no spaces
+	Doc   string // one line, shown by listings
+
+	Spout     func(Spec) (func() topology.Spout, error)
+	Bolt      func(Spec) (func() topology.Bolt, error)
+	BasicBolt func(Spec) (func() topology.BasicBolt, error)
+
+	// Outputs are the streams the class emits given its Spec (Storm's
+	// declareOutputFields); nil declares none (a sink bolt). A function of the Spec,
+	// because some classes take their output fields from the file (Flux's shell bolts).
+	Outputs func(Spec) ([]Output, error)
+}
+
+// Output is one stream a class emits.
+type Output struct {
+	Stream string   // "" is the default stream
+	Fields []string // the names of its values, in order
+	Direct bool     // emitted with EmitDirect only, consumed with direct grouping only
+}
+
+// Kind is what a class is: a spout, a bolt or a basic (auto-acking) bolt. A file's
+// reader checks it against the section the component is in (Flux's spouts or bolts).
+type Kind int
+
+// The kinds; the zero Kind is a declaration that sets none of the three.
+const (
+	SpoutKind Kind = iota + 1
+	BoltKind
+	BasicBoltKind
+)
+
+func (k Kind) String() string {
+	switch k {
+	case SpoutKind:
+		return "spout"
+	case BoltKind:
+		return "bolt"
+	case BasicBoltKind:
+		return "basic bolt"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Kind returns which of Spout, Bolt and BasicBolt is set; 0 if not exactly one is.
+func (d Declaration) Kind() Kind {
+	var k Kind
+	n := 0
+	if d.Spout != nil {
+		k, n = SpoutKind, n+1
+	}
+	if d.Bolt != nil {
+		k, n = BoltKind, n+1
+	}
+	if d.BasicBolt != nil {
+		k, n = BasicBoltKind, n+1
+	}
+	if n != 1 {
+		return 0
+	}
+	return k
+}
+
+// Registry holds the classes a binary offers to topology files. The zero value is
+// empty and ready; it is safe for concurrent use.
+type Registry struct {
+	mu      sync.RWMutex
+	classes map[string]Declaration
+}
+
+// Register declares a class. It refuses, naming the class, an empty class or one with
+// a space or control character, a Doc of more than one line, a declaration that sets
+// none or more than one of Spout, Bolt and BasicBolt, and a class registered before
+// (the first stays): each error wraps ErrRegister.
+func (r *Registry) Register(d Declaration) error {
+	if err := check(d); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.classes[d.Class]; ok {
+		return fmt.Errorf("class %q: %w: registered twice (first as a %s: %q)", d.Class, ErrRegister, prev.Kind(), prev.Doc)
+	}
+	if r.classes == nil {
+		r.classes = map[string]Declaration{}
+	}
+	r.classes[d.Class] = d
+	return nil
+}
+
+func check(d Declaration) error {
+	if d.Class == "" {
+		return fmt.Errorf("%w: empty class name (doc %q)", ErrRegister, d.Doc)
+	}
+	for i, c := range d.Class {
+		if unicode.IsSpace(c) || unicode.IsControl(c) {
+			// A file's className is one word: such a class could never be named.
+			return fmt.Errorf("class %q: %w: %q at byte %d (a class name has no spaces)", d.Class, ErrRegister, c, i)
+		}
+	}
+	if strings.ContainsAny(d.Doc, "\r\n") {
+		return fmt.Errorf("class %q: %w: doc has a line break (listings show it on one line)", d.Class, ErrRegister)
+	}
+	var set []string
+	if d.Spout != nil {
+		set = append(set, "Spout")
+	}
+	if d.Bolt != nil {
+		set = append(set, "Bolt")
+	}
+	if d.BasicBolt != nil {
+		set = append(set, "BasicBolt")
+	}
+	switch len(set) {
+	case 0:
+		return fmt.Errorf("class %q: %w: none of Spout, Bolt and BasicBolt is set", d.Class, ErrRegister)
+	case 1:
+		return nil
+	}
+	return fmt.Errorf("class %q: %w: %s are set; set exactly one", d.Class, ErrRegister, strings.Join(set, " and "))
+}
+
+// Lookup returns the declaration of class. An unknown class is an error wrapping
+// ErrUnknownClass that suggests near misses and lists the registered classes.
+func (r *Registry) Lookup(class string) (Declaration, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if d, ok := r.classes[class]; ok {
+		return d, nil
+	}
+	if len(r.classes) == 0 {
+		return Declaration{}, fmt.Errorf("%w %q: no class is registered", ErrUnknownClass, class)
+	}
+	names := make([]string, 0, len(r.classes))
+	for c := range r.classes {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	msg := fmt.Sprintf("%q", class)
+	if near := nearest(class, names); len(near) > 0 {
+		msg += "; did you mean " + quoteOr(near) + "?"
+	}
+	return Declaration{}, fmt.Errorf("%w %s (registered: %s)", ErrUnknownClass, msg, strings.Join(names, ", "))
+}
+
+// Classes returns every declaration, sorted by class.
+func (r *Registry) Classes() []Declaration {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Declaration, 0, len(r.classes))
+	for _, d := range r.classes {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Class < out[j].Class })
+	return out
+}
+
+// Add declares component id of class on b: it runs the class's maker and Outputs on
+// spec, checks that they read every argument and property of spec, and declares the
+// component with its outputs. It returns the Declarer, for the caller to add the
+// bolt's groupings.
+//
+// Every error names id and class, and leaves b untouched: an unknown class (wrapping
+// ErrUnknownClass), an error the maker or Outputs returned (wrapped as it is, so
+// ErrSpec from a Spec method still matches), a panic in either, a nil factory, a
+// stream declared twice, a reserved stream id or a bad field name, an argument or
+// property nothing read (wrapping ErrSpec). The id and parallelism are checked by b's
+// Build, as for any component.
+func (r *Registry) Add(b *topology.Builder, id, class string, spec Spec, parallelism int) (*topology.Declarer, error) {
+	if b == nil {
+		return nil, fmt.Errorf("component %q (class %q): nil builder", id, class)
+	}
+	d, err := r.Lookup(class)
+	if err != nil {
+		return nil, fmt.Errorf("component %q: %w", id, err)
+	}
+	wrap := func(err error) error { return fmt.Errorf("component %q (class %q): %w", id, class, err) }
+	spec = spec.tracked()
+	var (
+		spout func() topology.Spout
+		bolt  func() topology.Bolt
+		basic func() topology.BasicBolt
+	)
+	switch d.Kind() {
+	case SpoutKind:
+		spout, err = runMaker(d.Kind(), d.Spout, spec)
+	case BoltKind:
+		bolt, err = runMaker(d.Kind(), d.Bolt, spec)
+	case BasicBoltKind:
+		basic, err = runMaker(d.Kind(), d.BasicBolt, spec)
+	}
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var outs []Output
+	if d.Outputs != nil {
+		if outs, err = outputs(d.Outputs, spec); err != nil {
+			return nil, wrap(err)
+		}
+	}
+	if err := spec.unread(); err != nil {
+		return nil, wrap(err)
+	}
+	var dec *topology.Declarer
+	switch {
+	case spout != nil:
+		dec = b.SetSpout(id, spout, parallelism)
+	case bolt != nil:
+		dec = b.SetBolt(id, bolt, parallelism)
+	default:
+		dec = b.SetBasicBolt(id, basic, parallelism)
+	}
+	for _, o := range outs {
+		if o.Direct {
+			dec.DirectStream(o.Stream, o.Fields...)
+		} else {
+			dec.OutputStream(o.Stream, o.Fields...)
+		}
+	}
+	return dec, nil
+}
+
+// factory is what a maker returns.
+type factory interface {
+	func() topology.Spout | func() topology.Bolt | func() topology.BasicBolt
+}
+
+// runMaker runs a maker, turning a panic or a nil factory into an error.
+func runMaker[F factory](k Kind, maker func(Spec) (F, error), spec Spec) (f F, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s maker panicked: %v", k, p)
+		}
+	}()
+	if f, err = maker(spec); err == nil && f == nil {
+		err = fmt.Errorf("%s maker returned a nil factory and no error", k)
+	}
+	return f, err
+}
+
+// outputs runs Outputs and checks what the builder would only report at Build, so
+// that the error names the class whose code (or spec) made the streams.
+func outputs(fn func(Spec) ([]Output, error), spec Spec) (outs []Output, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			outs, err = nil, fmt.Errorf("Outputs panicked: %v", p)
+		}
+	}()
+	if outs, err = fn(spec); err != nil {
+		return nil, fmt.Errorf("Outputs: %w", err)
+	}
+	outs = append([]Output(nil), outs...)
+	seen := map[string]bool{}
+	for i := range outs {
+		o := &outs[i]
+		if o.Stream == "" {
+			o.Stream = tuple.DefaultStream
+		}
+		if seen[o.Stream] {
+			return nil, fmt.Errorf("Outputs: stream %q declared twice", o.Stream)
+		}
+		seen[o.Stream] = true
+		if strings.HasPrefix(o.Stream, "__") {
+			return nil, fmt.Errorf("Outputs: stream id %q is reserved (ids starting with __ are system ids)", o.Stream)
+		}
+		if err := tuple.NewFields(o.Fields...).Validate(); err != nil {
+			return nil, fmt.Errorf("Outputs: stream %q: %w", o.Stream, err)
+		}
+		o.Fields = append([]string(nil), o.Fields...)
+	}
+	return outs, nil
+}
+
+// nearest returns the names closest to a miss: equal but for case, equal in the last
+// dotted part ("SplitSentence" for "com.example.SplitSentence"), or a few edits away.
+func nearest(miss string, names []string) []string {
+	best, out := -1, []string(nil)
+	lower := strings.ToLower(miss)
+	for _, n := range names {
+		ln := strings.ToLower(n)
+		score := -1
+		switch {
+		case ln == lower:
+			score = 0
+		case lastPart(ln) != "" && lastPart(ln) == lastPart(lower):
+			score = 1
+		default:
+			if d := distance(lower, ln); d <= 2+len(miss)/10 {
+				score = 1 + d
+			}
+		}
+		if score < 0 {
+			continue
+		}
+		switch {
+		case best < 0 || score < best:
+			best, out = score, []string{n}
+		case score == best:
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func lastPart(s string) string { return s[strings.LastIndexAny(s, "./")+1:] }
+
+// distance is the Levenshtein distance between a and b, in bytes (class names are
+// ASCII in practice).
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// quoteOr is `"a"`, `"a" or "b"`, `"a", "b" or "c"`.
+func quoteOr(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}

@@ -1,0 +1,350 @@
+package component
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrSpec wraps every error about a Spec's values: a missing constructor argument or
+// required property, a value of the wrong type, or one that no code of the class read.
+// It is the file's fault, not the program's.
+var ErrSpec = errors.New("invalid spec")
+
+// Spec is what a topology file gives one component: Flux's constructorArgs (Args, by
+// position) and properties (by name). Values are as a YAML or JSON decoder gives them:
+// string, int, float64, bool, nil, []any and map[string]any.
+//
+// Read it through the methods below, in the class's maker and Outputs: they name the
+// position or key and the type wanted when a value does not fit, and Registry.Add
+// reports any argument or property that none of them read (a misspelt property would
+// otherwise silently leave its default, where Flux would find no setter and fail).
+type Spec struct {
+	Args       []any
+	Properties map[string]any
+
+	reads *reads // set by Registry.Add: what the class read, for the unread check
+}
+
+// reads records the arguments and properties a class read. It has a lock because a
+// per-task factory may keep the Spec and read it from task goroutines.
+type reads struct {
+	mu    sync.Mutex
+	args  map[int]bool
+	props map[string]bool
+}
+
+func (s Spec) tracked() Spec {
+	s.reads = &reads{args: map[int]bool{}, props: map[string]bool{}}
+	return s
+}
+
+func (s Spec) markArg(i int) {
+	if s.reads != nil {
+		s.reads.mu.Lock()
+		s.reads.args[i] = true
+		s.reads.mu.Unlock()
+	}
+}
+
+func (s Spec) markProp(key string) {
+	if s.reads != nil {
+		s.reads.mu.Lock()
+		s.reads.props[key] = true
+		s.reads.mu.Unlock()
+	}
+}
+
+// unread reports the arguments and properties of a tracked Spec that nothing read.
+func (s Spec) unread() error {
+	if s.reads == nil {
+		return nil
+	}
+	s.reads.mu.Lock()
+	defer s.reads.mu.Unlock()
+	var problems []string
+	used := 0
+	for i := range s.Args {
+		if s.reads.args[i] {
+			used++
+		}
+	}
+	for i, v := range s.Args {
+		if !s.reads.args[i] {
+			problems = append(problems, fmt.Sprintf("constructorArgs[%d] (%s) is not used: the class read %d of %d", i, describe(v), used, len(s.Args)))
+		}
+	}
+	var known []string
+	for k := range s.reads.props {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	var keys []string
+	for k := range s.Properties {
+		if !s.reads.props[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		msg := fmt.Sprintf("property %q is not used", k)
+		if near := nearest(k, known); len(near) > 0 {
+			msg += "; did you mean " + quoteOr(near) + "?"
+		}
+		if len(known) > 0 {
+			msg += " (the class reads " + strings.Join(known, ", ") + ")"
+		} else {
+			msg += " (the class reads no properties)"
+		}
+		problems = append(problems, msg)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrSpec, strings.Join(problems, "; "))
+}
+
+// Arg returns constructor argument i as the file gave it.
+func (s Spec) Arg(i int) (any, error) {
+	if i < 0 {
+		return nil, fmt.Errorf("%w: constructorArgs[%d]: a negative position (the class's code is wrong)", ErrSpec, i)
+	}
+	s.markArg(i)
+	if i >= len(s.Args) {
+		return nil, fmt.Errorf("%w: constructorArgs[%d] is missing: the class takes at least %d, the file gives %d", ErrSpec, i, i+1, len(s.Args))
+	}
+	return s.Args[i], nil
+}
+
+// ArgString returns constructor argument i, which must be a string.
+func (s Spec) ArgString(i int) (string, error) { return arg(s, i, asString) }
+
+// ArgInt returns constructor argument i, which must be an integer (an integral float,
+// as JSON gives every number, is one).
+func (s Spec) ArgInt(i int) (int, error) { return arg(s, i, asInt) }
+
+// ArgFloat returns constructor argument i, which must be a number.
+func (s Spec) ArgFloat(i int) (float64, error) { return arg(s, i, asFloat) }
+
+// ArgBool returns constructor argument i, which must be true or false.
+func (s Spec) ArgBool(i int) (bool, error) { return arg(s, i, asBool) }
+
+// ArgStrings returns constructor argument i, which must be a list of strings (as
+// Flux's shell components take their command line and output fields).
+func (s Spec) ArgStrings(i int) ([]string, error) { return arg(s, i, asStrings) }
+
+// Prop returns property key as the file gave it, and whether the file gave it. A
+// class that passes free-form properties on (to a client's configuration) reads each
+// key of Properties with Prop, so that Add counts them as read.
+func (s Spec) Prop(key string) (any, bool) {
+	s.markProp(key)
+	v, ok := s.Properties[key]
+	return v, ok
+}
+
+// Require reports the keys the file does not give, in one error. Properties are
+// optional by default (Flux's are setters); this is for those a class cannot do
+// without. It does not count as reading them.
+func (s Spec) Require(keys ...string) error {
+	var missing []string
+	for _, k := range keys {
+		if _, ok := s.Properties[k]; !ok {
+			missing = append(missing, fmt.Sprintf("%q", k))
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: property %s is required", ErrSpec, missing[0])
+	}
+	return fmt.Errorf("%w: properties %s are required", ErrSpec, strings.Join(missing, ", "))
+}
+
+// String returns property key, which must be a string; def if the file does not give it.
+func (s Spec) String(key, def string) (string, error) { return prop(s, key, def, asString) }
+
+// Int returns property key, which must be an integer; def if the file does not give it.
+func (s Spec) Int(key string, def int) (int, error) { return prop(s, key, def, asInt) }
+
+// Float returns property key, which must be a number; def if the file does not give it.
+func (s Spec) Float(key string, def float64) (float64, error) { return prop(s, key, def, asFloat) }
+
+// Bool returns property key, which must be true or false; def if the file does not
+// give it.
+func (s Spec) Bool(key string, def bool) (bool, error) { return prop(s, key, def, asBool) }
+
+// Strings returns property key, which must be a list of strings; def if the file does
+// not give it.
+func (s Spec) Strings(key string, def []string) ([]string, error) {
+	return prop(s, key, def, asStrings)
+}
+
+// Duration returns property key, which must be a string such as "500ms" or "2m" (a
+// bare number is refused: its unit would be a guess); def if the file does not give it.
+func (s Spec) Duration(key string, def time.Duration) (time.Duration, error) {
+	return prop(s, key, def, asDuration)
+}
+
+func arg[T any](s Spec, i int, conv func(any) (T, string, error)) (T, error) {
+	var zero T
+	v, err := s.Arg(i)
+	if err != nil {
+		return zero, err
+	}
+	t, want, err := conv(v)
+	if err != nil {
+		return zero, fmt.Errorf("%w: constructorArgs[%d]: want %s, got %w", ErrSpec, i, want, err)
+	}
+	return t, nil
+}
+
+func prop[T any](s Spec, key string, def T, conv func(any) (T, string, error)) (T, error) {
+	v, ok := s.Prop(key)
+	if !ok {
+		return def, nil
+	}
+	t, want, err := conv(v)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%w: property %q: want %s, got %w", ErrSpec, key, want, err)
+	}
+	return t, nil
+}
+
+// Each conversion returns the value, what it wants (for the error), and an error
+// describing what it got instead.
+
+func asString(v any) (string, string, error) {
+	const want = "a string"
+	if s, ok := v.(string); ok {
+		return s, want, nil
+	}
+	return "", want, got(v)
+}
+
+func asInt(v any) (int, string, error) {
+	const want = "an integer"
+	switch n := v.(type) {
+	case int:
+		return n, want, nil
+	case int8:
+		return int(n), want, nil
+	case int16:
+		return int(n), want, nil
+	case int32:
+		return int(n), want, nil
+	case int64:
+		if n >= math.MinInt && n <= math.MaxInt {
+			return int(n), want, nil
+		}
+	case uint:
+		if uint64(n) <= math.MaxInt {
+			return int(n), want, nil
+		}
+	case uint8:
+		return int(n), want, nil
+	case uint16:
+		return int(n), want, nil
+	case uint32:
+		if uint64(n) <= math.MaxInt {
+			return int(n), want, nil
+		}
+	case uint64:
+		if n <= math.MaxInt {
+			return int(n), want, nil
+		}
+	case float32:
+		return asInt(float64(n))
+	case float64:
+		// JSON makes every number a float64: 3.0 is the integer 3, 3.5 is not one.
+		if n == math.Trunc(n) && n >= math.MinInt && n < math.MaxInt {
+			return int(n), want, nil
+		}
+	}
+	return 0, want, got(v)
+}
+
+func asFloat(v any) (float64, string, error) {
+	const want = "a number"
+	switch n := v.(type) {
+	case float64:
+		return n, want, nil
+	case float32:
+		return float64(n), want, nil
+	case string, bool, nil:
+	default:
+		if i, _, err := asInt(v); err == nil {
+			return float64(i), want, nil
+		}
+	}
+	return 0, want, got(v)
+}
+
+func asBool(v any) (bool, string, error) {
+	const want = "true or false"
+	if b, ok := v.(bool); ok {
+		return b, want, nil
+	}
+	return false, want, got(v)
+}
+
+func asStrings(v any) ([]string, string, error) {
+	const want = "a list of strings"
+	switch l := v.(type) {
+	case []string:
+		return slices.Clone(l), want, nil
+	case []any:
+		out := make([]string, len(l))
+		for i, e := range l {
+			s, ok := e.(string)
+			if !ok {
+				return nil, want, fmt.Errorf("a list whose element %d is %w", i, got(e))
+			}
+			out[i] = s
+		}
+		return out, want, nil
+	}
+	return nil, want, got(v)
+}
+
+func asDuration(v any) (time.Duration, string, error) {
+	const want = `a duration such as "500ms" or "2m"`
+	switch d := v.(type) {
+	case time.Duration:
+		return d, want, nil
+	case string:
+		if p, err := time.ParseDuration(d); err == nil {
+			return p, want, nil
+		}
+	}
+	return 0, want, got(v)
+}
+
+// got describes a value that did not fit, for an error.
+func got(v any) error { return errors.New(describe(v)) }
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("string %q", x)
+	case bool:
+		return fmt.Sprintf("bool %t", x)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprintf("integer %d", x)
+	case float32, float64:
+		return fmt.Sprintf("number %v", x)
+	case []any:
+		return fmt.Sprintf("a list of %d", len(x))
+	case map[string]any:
+		return fmt.Sprintf("a map of %d", len(x))
+	}
+	return fmt.Sprintf("%T %v", v, v)
+}
