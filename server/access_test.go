@@ -54,7 +54,7 @@ func startWith(t *testing.T, o Options) *Server {
 		o.Addr = "127.0.0.1:0"
 	}
 	o.DataDir = t.TempDir()
-	s, err := Start(context.Background(), o)
+	s, err := start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,14 +315,14 @@ func TestBatchLineOfAForeignSource(t *testing.T) {
 // Without any token gale serve stays on loopback unless told otherwise.
 func TestNonLoopbackAddrNeedsATokenOrInsecureNoAuth(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Start(context.Background(), Options{Addr: "0.0.0.0:0", DataDir: dir})
+	_, err := start(context.Background(), Options{Addr: "0.0.0.0:0", DataDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "--addr 0.0.0.0:0 is not a loopback address and no token is configured") {
 		t.Fatalf("open 0.0.0.0: %v", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("the refused start left %d files in the data directory", len(entries))
 	}
-	_, err = Start(context.Background(), Options{Addr: ":0", DataDir: dir, UIToken: ""})
+	_, err = start(context.Background(), Options{Addr: ":0", DataDir: dir, UIToken: ""})
 	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Fatalf("open :0: %v", err)
 	}

@@ -42,7 +42,7 @@ func TestCorruptionWhileServingIsReportedAndRefusedAtRestart(t *testing.T) {
 	dir := t.TempDir()
 	var logs testio.SyncBuffer
 	o := Options{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
-	s, err := Start(context.Background(), o)
+	s, err := start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestCorruptionWhileServingIsReportedAndRefusedAtRestart(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 
-	_, err = Start(context.Background(), o)
+	_, err = start(context.Background(), o)
 	var ce *eventlog.CorruptError
 	if !errors.As(err, &ce) || ce.File != damaged || !errors.Is(err, event.ErrCorrupt) {
 		t.Fatalf("restart = %v; want a refusal naming %s", err, damaged)

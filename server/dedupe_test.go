@@ -92,7 +92,7 @@ func postAck(t *testing.T, url, ack, body string) (int, ingest.Answer) {
 
 func startOrders(t *testing.T, dir string) *Server {
 	t.Helper()
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: orders.Pipeline()})
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: orders.Pipeline()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@
 // its tables (Schema), and Build, which builds its topology from Parts (the log
 // spout's factory, the sink's database, counters and health, the topology's
 // configuration) and may return the pipeline's own Prometheus collectors.
-// Options.Pipeline is the one a server runs (DefaultPipeline if zero). gale's
+// Options.Pipeline is the one a server runs (required). gale's
 // own are events.Pipeline (every event to a table, the newest version per key to
 // another) and orders.Pipeline (packages pipelines/events and pipelines/orders);
 // package server imports neither. A program that offers a choice keeps its

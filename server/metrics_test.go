@@ -93,7 +93,7 @@ func request(t *testing.T, method, url, body string) int {
 // lookup of an unknown id and a request no route matches.
 func trafficServe(t *testing.T) *Server {
 	t.Helper()
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir()})
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

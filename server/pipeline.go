@@ -29,6 +29,8 @@ type Pipeline struct {
 	// Name names the pipeline: gale serve --pipeline NAME, and the topology's name
 	// on a cluster and in the UI. Required.
 	Name string
+	// Doc says in a few words what it does (gale serve --help lists it).
+	Doc string
 	// Schema returns the statements that create the tables the pipeline writes,
 	// in the sink's SQL dialect. They run at every start (and before a rebuild),
 	// so they must be idempotent (CREATE ... IF NOT EXISTS). nil: none.
@@ -82,12 +84,6 @@ type Built struct {
 	// and a rebuild's are not exported.
 	Collectors []prometheus.Collector
 }
-
-// DefaultPipeline is what Start runs when Options.Pipeline is the zero Pipeline.
-// It is zero itself unless the program sets it, before any Start (gale sets it to
-// events.Pipeline(), gale serve's default); then Start refuses a zero
-// Options.Pipeline.
-var DefaultPipeline Pipeline
 
 func (p *Pipeline) zero() bool {
 	return p.Name == "" && p.Build == nil && p.Schema == nil && p.SinkComponents == nil && p.Pinned == nil

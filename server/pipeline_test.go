@@ -118,7 +118,7 @@ func TestPipelinesLookupListsRegistered(t *testing.T) {
 // row is committed there, and its metrics are in /metrics.
 func TestCustomPipelineThroughStart(t *testing.T) {
 	g, rows := greetings()
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: g})
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: g})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +143,7 @@ func TestCustomPipelineThroughStart(t *testing.T) {
 
 // Start refuses a pipeline whose topology does not fit the server, naming what:
 // a second spout (the log spout must be the one source, for the statuses), a
-// pinned component the topology lacks. And a zero pipeline with no
-// DefaultPipeline set.
+// pinned component the topology lacks. And a zero pipeline.
 func TestStartRefusesAPipelineThatDoesNotFit(t *testing.T) {
 	g, _ := greetings()
 	twoSpouts := g
@@ -166,22 +165,19 @@ func TestStartRefusesAPipelineThatDoesNotFit(t *testing.T) {
 		{missing, `the greetings pipeline names component "nowhere"`},
 	} {
 		dir := t.TempDir()
-		_, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: tc.p})
+		_, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: tc.p})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v; want an error saying %s", err, tc.want)
 		}
 		// What Start opened is closed: the log can be opened again.
-		if s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: g}); err != nil {
+		if s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: g}); err != nil {
 			t.Errorf("after a refused start: %v", err)
 		} else {
 			shutdown(t, s)
 		}
 	}
-	def := DefaultPipeline
-	DefaultPipeline = Pipeline{}
-	defer func() { DefaultPipeline = def }()
 	if _, err := Start(context.Background(), Options{DataDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "no pipeline: set Options.Pipeline") {
-		t.Errorf("no pipeline and no default: %v", err)
+		t.Errorf("no pipeline: %v", err)
 	}
 }
 
@@ -238,7 +234,7 @@ func TestPipelinesWorkerFactory(t *testing.T) {
 func TestClusterRunRefusesASinkPasswordInClear(t *testing.T) {
 	g, _ := greetings()
 	dir := filepath.Join(t.TempDir(), "data")
-	_, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: g,
+	_, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: g,
 		SinkURL: "postgres://gale:hunter2@127.0.0.1:1/gale", Cluster: &Cluster{}})
 	if !errors.Is(err, sink.ErrSecretInURL) || !strings.Contains(err.Error(), "env:NAME") || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("Start with --nats and a password in the sink URL: %v, want ErrSecretInURL naming env:NAME, without the password", err)

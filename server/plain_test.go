@@ -45,7 +45,7 @@ func TestServePipelinesCarryPlainValues(t *testing.T) {
 	}{{events.Pipeline(), devices, "events"}, {orders.Pipeline(), lines, "order_lines"}} {
 		t.Run(tc.pipeline.Name, func(t *testing.T) {
 			var report *plaintest.Report
-			s, err := Start(context.Background(), WithTap(Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: tc.pipeline},
+			s, err := start(context.Background(), WithTap(Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: tc.pipeline},
 				func(topo *topology.Topology) { report = plaintest.Tap(topo) }))
 			if err != nil {
 				t.Fatal(err)

@@ -33,8 +33,7 @@ type Options struct {
 	// (DataDir/sink.db). Default ./gale-data.
 	DataDir string
 	// Pipeline is what runs behind the log: its tables are created in the sink,
-	// and its topology reads the log spout's tuples (see Pipeline). The zero
-	// Pipeline is DefaultPipeline.
+	// and its topology reads the log spout's tuples (see Pipeline). Required.
 	Pipeline Pipeline
 	// SinkURL is the sink database: a postgres:// URL or a SQLite path; default
 	// DataDir/sink.db.
@@ -126,10 +125,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		o.DataDir = "gale-data"
 	}
 	if o.Pipeline.zero() {
-		o.Pipeline = DefaultPipeline
-		if o.Pipeline.zero() {
-			return nil, errors.New("serve: no pipeline: set Options.Pipeline (gale's own: events.Pipeline() or orders.Pipeline(), packages pipelines/events and pipelines/orders) or DefaultPipeline")
-		}
+		return nil, errors.New("serve: no pipeline: set Options.Pipeline (gale's own: events.Pipeline() or orders.Pipeline(), packages pipelines/events and pipelines/orders)")
 	}
 	if err := o.Pipeline.check(); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)

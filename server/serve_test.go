@@ -26,7 +26,7 @@ import (
 // server never read it, and the client's retry with the same ids is safe.
 func TestShutdownAnswersEveryRequestTakenIn(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestShutdownAnswersEveryRequestTakenIn(t *testing.T) {
 // A pipeline that is only a name (nothing to build) is refused at Start, naming
 // it; gale serve --pipeline's unknown names are the registry's (pipeline_test.go).
 func TestStartRefusesAnUnknownPipeline(t *testing.T) {
-	if _, err := Start(context.Background(), Options{DataDir: t.TempDir(), Pipeline: Pipeline{Name: "nope"}}); err == nil ||
+	if _, err := start(context.Background(), Options{DataDir: t.TempDir(), Pipeline: Pipeline{Name: "nope"}}); err == nil ||
 		!strings.Contains(err.Error(), `pipeline "nope" has no Build`) {
 		t.Fatalf("a pipeline without Build: %v", err)
 	}
@@ -112,17 +112,17 @@ func TestStartRefusesAnUnknownPipeline(t *testing.T) {
 // problem (not a panic), and what Start opened is closed again.
 func TestStartErrorsCleanUp(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Shutdown(context.Background())
 	addr := s.URL()[len("http://"):]
-	if _, err := Start(context.Background(), Options{Addr: addr, DataDir: t.TempDir()}); err == nil ||
+	if _, err := start(context.Background(), Options{Addr: addr, DataDir: t.TempDir()}); err == nil ||
 		!strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("taken port: %v", err)
 	}
-	if _, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir}); err == nil ||
+	if _, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir}); err == nil ||
 		!strings.Contains(err.Error(), "is another gale using --data") {
 		t.Fatalf("data directory in use: %v", err)
 	}
@@ -131,7 +131,7 @@ func TestStartErrorsCleanUp(t *testing.T) {
 // gale serve's default pipeline through the API: versions of one key arriving out of
 // order (3, 1, 2) leave version 3 in entities, and every event once in events.
 func TestOutOfOrderVersionsKeepTheNewest(t *testing.T) {
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir()})
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestSQLiteSinkOnAFullDisk(t *testing.T) {
 		}
 	})
 	logs := &testio.SyncBuffer{}
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
 		SinkURL: filepath.Join(mnt, "sink.db"), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +202,7 @@ func TestSQLiteSinkOnAFullDisk(t *testing.T) {
 func TestPostgresSinkDownThenBack(t *testing.T) {
 	pg := pgtest.Start(t)
 	logs := &testio.SyncBuffer{}
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
 		SinkURL: pg.URL(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestPostgresSinkDownThenBack(t *testing.T) {
 // operator's: a fresh sink database, rebuilt from the log.
 func TestDamagedSQLiteSinkIsAnOutage(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+	s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestDamagedSQLiteSinkIsAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	s, err = Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+	s, err = start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
 	if err != nil {
 		// Refusing to start, naming the damage, is a clear reason too.
 		if !strings.Contains(err.Error(), "malformed") {
@@ -304,7 +304,7 @@ func TestStalledSQLiteSinkIsAnOutageBeforeTreesTimeOut(t *testing.T) {
 	tc.MessageTimeout = 2 * time.Second
 	o := Options{Addr: "127.0.0.1:0", DataDir: dir, Topology: &tc}
 	o.Ingest.Tracker.MaxAttempts = 1 // a charged attempt is a dead letter
-	s, err := Start(context.Background(), o)
+	s, err := start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestSQLiteSinkFileGoneIsAnOutage(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+			s, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -393,7 +393,7 @@ func TestSQLiteSinkFileGoneIsAnOutage(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			_ = s.Shutdown(ctx) // the held trees cannot complete
-			s, err = Start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
+			s, err = start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -180,7 +180,7 @@ func TestTLSOptionsThatDoNotGoTogether(t *testing.T) {
 		{NetOptions{TLSClientCA: "ca.pem"}, "--tls-client-ca needs --tls-cert"},
 		{NetOptions{TLSCert: "/nonexistent/c.pem", TLSKey: "/nonexistent/k.pem"}, "TLS certificate /nonexistent/c.pem"},
 	} {
-		_, err := Start(t.Context(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Net: c.n})
+		_, err := start(t.Context(), Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Net: c.n})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v; want %q", c.n, err, c.want)
 		}

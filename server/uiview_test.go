@@ -24,7 +24,7 @@ import (
 func TestUIShowsIngestPath(t *testing.T) {
 	o := Options{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Pipeline: orders.Pipeline()}
 	o.Ingest.Tracker.MaxAttempts = 1 // a bad event is dead-lettered at its first failure
-	s, err := Start(context.Background(), o)
+	s, err := start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,123 +1,28 @@
-// Command gale runs gale's jobs. `gale wordcount` is the main example job.
+// Command gale is gale's own binary: every gale command (package app) over the
+// product's topologies and pipelines, and its demos (wordcount, orders, bench).
 package main
 
 import (
-	"errors"
-	"fmt"
-	"io"
-	"os"
-	"strconv"
-	"strings"
-
-	"github.com/spf13/cobra"
+	"github.com/gale-stream/gale/app"
+	"github.com/gale-stream/gale/internal/cli"
+	"github.com/gale-stream/gale/pipelines/events"
+	"github.com/gale-stream/gale/pipelines/orders"
+	"github.com/gale-stream/gale/pipelines/wordcount"
 )
 
-// exitError carries a process exit status without printing anything more.
-type exitError struct{ code int }
+func main() { app.Main(options()...) }
 
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-func main() { os.Exit(run(os.Args[1:])) }
-
-func newRoot() *cobra.Command {
-	root := &cobra.Command{
-		Use:           "gale",
-		Short:         "Stream processing whose acknowledgements mean what they say",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+// options register what gale's own binary runs.
+func options() []app.Option {
+	wc := cli.WordcountExtras()
+	return []app.Option{
+		app.WithTopology("wordcount", wordcount.ClusterFactory,
+			app.TopologyFlags(wc.Flags), app.TopologySetup(wc.Setup), app.TopologyArgs(wc.Normalize)),
+		app.WithPipeline(events.Pipeline()),
+		app.WithPipeline(orders.Pipeline()),
+		app.WithDefaultPipeline("events"),
+		app.WithCommand(cli.WordcountCmd),
+		app.WithCommand(cli.OrdersCmd),
+		app.WithCommand(cli.BenchCmd),
 	}
-	root.AddCommand(wordcountCmd(), serveCmd(), ingestCmd(), ordersCmd(), benchCmd(), topCmd(), sinkCmd(), logCmd(), natsCmd(),
-		workerCmd(), submitCmd(), clusterCmd(), versionCmd())
-	root.AddCommand(stormActionCmds()...)
-	// cobra prints Version through this template for --version: the same text as
-	// gale version. The flag is declared here so that it has no -v (verbose, to many).
-	root.Version = buildVersionText()
-	root.SetVersionTemplate("{{.Version}}")
-	root.Flags().Bool("version", false, "print gale's version, commit and Go version (as gale version does)")
-	// cobra adds its completion command at Execute; added now, it is in the tree
-	// that refuseUnknownSubcommands walks.
-	root.InitDefaultCompletionCmd()
-	refuseUnknownSubcommands(root)
-	return root
-}
-
-// refuseUnknownSubcommands makes every command under c that only groups others
-// refuse an unknown subcommand as a usage error (exit 2) naming the nearest one:
-// cobra would show the group's help and exit 0, as if the command had run. A group
-// given no word still shows its help.
-func refuseUnknownSubcommands(c *cobra.Command) {
-	for _, sub := range c.Commands() {
-		refuseUnknownSubcommands(sub)
-	}
-	if !c.HasSubCommands() || c.Runnable() {
-		return
-	}
-	c.Args = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return unknownCommand(cmd, args[0])
-		}
-		return nil
-	}
-	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-	// The group's flags are parsed before its arguments are checked: in
-	// "gale log chek --data x", the misspelt command is the error to report, not
-	// the flag that belongs to the command meant.
-	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		if words := cmd.Flags().Args(); len(words) > 0 {
-			return unknownCommand(cmd, words[0])
-		}
-		return err
-	})
-}
-
-// unknownCommand is the error for a word that is none of group c's commands.
-func unknownCommand(c *cobra.Command, word string) error {
-	if c.SuggestionsMinimumDistance <= 0 {
-		c.SuggestionsMinimumDistance = 2 // cobra's default, set only when it suggests itself
-	}
-	if s := c.SuggestionsFor(word); len(s) > 0 {
-		for i := range s {
-			s[i] = strconv.Quote(s[i])
-		}
-		alts := s[len(s)-1]
-		if len(s) > 1 {
-			alts = strings.Join(s[:len(s)-1], ", ") + " or " + alts
-		}
-		return fmt.Errorf("unknown command %q for %q: did you mean %s?", word, c.CommandPath(), alts)
-	}
-	var names []string
-	for _, sub := range c.Commands() {
-		if sub.IsAvailableCommand() {
-			names = append(names, sub.Name())
-		}
-	}
-	if len(names) > 5 {
-		return fmt.Errorf("unknown command %q for %q (%s --help lists its commands)", word, c.CommandPath(), c.CommandPath())
-	}
-	return fmt.Errorf("unknown command %q for %q (its commands: %s)", word, c.CommandPath(), strings.Join(names, ", "))
-}
-
-// run executes the command line and returns the exit status.
-func run(args []string) int { return runWith(args, os.Stdout, os.Stderr) }
-
-// runWith is run writing to stdout and stderr (tests run the command tree in their
-// own process this way).
-func runWith(args []string, stdout, stderr io.Writer) int {
-	root := newRoot()
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	if err := root.Execute(); err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			return ee.code
-		}
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "gale:") {
-			msg = "gale: " + msg
-		}
-		fmt.Fprintln(stderr, msg)
-		return 2
-	}
-	return 0
 }

@@ -33,6 +33,7 @@ const (
 func Pipeline() server.Pipeline {
 	return server.Pipeline{
 		Name:           "events",
+		Doc:            "every event to a table, the newest version per key to another",
 		Schema:         func(sink.Dialect) []string { return Schema() },
 		SinkComponents: []string{SinkID},
 		Build: func(p server.Parts) (server.Built, error) {

@@ -21,6 +21,7 @@ func Pipeline() server.Pipeline { return PipelineWith(DefaultOptions()) }
 func PipelineWith(o Options) server.Pipeline {
 	return server.Pipeline{
 		Name:           "orders",
+		Doc:            "retail order lines: parse, risk and stock checks joined, decision, invoice summary",
 		Schema:         Schema,
 		SinkComponents: []string{SinkID},
 		Build: func(p server.Parts) (server.Built, error) {
