@@ -183,7 +183,8 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	if err := waitLive(sctx, c.Store, c.Name, cr.done); err != nil {
 		return nil, err
 	}
-	_, err = c.Store.Submit(sctx, cluster.Spec{Topology: p.Name, Fingerprint: cluster.FingerprintOf(p.Name, b.Topology, tc),
+	fp := cluster.FingerprintOf(p.Name, b.Topology, tc)
+	rec, err := c.Store.Submit(sctx, cluster.Spec{Topology: p.Name, Fingerprint: fp,
 		Tasks: tasks, Pins: pins, Want: c.Workers, Args: a.args()})
 	if errors.Is(err, cluster.ErrSubmitted) {
 		err = fmt.Errorf("%w: a gale serve already runs pipeline %s on this cluster (gale kill %s ends it)", err, p.Name, p.Name)
@@ -199,6 +200,25 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 		return nil, fmt.Errorf("serve: this process's worker stopped: %v", err)
 	case <-sctx.Done():
 		return nil, fmt.Errorf("serve: the %s pipeline did not start here within %v (is a gale worker running, and free?): %w", p.Name, c.Timeout, sctx.Err())
+	}
+	// Ready means running: every worker the pipeline is placed on runs it. A
+	// worker that refused it (a build without it, or with another fingerprint) is
+	// said, not hidden: the scheduler places the tasks on the others.
+	told := map[string]bool{}
+	refused := func(w string, r cluster.Refusal) {
+		told[w] = true
+		o.Logger.Warn("a worker refused the pipeline, so it runs on the others", "worker", w, "pipeline", p.Name, "reason", r.Reason)
+	}
+	if _, err := c.Store.AwaitRunning(sctx, rec, cluster.AwaitOptions{Refused: refused}); err != nil {
+		return nil, fmt.Errorf("serve: the %s pipeline is not running on the cluster's workers: %w", p.Name, err)
+	}
+	// A refusal the scheduler acted on before the wait saw its generation.
+	if ws, err := c.Store.Workers(sctx); err == nil {
+		for _, wi := range ws {
+			if r, ok := wi.Refused[p.Name]; ok && r.Fingerprint == fp.String() && !told[wi.Name] {
+				refused(wi.Name, r)
+			}
+		}
 	}
 	ok = true
 	return cr, nil

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,7 +16,9 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/cluster/natsnode"
+	"github.com/gale-stream/gale/event"
 	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/internal/testio"
 
 	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/lineage"
@@ -149,4 +153,87 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 		t.Errorf("no completed tree of %d kept has the workers' tuples, all acked", len(o.Lineage.Recent("", 500)))
 	}
 	t.Logf("%d trees kept whole across processes", whole)
+}
+
+// A worker whose build lacks the pipeline refuses it. gale serve --nats used to
+// say nothing of it and report ready as soon as its own part ran: the refusal is
+// now a WARN naming the worker and its reason, and serve is ready only once the
+// pipeline runs on every worker the scheduler then placed it on.
+func TestServeOnClusterSaysAWorkerRefusedThePipeline(t *testing.T) {
+	dir := t.TempDir()
+	node, err := natsnode.Start(context.Background(), natsnode.Config{DataDir: dir + "/nats", Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Shutdown(); node.WaitForShutdown() })
+	cf := ClusterFlags{url: node.ClientURL(), natsData: node.DataDir(), prefix: cluster.DefaultPrefix, hbTTL: time.Second, leaseTTL: time.Second, timeout: 30 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc, st, err := cf.Connect(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var children []*childWorker
+	t.Cleanup(func() { stopChildren(children, os.Stderr) })
+	bare := func(args []string) *exec.Cmd {
+		cmd := childSpawner(args)
+		cmd.Env = append(cmd.Env, "GALE_TEST_BUILD=bare") // TestMain: a build without gale's pipelines
+		return cmd
+	}
+	for i, spawn := range []func([]string) *exec.Cmd{bare, childSpawner} {
+		c, err := startWorkerChild(spawn, dir, fmt.Sprintf("w%d", i+1), node.ClientURL(), node.DataDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, c)
+	}
+	if err := waitWorkers(ctx, st, 2, children); err != nil {
+		t.Fatal(err)
+	}
+	var f ServeFlags
+	f.Register(&cobra.Command{}, "127.0.0.1:0")
+	o, err := f.Options(galeApp().pipeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testio.SyncBuffer
+	o.DataDir, o.SinkURL = dir+"/data", dir+"/sink.db"
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: "serve", Workers: 3}
+	s, err := serve.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		_ = s.Shutdown(sctx)
+	}()
+	if got := logs.String(); !strings.Contains(got, "refused") || !strings.Contains(got, "w1") || !strings.Contains(got, "pipeline=events") {
+		t.Errorf("serve's WARN lines at start:\n%s\nwant worker w1's refusal of the events pipeline", got)
+	}
+	// Ready means running: every worker of the placement runs the generation.
+	rec, err := st.Record(ctx, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := st.Workers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range rec.Assignment.Workers {
+		i := slices.IndexFunc(ws, func(wi cluster.WorkerInfo) bool { return wi.Name == w })
+		if i < 0 || ws[i].Running["events"] != rec.Generation() {
+			t.Errorf("ready, but worker %s of generation %d does not run it (%+v)", w, rec.Generation(), ws)
+		}
+	}
+	if slices.Contains(rec.Assignment.Workers, "w1") {
+		t.Errorf("the refusing worker w1 is in the placement %v", rec.Assignment.Workers)
+	}
+	c := &ingest.Client{URL: s.URL()}
+	ans, code, err := c.Send(ctx, []event.Event{{ID: "refused-1", Source: "test", Type: "t", Payload: []byte(`{}`)}}, ingest.LevelProcessed, 20*time.Second)
+	if err != nil || len(ans) != 1 || ans[0].Status != ingest.Processed {
+		t.Errorf("an event after start: %d %+v, %v; want PROCESSED", code, ans, err)
+	}
 }
