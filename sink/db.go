@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -130,10 +131,19 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 		return openPostgres(ctx, rawURL)
 	case rawURL == "":
 		return nil, errors.New("sink: open: empty database URL")
+	case keyValueDSN.MatchString(rawURL):
+		// Not echoed: such a string usually holds password=.
+		return nil, errors.New("sink: open: a key=value connection string (host=... user=...): give PostgreSQL's as a postgres:// URL (it would have been taken for an SQLite file name)")
+	case strings.Contains(rawURL, "://") && !hasPrefixFold(rawURL, "sqlite:") && !hasPrefixFold(rawURL, "file:"):
+		scheme, _, _ := strings.Cut(rawURL, "://")
+		return nil, fmt.Errorf("sink: open: database URL scheme %q: want postgres:// or postgresql://, or an SQLite file (a path, or sqlite:PATH)", scheme)
 	default:
 		return openSQLite(ctx, rawURL)
 	}
 }
+
+// keyValueDSN matches libpq's keyword/value form ("host=h user=u dbname=d").
+var keyValueDSN = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
 
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)

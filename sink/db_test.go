@@ -92,6 +92,8 @@ func TestOpenErrors(t *testing.T) {
 		{"sqlite:" + filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"), "no/such/dir/x.db"},
 		{"sqlite:", "empty SQLite path"},
 		{"", "empty database URL"},
+		{"host=127.0.0.1 user=gale password=s3cret dbname=gale", "key=value connection string"},
+		{"mysql://gale:s3cret@" + addr + "/gale", `scheme "mysql"`},
 	} {
 		db, err := Open(ctx, c.url)
 		if err == nil {
@@ -106,7 +108,7 @@ func TestOpenErrors(t *testing.T) {
 		if !strings.Contains(msg, c.want) {
 			t.Errorf("Open error %q does not name %q", msg, c.want)
 		}
-		if c.url != "" && c.url != "sqlite:" && errors.Unwrap(err) == nil {
+		if c.url != "" && c.url != "sqlite:" && !strings.Contains(msg, "key=value") && !strings.Contains(msg, "scheme") && errors.Unwrap(err) == nil {
 			t.Errorf("Open error %q wraps no cause", msg)
 		}
 	}
