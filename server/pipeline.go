@@ -120,7 +120,14 @@ func (p *Pipeline) CreateTables(ctx context.Context, db *sink.DB) error {
 
 // build calls Build and checks that the topology has one spout, the log's, and
 // every component p pins or names as a sink writer.
-func (p *Pipeline) build(parts Parts) (Built, error) {
+func (p *Pipeline) build(parts Parts) (_ Built, err error) {
+	// A panicking Build is an error like any other: Start then closes what it
+	// opened (the log's lock above all), so the process can start again.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("building the %s pipeline: its Build panicked: %v", p.Name, r)
+		}
+	}()
 	b, err := p.Build(parts)
 	if err != nil {
 		return Built{}, fmt.Errorf("building the %s pipeline: %w", p.Name, err)

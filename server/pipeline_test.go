@@ -157,12 +157,15 @@ func TestStartRefusesAPipelineThatDoesNotFit(t *testing.T) {
 	}
 	missing := g
 	missing.Pinned = []string{"nowhere"}
+	panicky := g
+	panicky.Build = func(Parts) (Built, error) { panic("no topology today") }
 	for _, tc := range []struct {
 		p    Pipeline
 		want string
 	}{
 		{twoSpouts, "the greetings pipeline's topology has 2 spouts (in, ticks): want one, the log spout"},
 		{missing, `the greetings pipeline names component "nowhere"`},
+		{panicky, "building the greetings pipeline: its Build panicked: no topology today"},
 	} {
 		dir := t.TempDir()
 		_, err := start(context.Background(), Options{Addr: "127.0.0.1:0", DataDir: dir, Pipeline: tc.p})
