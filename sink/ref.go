@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strings"
@@ -52,7 +53,7 @@ func ResolveURL(s string) (string, error) {
 		if path == "" {
 			return "", errors.New("sink: @ names no file (want @PATH)")
 		}
-		b, err := os.ReadFile(path)
+		b, err := readSmall(path, maxRefFile)
 		if err != nil {
 			return "", fmt.Errorf("sink: %s: %w", s, err)
 		}
@@ -89,4 +90,24 @@ func HoldsSecret(s string) bool {
 		}
 	}
 	return false
+}
+
+// maxRefFile bounds what @PATH reads: a URL is short, and @/dev/zero must end.
+const maxRefFile = 64 << 10
+
+// readSmall reads the file at path, refusing one longer than max bytes.
+func readSmall(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("longer than %d KiB: a file named by @PATH holds one database URL", max>>10)
+	}
+	return b, nil
 }

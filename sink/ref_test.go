@@ -31,6 +31,7 @@ func TestResolveURL(t *testing.T) {
 		{"@" + empty, "", "the file is empty"},
 		{"@" + filepath.Join(dir, "missing"), "", "no such file"},
 		{"@", "", "names no file"},
+		{"@/dev/zero", "", "longer than 64 KiB"},
 	} {
 		got, err := ResolveURL(c.in)
 		if c.err != "" {
