@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gale-stream/gale/internal/cli"
 	"io"
 	"os"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/component"
+	"github.com/gale-stream/gale/internal/cli"
 	"github.com/gale-stream/gale/server"
 )
 
@@ -76,13 +76,23 @@ func WithName(name string) Option {
 // WithTopology registers topology name, which gale worker runs and gale submit
 // submits. Its factory builds it from the submit arguments on each worker (and
 // in the submitter, for its fingerprint). A name is letters, digits, '-' and '_'.
+//
+// The factory's env.Components is the binary's registry of component classes
+// (WithComponent), for a topology built from classes.
 func WithTopology(name string, f cluster.Factory, opts ...TopologyOption) Option {
 	return func(a *App) {
-		if err := a.c.Topologies.Register(name, f); err != nil {
+		var wrapped cluster.Factory
+		if f != nil {
+			wrapped = func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
+				env.Components = &a.c.Components
+				return f(ctx, env)
+			}
+		}
+		if err := a.c.Topologies.Register(name, wrapped); err != nil {
 			a.fail(err)
 			return
 		}
-		var x cli.TopologyExtras
+		var x topologyConfig
 		for _, o := range opts {
 			if o == nil {
 				a.fail(fmt.Errorf("topology %q: a nil TopologyOption", name))
@@ -90,32 +100,38 @@ func WithTopology(name string, f cluster.Factory, opts ...TopologyOption) Option
 			}
 			o(&x)
 		}
-		a.c.Extras[name] = x
+		a.c.Extras[name] = cli.TopologyExtras{Flags: x.flags, Setup: x.setup, Normalize: x.normalize}
 	}
 }
 
 // TopologyOption configures a registered topology (WithTopology).
-type TopologyOption func(*cli.TopologyExtras)
+type TopologyOption func(*topologyConfig)
+
+type topologyConfig struct {
+	flags     func() *pflag.FlagSet
+	setup     func(ctx context.Context, js jetstream.JetStream, prefix string, args []string) error
+	normalize func(args []string) ([]string, error)
+}
 
 // TopologyFlags gives the flags a topology's factory parses from its submit
 // arguments. gale submit then reads a flag that follows the topology's name as
 // the topology's even when submit has one of that name (--timeout),.
 func TopologyFlags(flags func() *pflag.FlagSet) TopologyOption {
-	return func(x *cli.TopologyExtras) { x.Flags = flags }
+	return func(x *topologyConfig) { x.flags = flags }
 }
 
 // TopologySetup gives what gale submit runs once before the first worker builds
 // the topology: it creates the buckets and streams its tasks keep state in. It
 // must be idempotent (a resubmit runs it again).
 func TopologySetup(setup func(ctx context.Context, js jetstream.JetStream, prefix string, args []string) error) TopologyOption {
-	return func(x *cli.TopologyExtras) { x.Setup = setup }
+	return func(x *topologyConfig) { x.setup = setup }
 }
 
 // TopologyArgs gives what completes a topology's submit arguments in the
 // submitter, so that every worker builds the same thing (a default file list,
 // a path made absolute). An error refuses the submit.
 func TopologyArgs(normalize func(args []string) ([]string, error)) TopologyOption {
-	return func(x *cli.TopologyExtras) { x.Normalize = normalize }
+	return func(x *topologyConfig) { x.normalize = normalize }
 }
 
 // WithPipeline registers a gale serve pipeline: gale serve --pipeline NAME runs

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/topology"
 )
@@ -33,6 +34,10 @@ type Env struct {
 	Conn   *nats.Conn
 	JS     jetstream.JetStream
 	Prefix string
+	// Components are the component classes of the binary (app.WithComponent),
+	// for a factory that builds its topology from classes; nil outside package
+	// app.
+	Components *component.Registry
 }
 
 // Deployment is a registered topology built for one run: what the engine starts.

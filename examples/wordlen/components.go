@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"unicode"
 
 	"github.com/gale-stream/gale/component"
@@ -26,8 +25,8 @@ const (
 )
 
 // declarations are the classes this binary offers: main registers each with
-// app.WithComponent (gale components lists them), and classes holds the same ones
-// for the topology's factory.
+// app.WithComponent (gale components lists them), and the topology's factory
+// finds them in env.Components.
 func declarations() []component.Declaration {
 	return []component.Declaration{{
 		Class: LinesClass,
@@ -65,19 +64,6 @@ func declarations() []component.Declaration {
 		},
 	}}
 }
-
-// classes is the registry the topology's factory builds from: the same
-// declarations main gives app.WithComponent (the app keeps its own registry and
-// does not hand it to factories).
-var classes = sync.OnceValues(func() (*component.Registry, error) {
-	r := &component.Registry{}
-	for _, d := range declarations() {
-		if err := r.Register(d); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-})
 
 // absArg reads constructorArgs[0] as an absolute path: the task may run in another
 // process, started in another directory.

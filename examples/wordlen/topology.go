@@ -89,9 +89,9 @@ func factory(_ context.Context, env cluster.Env) (*cluster.Deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := classes()
-	if err != nil {
-		return nil, err
+	reg := env.Components // the classes main registered with app.WithComponent
+	if reg == nil {
+		return nil, errors.New("wordlen: no component registry (the factory runs inside app)")
 	}
 	b := topology.NewBuilder()
 	if _, err := reg.Add(b, "lines", LinesClass, component.Spec{Args: []any{a.file}}, 1); err != nil {

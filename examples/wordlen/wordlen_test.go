@@ -9,6 +9,7 @@ import (
 
 	"github.com/gale-stream/gale/app"
 	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/component"
 )
 
 // What main registers is taken whole: the topology, the pipeline (a topology of
@@ -41,7 +42,13 @@ func TestArgs(t *testing.T) {
 	if _, err := normalizeArgs([]string{"--file", "testdata/missing.txt", "--out", "o"}); err == nil || !strings.Contains(err.Error(), "--file") {
 		t.Errorf("a missing file: %v", err)
 	}
-	d, err := factory(context.Background(), cluster.Env{Topology: TopologyName, Args: args})
+	reg := &component.Registry{}
+	for _, d := range declarations() {
+		if err := reg.Register(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := factory(context.Background(), cluster.Env{Topology: TopologyName, Args: args, Components: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +57,7 @@ func TestArgs(t *testing.T) {
 			t.Errorf("no component %s", id)
 		}
 	}
-	if _, err := factory(context.Background(), cluster.Env{Args: []string{"--file=rel.txt", "--out=/tmp/o"}}); err == nil || !strings.Contains(err.Error(), "not an absolute path") {
+	if _, err := factory(context.Background(), cluster.Env{Args: []string{"--file=rel.txt", "--out=/tmp/o"}, Components: reg}); err == nil || !strings.Contains(err.Error(), "not an absolute path") {
 		t.Errorf("a relative --file: %v", err)
 	}
 }
