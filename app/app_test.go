@@ -97,10 +97,10 @@ func TestRegisteredTopologyIsOffered(t *testing.T) {
 	if got, want := a.Pipelines(), []string{"orders"}; !slices.Equal(got, want) {
 		t.Errorf("Pipelines() = %v, want %v", got, want)
 	}
-	for _, cmd := range []string{"worker", "submit"} {
+	for cmd, want := range map[string]string{"worker": "(lengths; serve\npipelines: orders)", "submit": "Topologies in this build: lengths."} {
 		code, stdout, stderr := run(t, a, cmd, "--help")
-		if code != 0 || !strings.Contains(stdout, "lengths, orders") {
-			t.Errorf("%s --help: exit %d, stderr %q; want the topologies named in:\n%s", cmd, code, stderr, stdout)
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("%s --help: exit %d, stderr %q; want %q in:\n%s", cmd, code, stderr, want, stdout)
 		}
 		if !strings.Contains(stdout, "mytool "+cmd) {
 			t.Errorf("%s --help does not use the binary's name mytool:\n%s", cmd, stdout)
@@ -116,6 +116,16 @@ func TestRegisteredTopologyIsOffered(t *testing.T) {
 	code, _, stderr = run(t, a, "submit", "--nats", "nats://127.0.0.1:1", "--timeout", "1s", "nosuch")
 	if code != 2 || !strings.Contains(stderr, `"nosuch"`) {
 		t.Errorf("submit of an unregistered topology: exit %d, %q; want it named", code, stderr)
+	}
+	// A serve pipeline is submitted by serve --nats, with its log spout.
+	code, _, stderr = run(t, a, "submit", "--nats", "nats://127.0.0.1:1", "orders")
+	if code != 2 || !strings.Contains(stderr, `"orders" is a serve pipeline: mytool serve --nats --pipeline orders`) {
+		t.Errorf("submit of a pipeline: exit %d, %q", code, stderr)
+	}
+	// The topology's flags, after its name.
+	code, stdout, _ := run(t, a, "submit", "lengths", "--help")
+	if code != 0 || !strings.Contains(stdout, "Flags of topology lengths:") || !strings.Contains(stdout, "the topology's own --timeout") {
+		t.Errorf("submit lengths --help: exit %d:\n%s", code, stdout)
 	}
 }
 

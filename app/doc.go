@@ -1,5 +1,5 @@
 // Package app is the entry point of a gale binary: every gale command (worker,
-// submit, nats, serve, ingest, top, cluster status, kill, rebalance, activate,
+// submit, nats, serve, top, cluster status, kill, rebalance, activate,
 // deactivate, log check and salvage, sink rebuild, version) over the topologies
 // and pipelines the program registers. gale's own binary (cmd/gale) is a main
 // over it; so is a user's.

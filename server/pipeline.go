@@ -76,6 +76,15 @@ type Parts struct {
 	Config topology.Config
 }
 
+// SinkOptions are the sink's options from what the server gives it: DB,
+// Counters, Health, GiveUpAfter and MessageTimeout set. Add Tables and Rows. A
+// sink built otherwise must set them all itself: without Health, /readyz and
+// the log spout do not see its database go away.
+func (p Parts) SinkOptions() sink.Options {
+	return sink.Options{DB: p.DB, Counters: p.SinkCounters, Health: p.SinkHealth,
+		GiveUpAfter: p.SinkGiveUpAfter, MessageTimeout: p.Config.MessageTimeout}
+}
+
 // Built is a pipeline's build.
 type Built struct {
 	Topology *topology.Topology

@@ -1,5 +1,6 @@
 // Command gale is gale's own binary: every gale command (package app) over the
-// product's topologies and pipelines, and its demos (wordcount, orders, bench).
+// product's topologies and pipelines, and its demos (wordcount, ingest of the
+// retail CSV files, orders, bench).
 package main
 
 import (
@@ -22,6 +23,7 @@ func options() []app.Option {
 		app.WithPipeline(orders.Pipeline()),
 		app.WithDefaultPipeline("events"),
 		app.WithCommand(cli.WordcountCmd),
+		app.WithCommand(cli.IngestCmd),
 		app.WithCommand(cli.OrdersCmd),
 		app.WithCommand(cli.BenchCmd),
 	}

@@ -26,7 +26,7 @@ func TestGaleRegistersItsBuiltins(t *testing.T) {
 	if code := a.Run(context.Background(), []string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("--help: exit %d: %s", code, errb.String())
 	}
-	for _, cmd := range []string{"wordcount", "orders", "bench", "serve", "worker", "submit", "components"} {
+	for _, cmd := range []string{"wordcount", "ingest", "orders", "bench", "serve", "worker", "submit", "components"} {
 		if !strings.Contains(out.String(), "\n  "+cmd+" ") {
 			t.Errorf("gale --help does not list %s:\n%s", cmd, out.String())
 		}

@@ -43,9 +43,9 @@ func pipeline() server.Pipeline {
 		Build: func(p server.Parts) (server.Built, error) {
 			b := topology.NewBuilder()
 			b.SetSpout("events", p.Spout, 1).Output(ingest.SpoutFields...)
-			d, err := sink.SetBolt(b, "sink", 1, sink.Options{DB: p.DB, Counters: p.SinkCounters, Health: p.SinkHealth,
-				GiveUpAfter: p.SinkGiveUpAfter, MessageTimeout: p.Config.MessageTimeout,
-				Tables: []sink.Table{LineLengths}, Rows: rows})
+			so := p.SinkOptions() // the database, counters, health and bounds serve gives
+			so.Tables, so.Rows = []sink.Table{LineLengths}, rows
+			d, err := sink.SetBolt(b, "sink", 1, so)
 			if err != nil {
 				return server.Built{}, err
 			}

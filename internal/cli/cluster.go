@@ -159,7 +159,8 @@ func (a *App) workerCmd() *cobra.Command {
 		Long: `Join a gale cluster on NATS and run whatever tasks the scheduler assigns to this
 worker, until SIGINT or SIGTERM (then its tasks drain, and the cluster moves them).
 
-Topologies are Go code compiled into this binary (` + strings.Join(a.Topologies.Names(), ", ") + `): a worker whose build
+Topologies are Go code compiled into this binary (` + a.submittable() + `; serve
+pipelines: ` + strings.Join(a.Pipelines.Names(), ", ") + `): a worker whose build
 lacks a submitted topology, or has another fingerprint of it, refuses it and says
 why (gale cluster status), and the scheduler places it on other workers.
 
@@ -306,9 +307,10 @@ func (a *App) submitCmd() *cobra.Command {
 		Short: "Submit a topology compiled into this binary to a gale cluster",
 		Long: `Submit a topology to the cluster's scheduler, which places its tasks evenly on
 --workers workers; wait until every one of them runs its part, and print where each
-task runs. Topologies in this build: ` + strings.Join(a.Topologies.Names(), ", ") + `.
+task runs. Topologies in this build: ` + a.submittable() + `.
 
-The topology's own flags follow its name, e.g.
+The topology's own flags follow its name (gale submit TOPOLOGY --help lists
+them), e.g.
   gale submit --workers 3 wordcount --fail-rate 0.05 testdata/books/*.txt
 and every worker builds the topology with them; a worker whose build differs
 (another fingerprint) refuses it and says why. Submit's flags may follow the name
@@ -325,13 +327,21 @@ its message timeout; put submit's --timeout before the name).`,
 				return err
 			}
 			if help, _ := f.GetBool("help"); help {
+				if tf := a.topologyFlags(topo); topo != "" && tf != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "Usage:\n  %s [submit's flags] %s [its flags]\n\nFlags of topology %s:\n%s\n(%s --help lists submit's own.)\n",
+						cmd.CommandPath(), topo, topo, tf.FlagUsages(), cmd.CommandPath())
+					return nil
+				}
 				return cmd.Help()
 			}
 			if topo == "" {
-				return fmt.Errorf("name the topology to submit (this build has: %s)", strings.Join(a.Topologies.Names(), ", "))
+				return fmt.Errorf("name the topology to submit (this build has: %s)", a.submittable())
+			}
+			if _, err := a.Pipelines.Lookup(topo); err == nil {
+				return fmt.Errorf("%q is a serve pipeline: %s serve --nats --pipeline %s submits it, with the log spout in the serve process", topo, a.Name, topo)
 			}
 			if !slices.Contains(a.Topologies.Names(), topo) {
-				return fmt.Errorf("%w: %q (this build has: %s)", cluster.ErrUnknownTopology, topo, strings.Join(a.Topologies.Names(), ", "))
+				return fmt.Errorf("%w: %q (this build has: %s)", cluster.ErrUnknownTopology, topo, a.submittable())
 			}
 			if workers < 0 {
 				return fmt.Errorf("--workers %d: must be >= 1", workers)

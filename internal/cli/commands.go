@@ -20,7 +20,7 @@ func (a *App) newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(a.serveCmd(), ingestCmd(), topCmd(), a.sinkCmd(), logCmd(), natsCmd(),
+	root.AddCommand(a.serveCmd(), topCmd(), a.sinkCmd(), logCmd(), natsCmd(),
 		a.workerCmd(), a.submitCmd(), clusterCmd(), a.componentsCmd(), versionCmd())
 	root.AddCommand(stormActionCmds()...)
 	for _, c := range a.Commands {

@@ -20,7 +20,7 @@ import (
 // they start.
 func galeApp() *App {
 	a := &App{Name: "gale", Extras: map[string]TopologyExtras{"wordcount": WordcountExtras()},
-		DefaultPipeline: "events", Commands: []func() *cobra.Command{WordcountCmd, OrdersCmd, BenchCmd}}
+		DefaultPipeline: "events", Commands: []func() *cobra.Command{WordcountCmd, IngestCmd, OrdersCmd, BenchCmd}}
 	if err := a.Topologies.Register("wordcount", wordcount.ClusterFactory); err != nil {
 		panic(err)
 	}

@@ -272,7 +272,7 @@ func probeServe(ctx context.Context, url string) error {
 	return nil
 }
 
-func ingestCmd() *cobra.Command {
+func IngestCmd() *cobra.Command {
 	o := ingest.DefaultSendOptions()
 	var (
 		addr  string

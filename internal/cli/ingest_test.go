@@ -26,7 +26,7 @@ func runIngestCmd(t *testing.T, args ...string) (stdout, stderr string, err erro
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := ingestCmd()
+	c := IngestCmd()
 	c.SilenceUsage, c.SilenceErrors = true, true
 	var out, errb testio.SyncBuffer
 	c.SetOut(&out)

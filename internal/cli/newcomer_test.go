@@ -73,6 +73,12 @@ func TestVersion(t *testing.T) {
 		{"-buildvcs=false", unstamped, "gale version devel\n" +
 			"commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n" +
 			"go: go1.26.8 linux/arm64\n"},
+		{"a user's binary", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "example.com/wordlen", Version: "v1.2.0"},
+			Deps:     []*debug.Module{{Path: "github.com/gale-stream/gale", Version: "v0.0.0", Replace: &debug.Module{Path: "../.."}}},
+			Settings: []debug.BuildSetting{{Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "amd64"}}},
+			"wordlen version v1.2.0 (example.com/wordlen)\ngale version v0.0.0, replaced by ../..\n" +
+				"commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n" +
+				"go: go1.26.8 linux/amd64\n"},
 		{"no build info", nil, "gale version unknown\n" +
 			"commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n" +
 			"go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"},

@@ -141,3 +141,18 @@ format) names its components by these classes.`,
 		},
 	}
 }
+
+// submittable lists the topologies gale submit takes: the registered ones but
+// the serve pipelines (gale serve --nats submits those), or says there is none.
+func (a *App) submittable() string {
+	var names []string
+	for _, n := range a.Topologies.Names() {
+		if _, err := a.Pipelines.Lookup(n); err != nil {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}

@@ -2,12 +2,17 @@ package cli
 
 import (
 	"fmt"
+	"path"
 	"runtime"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 )
+
+// galeModule is gale's module path: a binary whose main module is another is a
+// user's, over package app.
+const galeModule = "github.com/gale-stream/gale"
 
 // versionText is what gale version and gale --version print: the module's version,
 // the commit and the Go version, from the binary's build information (nil: none).
@@ -45,6 +50,23 @@ func versionText(bi *debug.BuildInfo) string {
 		}
 	}
 	var b strings.Builder
+	if bi != nil && bi.Main.Path != "" && bi.Main.Path != galeModule {
+		// A user's binary over package app: its own module first, then gale's.
+		fmt.Fprintf(&b, "%s version %s (%s)\n", path.Base(bi.Main.Path), version, bi.Main.Path)
+		version = "unknown"
+		for _, d := range bi.Deps {
+			if d.Path != galeModule {
+				continue
+			}
+			version = d.Version
+			if d.Replace != nil {
+				version = fmt.Sprintf("%s, replaced by %s", strings.NewReplacer("(devel)", "devel").Replace(d.Version), d.Replace.Path)
+				if d.Replace.Version != "" {
+					version += " " + d.Replace.Version
+				}
+			}
+		}
+	}
 	fmt.Fprintf(&b, "gale version %s\n", version)
 	if revision == "" {
 		b.WriteString("commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n")

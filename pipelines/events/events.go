@@ -37,8 +37,7 @@ func Pipeline() server.Pipeline {
 		Schema:         func(sink.Dialect) []string { return Schema() },
 		SinkComponents: []string{SinkID},
 		Build: func(p server.Parts) (server.Built, error) {
-			topo, err := Build(p.Spout, sink.Options{DB: p.DB, Counters: p.SinkCounters, Health: p.SinkHealth,
-				GiveUpAfter: p.SinkGiveUpAfter, MessageTimeout: p.Config.MessageTimeout})
+			topo, err := Build(p.Spout, p.SinkOptions())
 			return server.Built{Topology: topo}, err
 		},
 	}
