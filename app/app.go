@@ -49,6 +49,11 @@ func New(opts ...Option) *App {
 	for _, err := range a.c.RegisterPipelineWorkers() {
 		a.fail(err)
 	}
+	// A program's command of a name gale or another of its commands has would
+	// never run: cobra runs the first of two of one name.
+	for _, err := range a.c.CheckCommands() {
+		a.fail(err)
+	}
 	if a.c.DefaultPipeline != "" {
 		if _, err := a.c.Pipelines.Lookup(a.c.DefaultPipeline); err != nil {
 			a.fail(fmt.Errorf("WithDefaultPipeline: %w", err))
@@ -147,7 +152,10 @@ func WithDefaultPipeline(name string) Option {
 }
 
 // WithCommand adds a command of the program's own beside gale's. new is called
-// for each run of the command line (Run may run more than once in one process).
+// for each run of the command line (Run may run more than once in one process),
+// and once by New, which checks the command: a nil one, one without a name, and
+// a name or alias that is gale's (serve, version, help...) or another
+// WithCommand's are registration errors.
 func WithCommand(new func() *cobra.Command) Option {
 	return func(a *App) {
 		if new == nil {

@@ -55,6 +55,16 @@ func TestRegistrationErrorsAreReportedAtStart(t *testing.T) {
 		{"nil option", []app.Option{nil}, []string{"a nil Option"}},
 		{"nil topology option", []app.Option{app.WithTopology("lengths", emptyFactory, nil)}, []string{`topology "lengths": a nil TopologyOption`}},
 		{"nil command", []app.Option{app.WithCommand(nil)}, []string{"WithCommand(nil)"}},
+		// cobra takes two commands of one name and runs the first: the program's
+		// would never run, and nothing would say so.
+		{"command named like gale's", []app.Option{app.WithCommand(command("serve"))}, []string{`command "serve"`, "gale's serve command"}},
+		{"command named like gale's help", []app.Option{app.WithCommand(command("help"))}, []string{`command "help"`, "gale's help command"}},
+		{"alias of gale's command", []app.Option{app.WithCommand(command("ver", "version"))}, []string{`command "ver" (alias "version")`, "gale's version command"}},
+		{"two commands of one name", []app.Option{app.WithCommand(command("hello")), app.WithCommand(command("hello"))},
+			[]string{`command "hello"`, "an earlier WithCommand"}},
+		{"command function returns nil", []app.Option{app.WithCommand(func() *cobra.Command { return nil })}, []string{"WithCommand #1", "nil command"}},
+		{"command function panics", []app.Option{app.WithCommand(func() *cobra.Command { panic("boom") })}, []string{"WithCommand #1", "panicked: boom"}},
+		{"command without a name", []app.Option{app.WithCommand(command(""))}, []string{"WithCommand #1", "without a name"}},
 		{"two-word name", []app.Option{app.WithName("my tool")}, []string{`WithName("my tool")`}},
 		{"two errors", []app.Option{app.WithTopology("a b", emptyFactory), app.WithTopology("lengths", nil)},
 			[]string{`topology name "a b"`, `topology "lengths" registered without a factory`}},
@@ -75,6 +85,13 @@ func TestRegistrationErrorsAreReportedAtStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// command returns a WithCommand function of a command named name.
+func command(name string, aliases ...string) func() *cobra.Command {
+	return func() *cobra.Command {
+		return &cobra.Command{Use: name, Aliases: aliases, RunE: func(*cobra.Command, []string) error { return nil }}
 	}
 }
 
