@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -70,8 +71,11 @@ func (a *App) Err() error { return errors.Join(a.errs...) }
 // WithName names the binary in usage lines and help ("gale" by default).
 func WithName(name string) Option {
 	return func(a *App) {
-		if strings.TrimSpace(name) == "" || strings.ContainsAny(name, " \t\n") {
-			a.fail(fmt.Errorf("WithName(%q): a name is one word", name))
+		// Any space or control character (not only ' ', '\t' and '\n') splits or
+		// garbles a usage line; a leading '-' reads as a flag in one.
+		if name == "" || strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 ||
+			strings.HasPrefix(name, "-") {
+			a.fail(fmt.Errorf("WithName(%q): a name is one word, not starting with '-'", name))
 			return
 		}
 		a.c.Name = name

@@ -66,6 +66,9 @@ func TestRegistrationErrorsAreReportedAtStart(t *testing.T) {
 		{"command function panics", []app.Option{app.WithCommand(func() *cobra.Command { panic("boom") })}, []string{"WithCommand #1", "panicked: boom"}},
 		{"command without a name", []app.Option{app.WithCommand(command(""))}, []string{"WithCommand #1", "without a name"}},
 		{"two-word name", []app.Option{app.WithName("my tool")}, []string{`WithName("my tool")`}},
+		{"name with a carriage return", []app.Option{app.WithName("my\rtool")}, []string{`WithName("my\rtool")`}},
+		{"name with a no-break space", []app.Option{app.WithName("my\u00a0tool")}, []string{`WithName("my\u00a0tool")`}},
+		{"name like a flag", []app.Option{app.WithName("-flag")}, []string{`WithName("-flag")`}},
 		{"two errors", []app.Option{app.WithTopology("a b", emptyFactory), app.WithTopology("lengths", nil)},
 			[]string{`topology name "a b"`, `topology "lengths" registered without a factory`}},
 	} {
