@@ -218,3 +218,23 @@ func TestComponents(t *testing.T) {
 		t.Errorf("a class registered twice: %v", err)
 	}
 }
+
+// App's zero value (not made by New) runs as gale with nothing registered: its
+// usage lines name gale, and the lists of what it registered say none.
+func TestZeroApp(t *testing.T) {
+	var a app.App
+	if err := a.Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run(t, &a, "--help")
+	if code != 0 || !strings.Contains(stdout, "Usage:\n  gale [flags]\n  gale [command]") {
+		t.Errorf("--help: exit %d, stderr %q; want the usage of gale:\n%s", code, stderr, stdout)
+	}
+	code, _, stderr = run(t, &a, "submit")
+	if code != 2 || !strings.Contains(stderr, "(this build has: none)") {
+		t.Errorf("submit: exit %d, stderr %q; want it to say the build has no topology", code, stderr)
+	}
+	if _, stdout, _ = run(t, &a, "worker", "--help"); !strings.Contains(stdout, "compiled into this binary (none)") {
+		t.Errorf("worker --help does not say the build has no topology:\n%s", stdout)
+	}
+}

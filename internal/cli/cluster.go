@@ -159,7 +159,7 @@ func (a *App) workerCmd() *cobra.Command {
 		Long: `Join a gale cluster on NATS and run whatever tasks the scheduler assigns to this
 worker, until SIGINT or SIGTERM (then its tasks drain, and the cluster moves them).
 
-Topologies are Go code compiled into this binary (` + strings.Join(a.Topologies.Names(), ", ") + `): a worker whose build
+Topologies are Go code compiled into this binary (` + a.topologyList() + `): a worker whose build
 lacks a submitted topology, or has another fingerprint of it, refuses it and says
 why (gale cluster status), and the scheduler places it on other workers.
 
@@ -306,7 +306,7 @@ func (a *App) submitCmd() *cobra.Command {
 		Short: "Submit a topology compiled into this binary to a gale cluster",
 		Long: `Submit a topology to the cluster's scheduler, which places its tasks evenly on
 --workers workers; wait until every one of them runs its part, and print where each
-task runs. Topologies in this build: ` + strings.Join(a.Topologies.Names(), ", ") + `.
+task runs. Topologies in this build: ` + a.topologyList() + `.
 
 The topology's own flags follow its name, e.g.
   gale submit --workers 3 wordcount --fail-rate 0.05 testdata/books/*.txt
@@ -328,10 +328,10 @@ its message timeout; put submit's --timeout before the name).`,
 				return cmd.Help()
 			}
 			if topo == "" {
-				return fmt.Errorf("name the topology to submit (this build has: %s)", strings.Join(a.Topologies.Names(), ", "))
+				return fmt.Errorf("name the topology to submit (this build has: %s)", a.topologyList())
 			}
 			if !slices.Contains(a.Topologies.Names(), topo) {
-				return fmt.Errorf("%w: %q (this build has: %s)", cluster.ErrUnknownTopology, topo, strings.Join(a.Topologies.Names(), ", "))
+				return fmt.Errorf("%w: %q (this build has: %s)", cluster.ErrUnknownTopology, topo, a.topologyList())
 			}
 			if workers < 0 {
 				return fmt.Errorf("--workers %d: must be >= 1", workers)

@@ -28,8 +28,12 @@ func (a *App) newRoot() *cobra.Command {
 
 // galeRoot is the root command with gale's own commands, without the program's.
 func (a *App) galeRoot() *cobra.Command {
+	name := a.Name
+	if name == "" {
+		name = "gale" // an App that app.New did not make (app.App's zero value)
+	}
 	root := &cobra.Command{
-		Use:           a.Name,
+		Use:           name,
 		Short:         "Stream processing whose acknowledgements mean what they say",
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -83,6 +83,15 @@ func (a *App) pipeline(name string) (server.Pipeline, error) {
 	return a.Pipelines.Lookup(name)
 }
 
+// topologyList names the registered topologies for help and errors: "none" if
+// there are none, not an empty list.
+func (a *App) topologyList() string {
+	if names := a.Topologies.Names(); len(names) > 0 {
+		return strings.Join(names, ", ")
+	}
+	return "none"
+}
+
 // topologyFlags returns the flags topology topo declared (nil if none).
 func (a *App) topologyFlags(topo string) *pflag.FlagSet {
 	if f := a.Extras[topo].Flags; f != nil {
