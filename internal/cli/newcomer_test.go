@@ -73,6 +73,16 @@ func TestVersion(t *testing.T) {
 		{"-buildvcs=false", unstamped, "gale version devel\n" +
 			"commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n" +
 			"go: go1.26.8 linux/arm64\n"},
+		// A program's own binary (package app): gale is a dependency, and the
+		// main module's version and commit are the program's.
+		{"a program's binary", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "example.com/mytool", Version: "v1.2.3"},
+			Deps:     []*debug.Module{{Path: "github.com/gale-stream/gale", Version: "v0.4.0"}},
+			Settings: []debug.BuildSetting{{Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "amd64"}, {Key: "vcs.revision", Value: "abc123"}}},
+			"gale version v0.4.0\nprogram: example.com/mytool version v1.2.3\ncommit: abc123\ngo: go1.26.8 linux/amd64\n"},
+		{"a program's binary with gale replaced by a directory", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "example.com/mytool", Version: "(devel)"},
+			Deps:     []*debug.Module{{Path: "github.com/gale-stream/gale", Version: "v0.0.0", Replace: &debug.Module{Path: "../gale"}}},
+			Settings: []debug.BuildSetting{{Key: "GOOS", Value: "linux"}, {Key: "GOARCH", Value: "amd64"}, {Key: "vcs.revision", Value: "abc123"}}},
+			"gale version devel\nprogram: example.com/mytool version devel\ncommit: abc123\ngo: go1.26.8 linux/amd64\n"},
 		{"no build info", nil, "gale version unknown\n" +
 			"commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n" +
 			"go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"},

@@ -45,7 +45,14 @@ func versionText(bi *debug.BuildInfo) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "gale version %s\n", version)
+	if bi != nil && bi.Main.Path != "" && bi.Main.Path != galeModule {
+		// A program's own binary (package app): its main module is the program's,
+		// whose version and commit these are; gale's is the dependency's.
+		fmt.Fprintf(&b, "gale version %s\n", depVersion(bi, galeModule))
+		fmt.Fprintf(&b, "program: %s version %s\n", bi.Main.Path, version)
+	} else {
+		fmt.Fprintf(&b, "gale version %s\n", version)
+	}
 	if revision == "" {
 		b.WriteString("commit: unknown (the build has no VCS information: go run, a build with -buildvcs=false, or one outside a git checkout records none)\n")
 	} else {
@@ -64,6 +71,28 @@ func versionText(bi *debug.BuildInfo) string {
 	}
 	fmt.Fprintf(&b, "go: %s %s\n", goVersion, platform)
 	return b.String()
+}
+
+// galeModule is gale's module path.
+const galeModule = "github.com/gale-stream/gale"
+
+// depVersion is the version of dependency path in bi: its replacement's if it is
+// replaced (a local directory has none: "devel"), "unknown" if bi lacks it.
+func depVersion(bi *debug.BuildInfo, path string) string {
+	for _, d := range bi.Deps {
+		if d.Path != path {
+			continue
+		}
+		v := d.Version
+		if d.Replace != nil {
+			v = d.Replace.Version
+		}
+		if v == "" || v == "(devel)" {
+			return "devel"
+		}
+		return v
+	}
+	return "unknown"
 }
 
 // buildVersionText is this binary's versionText.
