@@ -117,10 +117,12 @@ func TestRegisteredTopologyIsOffered(t *testing.T) {
 	if got, want := a.Pipelines(), []string{"orders"}; !slices.Equal(got, want) {
 		t.Errorf("Pipelines() = %v, want %v", got, want)
 	}
-	for _, cmd := range []string{"worker", "submit"} {
+	// A worker runs the pipeline too; submit offers only what it can submit (gale
+	// serve --nats submits the pipeline, with the arguments its workers build it from).
+	for cmd, want := range map[string]string{"worker": "(lengths, orders)", "submit": "Topologies in this build: lengths."} {
 		code, stdout, stderr := run(t, a, cmd, "--help")
-		if code != 0 || !strings.Contains(stdout, "lengths, orders") {
-			t.Errorf("%s --help: exit %d, stderr %q; want the topologies named in:\n%s", cmd, code, stderr, stdout)
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("%s --help: exit %d, stderr %q; want the topologies named as %q in:\n%s", cmd, code, stderr, want, stdout)
 		}
 		if !strings.Contains(stdout, "mytool "+cmd) {
 			t.Errorf("%s --help does not use the binary's name mytool:\n%s", cmd, stdout)
@@ -132,6 +134,12 @@ func TestRegisteredTopologyIsOffered(t *testing.T) {
 	code, _, stderr := run(t, a, "submit", "--nats", "nats://127.0.0.1:1", "--timeout", "1s", "lengths", "--timeout", "7s", "--bogus")
 	if code != 2 || strings.Contains(stderr, "unknown flag") {
 		t.Errorf("submit: exit %d, %q", code, stderr)
+	}
+	// Submitted bare, a pipeline would be refused by every worker ("no --pipeline"):
+	// submit says at once what runs it.
+	code, _, stderr = run(t, a, "submit", "--nats", "nats://127.0.0.1:1", "--timeout", "1s", "orders")
+	if code != 2 || !strings.Contains(stderr, "orders is a gale serve pipeline") || !strings.Contains(stderr, "mytool serve --nats URL --pipeline orders") {
+		t.Errorf("submit of a pipeline: exit %d, %q; want it sent to serve", code, stderr)
 	}
 	code, _, stderr = run(t, a, "submit", "--nats", "nats://127.0.0.1:1", "--timeout", "1s", "nosuch")
 	if code != 2 || !strings.Contains(stderr, `"nosuch"`) {

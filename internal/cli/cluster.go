@@ -306,7 +306,7 @@ func (a *App) submitCmd() *cobra.Command {
 		Short: "Submit a topology compiled into this binary to a gale cluster",
 		Long: `Submit a topology to the cluster's scheduler, which places its tasks evenly on
 --workers workers; wait until every one of them runs its part, and print where each
-task runs. Topologies in this build: ` + a.topologyList() + `.
+task runs. Topologies in this build: ` + a.submittableList() + `.
 
 The topology's own flags follow its name, e.g.
   gale submit --workers 3 wordcount --fail-rate 0.05 testdata/books/*.txt
@@ -328,10 +328,16 @@ its message timeout; put submit's --timeout before the name).`,
 				return cmd.Help()
 			}
 			if topo == "" {
-				return fmt.Errorf("name the topology to submit (this build has: %s)", a.topologyList())
+				return fmt.Errorf("name the topology to submit (this build has: %s)", a.submittableList())
+			}
+			if _, err := a.Pipelines.Lookup(topo); err == nil {
+				// Its workers build it from the arguments serve gives (the sink, the
+				// pipeline's settings): submitted bare, each would refuse it.
+				return fmt.Errorf("%s is a gale serve pipeline, not a topology to submit: %s serve --nats URL --pipeline %s runs it on the cluster's workers",
+					topo, cmd.Root().Name(), topo)
 			}
 			if !slices.Contains(a.Topologies.Names(), topo) {
-				return fmt.Errorf("%w: %q (this build has: %s)", cluster.ErrUnknownTopology, topo, a.topologyList())
+				return fmt.Errorf("%w: %q (this build has: %s)", cluster.ErrUnknownTopology, topo, a.submittableList())
 			}
 			if workers < 0 {
 				return fmt.Errorf("--workers %d: must be >= 1", workers)

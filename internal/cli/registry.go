@@ -92,6 +92,21 @@ func (a *App) topologyList() string {
 	return "none"
 }
 
+// submittableList names the topologies gale submit takes: the registered ones
+// but the serve pipelines, which gale serve --nats submits itself.
+func (a *App) submittableList() string {
+	var names []string
+	for _, n := range a.Topologies.Names() {
+		if _, err := a.Pipelines.Lookup(n); err != nil {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
 // topologyFlags returns the flags topology topo declared (nil if none).
 func (a *App) topologyFlags(topo string) *pflag.FlagSet {
 	if f := a.Extras[topo].Flags; f != nil {
