@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -49,6 +50,11 @@ func New(opts ...Option) *App {
 	for _, err := range a.c.RegisterPipelineWorkers() {
 		a.fail(err)
 	}
+	// A program's command of a name gale or another of its commands has would
+	// never run: cobra runs the first of two of one name.
+	for _, err := range a.c.CheckCommands() {
+		a.fail(err)
+	}
 	if a.c.DefaultPipeline != "" {
 		if _, err := a.c.Pipelines.Lookup(a.c.DefaultPipeline); err != nil {
 			a.fail(fmt.Errorf("WithDefaultPipeline: %w", err))
@@ -65,8 +71,11 @@ func (a *App) Err() error { return errors.Join(a.errs...) }
 // WithName names the binary in usage lines and help ("gale" by default).
 func WithName(name string) Option {
 	return func(a *App) {
-		if strings.TrimSpace(name) == "" || strings.ContainsAny(name, " \t\n") {
-			a.fail(fmt.Errorf("WithName(%q): a name is one word", name))
+		// Any space or control character (not only ' ', '\t' and '\n') splits or
+		// garbles a usage line; a leading '-' reads as a flag in one.
+		if name == "" || strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 ||
+			strings.HasPrefix(name, "-") {
+			a.fail(fmt.Errorf("WithName(%q): a name is one word, not starting with '-'", name))
 			return
 		}
 		a.c.Name = name
@@ -163,7 +172,10 @@ func WithDefaultPipeline(name string) Option {
 }
 
 // WithCommand adds a command of the program's own beside gale's. new is called
-// for each run of the command line (Run may run more than once in one process).
+// for each run of the command line (Run may run more than once in one process),
+// and once by New, which checks the command: a nil one, one without a name, and
+// a name or alias that is gale's (serve, version, help...) or another
+// WithCommand's are registration errors.
 func WithCommand(new func() *cobra.Command) Option {
 	return func(a *App) {
 		if new == nil {

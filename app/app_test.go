@@ -55,7 +55,20 @@ func TestRegistrationErrorsAreReportedAtStart(t *testing.T) {
 		{"nil option", []app.Option{nil}, []string{"a nil Option"}},
 		{"nil topology option", []app.Option{app.WithTopology("lengths", emptyFactory, nil)}, []string{`topology "lengths": a nil TopologyOption`}},
 		{"nil command", []app.Option{app.WithCommand(nil)}, []string{"WithCommand(nil)"}},
+		// cobra takes two commands of one name and runs the first: the program's
+		// would never run, and nothing would say so.
+		{"command named like gale's", []app.Option{app.WithCommand(command("serve"))}, []string{`command "serve"`, "gale's serve command"}},
+		{"command named like gale's help", []app.Option{app.WithCommand(command("help"))}, []string{`command "help"`, "gale's help command"}},
+		{"alias of gale's command", []app.Option{app.WithCommand(command("ver", "version"))}, []string{`command "ver" (alias "version")`, "gale's version command"}},
+		{"two commands of one name", []app.Option{app.WithCommand(command("hello")), app.WithCommand(command("hello"))},
+			[]string{`command "hello"`, "an earlier WithCommand"}},
+		{"command function returns nil", []app.Option{app.WithCommand(func() *cobra.Command { return nil })}, []string{"WithCommand #1", "nil command"}},
+		{"command function panics", []app.Option{app.WithCommand(func() *cobra.Command { panic("boom") })}, []string{"WithCommand #1", "panicked: boom"}},
+		{"command without a name", []app.Option{app.WithCommand(command(""))}, []string{"WithCommand #1", "without a name"}},
 		{"two-word name", []app.Option{app.WithName("my tool")}, []string{`WithName("my tool")`}},
+		{"name with a carriage return", []app.Option{app.WithName("my\rtool")}, []string{`WithName("my\rtool")`}},
+		{"name with a no-break space", []app.Option{app.WithName("my\u00a0tool")}, []string{`WithName("my\u00a0tool")`}},
+		{"name like a flag", []app.Option{app.WithName("-flag")}, []string{`WithName("-flag")`}},
 		{"two errors", []app.Option{app.WithTopology("a b", emptyFactory), app.WithTopology("lengths", nil)},
 			[]string{`topology name "a b"`, `topology "lengths" registered without a factory`}},
 	} {
@@ -75,6 +88,13 @@ func TestRegistrationErrorsAreReportedAtStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// command returns a WithCommand function of a command named name.
+func command(name string, aliases ...string) func() *cobra.Command {
+	return func() *cobra.Command {
+		return &cobra.Command{Use: name, Aliases: aliases, RunE: func(*cobra.Command, []string) error { return nil }}
 	}
 }
 
@@ -206,5 +226,25 @@ func TestComponents(t *testing.T) {
 	twice := app.New(app.WithComponent(sink), app.WithComponent(sink))
 	if err := twice.Err(); err == nil || !strings.Contains(err.Error(), `"mytool.Discard"`) {
 		t.Errorf("a class registered twice: %v", err)
+	}
+}
+
+// App's zero value (not made by New) runs as gale with nothing registered: its
+// usage lines name gale, and the lists of what it registered say none.
+func TestZeroApp(t *testing.T) {
+	var a app.App
+	if err := a.Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run(t, &a, "--help")
+	if code != 0 || !strings.Contains(stdout, "Usage:\n  gale [flags]\n  gale [command]") {
+		t.Errorf("--help: exit %d, stderr %q; want the usage of gale:\n%s", code, stderr, stdout)
+	}
+	code, _, stderr = run(t, &a, "submit")
+	if code != 2 || !strings.Contains(stderr, "(this build has: none)") {
+		t.Errorf("submit: exit %d, stderr %q; want it to say the build has no topology", code, stderr)
+	}
+	if _, stdout, _ = run(t, &a, "worker", "--help"); !strings.Contains(stdout, "compiled into this binary (none; serve\npipelines: none)") {
+		t.Errorf("worker --help does not say the build has no topology:\n%s", stdout)
 	}
 }

@@ -1,7 +1,7 @@
 // Package app is the entry point of a gale binary: every gale command (worker,
 // submit, nats, serve, top, cluster status, kill, rebalance, activate,
-// deactivate, log check and salvage, sink rebuild, version) over the topologies
-// and pipelines the program registers. gale's own binary (cmd/gale) is a main
+// deactivate, log check and salvage, sink rebuild, components, version) over the
+// topologies, pipelines and component classes the program registers. gale's own binary (cmd/gale) is a main
 // over it; so is a user's.
 //
 // Go cannot ship code to a running cluster the way Storm ships a jar to Nimbus:
@@ -24,9 +24,10 @@
 // in any Go process with engine.Start, without this package.
 //
 // What is registered (WithTopology, WithPipeline, WithDefaultPipeline,
-// WithCommand) is checked when New runs: a duplicate name, a nil factory, a name
-// the cluster does not take (its subjects and keys want letters, digits, '-' and
-// '_'), a pipeline named like a topology. Such an error is not a panic and not a
+// WithComponent, WithCommand) is checked when New runs: a duplicate name, a nil
+// factory, a name the cluster does not take (its subjects and keys want letters,
+// digits, '-' and '_'), a pipeline named like a topology, a command named like
+// one of gale's or another of the program's. Such an error is not a panic and not a
 // surprise on a worker at submit time: App.Err returns it, and Run prints it and
 // exits 2 before any command runs.
 //

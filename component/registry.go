@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
@@ -95,8 +96,9 @@ type Registry struct {
 	classes map[string]Declaration
 }
 
-// Register declares a class. It refuses, naming the class, an empty class or one with
-// a space or control character, a Doc of more than one line, a declaration that sets
+// Register declares a class. It refuses, naming the class, an empty class, one not
+// in UTF-8 or with a space or control character, a Doc of more than one line or
+// with another control character (a tab), a declaration that sets
 // none or more than one of Spout, Bolt and BasicBolt, and a class registered before
 // (the first stays): each error wraps ErrRegister.
 func (r *Registry) Register(d Declaration) error {
@@ -119,6 +121,10 @@ func check(d Declaration) error {
 	if d.Class == "" {
 		return fmt.Errorf("%w: empty class name (doc %q)", ErrRegister, d.Doc)
 	}
+	if !utf8.ValidString(d.Class) {
+		// A file (YAML, UTF-8) could never name it.
+		return fmt.Errorf("class %q: %w: not valid UTF-8", d.Class, ErrRegister)
+	}
 	for i, c := range d.Class {
 		if unicode.IsSpace(c) || unicode.IsControl(c) {
 			// A file's className is one word: such a class could never be named.
@@ -127,6 +133,10 @@ func check(d Declaration) error {
 	}
 	if strings.ContainsAny(d.Doc, "\r\n") {
 		return fmt.Errorf("class %q: %w: doc has a line break (listings show it on one line)", d.Class, ErrRegister)
+	}
+	if i := strings.IndexFunc(d.Doc, unicode.IsControl); i >= 0 {
+		// A tab splits gale components' columns; an escape rewrites the terminal.
+		return fmt.Errorf("class %q: %w: doc has control character %q at byte %d (listings show it as one column)", d.Class, ErrRegister, d.Doc[i:i+1], i)
 	}
 	var set []string
 	if d.Spout != nil {

@@ -160,7 +160,7 @@ func (a *App) workerCmd() *cobra.Command {
 worker, until SIGINT or SIGTERM (then its tasks drain, and the cluster moves them).
 
 Topologies are Go code compiled into this binary (` + a.submittable() + `; serve
-pipelines: ` + strings.Join(a.Pipelines.Names(), ", ") + `): a worker whose build
+pipelines: ` + a.pipelineNames() + `): a worker whose build
 lacks a submitted topology, or has another fingerprint of it, refuses it and says
 why (gale cluster status), and the scheduler places it on other workers.
 

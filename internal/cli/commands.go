@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,8 +15,25 @@ type ExitError struct{ Code int }
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
 func (a *App) newRoot() *cobra.Command {
+	root := a.galeRoot()
+	for _, c := range a.Commands {
+		root.AddCommand(c())
+	}
+	// cobra adds its completion command at Execute; added now, it is in the tree
+	// that refuseUnknownSubcommands walks.
+	root.InitDefaultCompletionCmd()
+	refuseUnknownSubcommands(root)
+	return root
+}
+
+// galeRoot is the root command with gale's own commands, without the program's.
+func (a *App) galeRoot() *cobra.Command {
+	name := a.Name
+	if name == "" {
+		name = "gale" // an App that app.New did not make (app.App's zero value)
+	}
 	root := &cobra.Command{
-		Use:           a.Name,
+		Use:           name,
 		Short:         "Stream processing whose acknowledgements mean what they say",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -23,19 +41,66 @@ func (a *App) newRoot() *cobra.Command {
 	root.AddCommand(a.serveCmd(), topCmd(), a.sinkCmd(), logCmd(), natsCmd(),
 		a.workerCmd(), a.submitCmd(), clusterCmd(), a.componentsCmd(), versionCmd())
 	root.AddCommand(stormActionCmds()...)
-	for _, c := range a.Commands {
-		root.AddCommand(c())
-	}
 	// cobra prints Version through this template for --version: the same text as
 	// gale version. The flag is declared here so that it has no -v (verbose, to many).
 	root.Version = buildVersionText()
 	root.SetVersionTemplate("{{.Version}}")
 	root.Flags().Bool("version", false, "print gale's version, commit and Go version (as gale version does)")
-	// cobra adds its completion command at Execute; added now, it is in the tree
-	// that refuseUnknownSubcommands walks.
-	root.InitDefaultCompletionCmd()
-	refuseUnknownSubcommands(root)
 	return root
+}
+
+// CheckCommands returns an error per command of a.Commands that could not run:
+// a constructor that returns nil or panics, a command without a name, and a name
+// or alias that is gale's (serve, version, help, completion...) or another
+// command's of the program. cobra takes two commands of one name and runs the
+// first: the second would never run, and nothing would say so. It calls each
+// constructor once.
+func (a *App) CheckCommands() []error {
+	root := a.galeRoot()
+	root.InitDefaultCompletionCmd()
+	taken := map[string]string{"help": "gale's help command"}
+	for _, c := range root.Commands() {
+		for _, n := range append([]string{c.Name()}, c.Aliases...) {
+			taken[n] = fmt.Sprintf("gale's %s command", c.Name())
+		}
+	}
+	var errs []error
+	for i, newCmd := range a.Commands {
+		c, err := callCommand(newCmd)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("WithCommand #%d: %w", i+1, err))
+			continue
+		}
+		if c.Name() == "" {
+			errs = append(errs, fmt.Errorf("WithCommand #%d: a command without a name (its Use is %q)", i+1, c.Use))
+			continue
+		}
+		for _, n := range append([]string{c.Name()}, c.Aliases...) {
+			what := fmt.Sprintf("command %q", c.Name())
+			if n != c.Name() {
+				what += fmt.Sprintf(" (alias %q)", n)
+			}
+			if by, ok := taken[n]; ok {
+				errs = append(errs, fmt.Errorf("WithCommand: %s: %q names %s already (of two commands of one name, the second never runs)", what, n, by))
+				continue
+			}
+			taken[n] = fmt.Sprintf("the program's %s command (an earlier WithCommand)", c.Name())
+		}
+	}
+	return errs
+}
+
+// callCommand calls a WithCommand constructor, turning nil and a panic into errors.
+func callCommand(newCmd func() *cobra.Command) (c *cobra.Command, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("its function panicked: %v", p)
+		}
+	}()
+	if c = newCmd(); c == nil {
+		return nil, errors.New("its function returned a nil command")
+	}
+	return c, nil
 }
 
 // refuseUnknownSubcommands makes every command under c that only groups others

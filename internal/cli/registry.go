@@ -156,3 +156,11 @@ func (a *App) submittable() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// pipelineNames lists the serve pipelines, or says there is none.
+func (a *App) pipelineNames() string {
+	if names := a.Pipelines.Names(); len(names) > 0 {
+		return strings.Join(names, ", ")
+	}
+	return "none"
+}
