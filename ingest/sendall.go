@@ -154,107 +154,22 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 	start := time.Now()
 	rep = &Report{Final: map[string]int{}}
 	defer func() { rep.Elapsed = time.Since(start) }()
-	switch {
-	case o.Batch < 1:
-		return rep, fmt.Errorf("ingest client: a batch of %d events: must be at least 1", o.Batch)
-	case o.Workers < 1:
-		return rep, fmt.Errorf("ingest client: %d requests in flight: must be at least 1", o.Workers)
-	case o.Retries < 0:
-		return rep, fmt.Errorf("ingest client: %d retries: must be at least 0", o.Retries)
+	if err := checkSendOptions(o); err != nil {
+		return rep, err
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	var mu sync.Mutex // guards rep, pending, lastErr, and calls o.Progress
-	var pending []string
-	var lastErr string
-	var lastProgress atomic.Int64
-	lastProgress.Store(time.Now().UnixNano())
-	progressed := func() { lastProgress.Store(time.Now().UnixNano()) }
-	tell := func(p Progress) { // with mu held
-		if o.Progress == nil {
-			return
-		}
-		p.Sent, p.Resent, p.Retries = rep.Sent, rep.Resent, rep.Retries
-		p.Answered = len(pending)
-		for _, n := range rep.Final {
-			p.Answered += n
-		}
-		p.Elapsed = time.Since(start)
-		o.Progress(p)
-	}
-	final := func(a Answer) {
-		mu.Lock()
-		defer mu.Unlock()
-		rep.Final[a.Status.String()]++
-		if a.Status != Processed {
-			rep.Problems = append(rep.Problems, a)
-		}
-	}
-	// The watchdog: no progress for o.GiveUp stops everything.
+	r := &sendRun{c: c, o: o, ctx: ctx, cancel: cancel, start: start, rep: rep}
+	r.progressed()
 	if o.GiveUp > 0 {
-		go func() {
-			t := time.NewTicker(max(min(o.GiveUp/10, time.Second), time.Millisecond))
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				if since := time.Since(time.Unix(0, lastProgress.Load())); since >= o.GiveUp {
-					mu.Lock()
-					last := lastErr
-					mu.Unlock()
-					if last == "" {
-						last = "none"
-					}
-					cancel(fmt.Errorf("%w for %v: no event got an answer other than FAILED_RETRYABLE; the last error: %s",
-						ErrNoProgress, since.Round(time.Second), last))
-					return
-				}
-			}
-		}()
-	}
-	sleep := func(d time.Duration) {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
+		go r.watchdog()
 	}
 	batches := make(chan []event.Event, o.Workers)
 	var readErr error
 	go func() {
-		defer close(batches)
-		var cur []event.Event
-		for e, err := range events {
-			if err != nil {
-				if ctx.Err() == nil {
-					readErr = err
-				}
-				return
-			}
-			cur = append(cur, e)
-			if len(cur) == o.Batch {
-				select {
-				case batches <- cur:
-				case <-ctx.Done():
-					return
-				}
-				cur = nil
-			}
-		}
-		if len(cur) > 0 {
-			select {
-			case batches <- cur:
-			case <-ctx.Done():
-			}
-		}
+		defer close(batches) // after readErr is set: the workers' end is its sign
+		readErr = r.read(events, batches)
 	}()
-	request := func(evs []event.Event) Progress {
-		return Progress{Request: len(evs), FirstID: evs[0].ID, LastID: evs[len(evs)-1].ID}
-	}
 	var wg sync.WaitGroup
 	for range o.Workers {
 		wg.Go(func() {
@@ -262,93 +177,7 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 				if ctx.Err() != nil {
 					continue // drain: the reader is told by ctx
 				}
-				mu.Lock()
-				rep.Sent += len(b)
-				mu.Unlock()
-				send := b
-				for try := 0; len(send) > 0; try++ {
-					answers, code, err := c.Send(ctx, send, o.Level, o.Wait)
-					if answers == nil {
-						if ctx.Err() != nil {
-							err = context.Cause(ctx)
-						}
-						mu.Lock()
-						lastErr = err.Error()
-						mu.Unlock()
-						if try >= o.Retries || ctx.Err() != nil {
-							if ctx.Err() == nil {
-								p := request(send)
-								p.Kind, p.Events, p.Tries, p.Err = ProgressGaveUp, len(send), try, err
-								mu.Lock()
-								tell(p)
-								mu.Unlock()
-							}
-							for _, e := range send {
-								final(Answer{EventID: e.ID, Status: FailedRetryable, Error: err.Error()})
-							}
-							break
-						}
-						wait := sendBackoff(try)
-						mu.Lock()
-						rep.Retries++
-						rep.Failed++
-						rep.Resent += len(send)
-						p := request(send)
-						p.Kind, p.Events, p.Retry, p.Err, p.Wait = ProgressRetryRequest, len(send), rep.Retries, err, wait
-						tell(p)
-						mu.Unlock()
-						sleep(wait)
-						continue
-					}
-					var again []event.Event
-					why := ""
-					for i, a := range answers {
-						if a.Duplicate {
-							mu.Lock()
-							rep.Duplicates++
-							mu.Unlock()
-						}
-						if a.Status != FailedRetryable {
-							progressed()
-						}
-						switch a.Status {
-						case Processed, FailedFinal:
-							final(a)
-						case FailedRetryable:
-							if try >= o.Retries || ctx.Err() != nil {
-								final(a)
-							} else {
-								again = append(again, send[i])
-								if why == "" {
-									why = a.Error
-								}
-							}
-						default:
-							mu.Lock()
-							pending = append(pending, a.EventID)
-							mu.Unlock()
-						}
-					}
-					if len(again) > 0 {
-						wait := sendBackoff(try)
-						if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-							wait = max(wait, time.Second)
-						}
-						mu.Lock()
-						rep.Retries++
-						rep.Resent += len(again)
-						lastErr = fmt.Sprintf("HTTP %d: %s", code, why)
-						p := request(send)
-						p.Kind, p.Events, p.Retry, p.HTTPStatus, p.Reason, p.Wait = ProgressRetryEvents, len(again), rep.Retries, code, why, wait
-						tell(p)
-						mu.Unlock()
-						sleep(wait)
-					}
-					send = again
-				}
-				mu.Lock()
-				tell(Progress{Kind: ProgressBatch, Batch: len(b)})
-				mu.Unlock()
+				r.sendBatch(b)
 			}
 		})
 	}
@@ -356,49 +185,300 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 	if readErr != nil {
 		return rep, readErr
 	}
-	// Poll the events answered before they finished.
-	deadline := time.Now().Add(o.Deadline)
-	for len(pending) > 0 && ctx.Err() == nil {
-		var still []string
-		var pollErr error
-		for _, id := range pending {
-			st, found, err := c.Status(ctx, id)
-			if err != nil {
-				pollErr = err
-			}
-			switch {
-			case err != nil || !found || (st.Status != Processed && st.Status != FailedFinal):
-				if time.Now().After(deadline) || ctx.Err() != nil {
-					a := Answer{EventID: id, Status: st.Status, Seq: st.Seq, Attempts: st.Attempts, Error: st.LastError}
-					if err != nil {
-						a.Error = err.Error()
-					}
-					final(a)
-				} else {
-					still = append(still, id)
-				}
-			default:
-				progressed()
-				final(Answer{EventID: id, Status: st.Status, Seq: st.Seq, Attempts: st.Attempts, Error: st.LastError})
-			}
-		}
-		mu.Lock()
-		pending = still
-		if pollErr != nil {
-			lastErr = pollErr.Error()
-		}
-		tell(Progress{Kind: ProgressPoll, Events: len(still), Err: pollErr})
-		mu.Unlock()
-		if len(pending) > 0 {
-			sleep(100 * time.Millisecond)
-		}
-	}
-	for _, id := range pending { // the run was stopped while polling
-		final(Answer{EventID: id, Status: Persisted, Error: "not polled to the end: " + context.Cause(ctx).Error()})
-	}
+	r.poll()
 	sort.Slice(rep.Problems, func(i, j int) bool { return rep.Problems[i].EventID < rep.Problems[j].EventID })
 	if parent.Err() != nil {
 		return rep, parent.Err()
 	}
 	return rep, context.Cause(ctx)
+}
+
+// checkSendOptions refuses options SendAll cannot run with, naming the field.
+func checkSendOptions(o SendOptions) error {
+	switch {
+	case o.Batch < 1:
+		return fmt.Errorf("ingest client: a batch of %d events: must be at least 1", o.Batch)
+	case o.Workers < 1:
+		return fmt.Errorf("ingest client: %d requests in flight: must be at least 1", o.Workers)
+	case o.Retries < 0:
+		return fmt.Errorf("ingest client: %d retries: must be at least 0", o.Retries)
+	}
+	return nil
+}
+
+// sendRun is what the steps of one SendAll share.
+type sendRun struct {
+	c      *Client
+	o      SendOptions
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	start  time.Time
+
+	mu      sync.Mutex // guards rep, pending, lastErr, and calls o.Progress
+	rep     *Report
+	pending []string // answered before final: to be polled
+	lastErr string
+	// lastProgress is when an event last got an answer other than FAILED_RETRYABLE
+	// (Unix nanoseconds).
+	lastProgress atomic.Int64
+}
+
+func (r *sendRun) progressed() { r.lastProgress.Store(time.Now().UnixNano()) }
+
+// tell gives p, with the run's counts, to o.Progress; r.mu is held.
+func (r *sendRun) tell(p Progress) {
+	if r.o.Progress == nil {
+		return
+	}
+	p.Sent, p.Resent, p.Retries = r.rep.Sent, r.rep.Resent, r.rep.Retries
+	p.Answered = len(r.pending)
+	for _, n := range r.rep.Final {
+		p.Answered += n
+	}
+	p.Elapsed = time.Since(r.start)
+	r.o.Progress(p)
+}
+
+// told is tell with r.mu taken.
+func (r *sendRun) told(p Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tell(p)
+}
+
+// final counts a's status in the report.
+func (r *sendRun) final(a Answer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rep.Final[a.Status.String()]++
+	if a.Status != Processed {
+		r.rep.Problems = append(r.rep.Problems, a)
+	}
+}
+
+// failedAll ends every event of evs FAILED_RETRYABLE with err.
+func (r *sendRun) failedAll(evs []event.Event, err error) {
+	for _, e := range evs {
+		r.final(Answer{EventID: e.ID, Status: FailedRetryable, Error: err.Error()})
+	}
+}
+
+func (r *sendRun) setLastErr(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastErr = s
+}
+
+// sleep waits d, or until the run is stopped.
+func (r *sendRun) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.ctx.Done():
+	}
+}
+
+// watchdog stops the run once no event has got an answer other than
+// FAILED_RETRYABLE for o.GiveUp.
+func (r *sendRun) watchdog() {
+	t := time.NewTicker(max(min(r.o.GiveUp/10, time.Second), time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if since := time.Since(time.Unix(0, r.lastProgress.Load())); since >= r.o.GiveUp {
+			r.mu.Lock()
+			last := r.lastErr
+			r.mu.Unlock()
+			if last == "" {
+				last = "none"
+			}
+			r.cancel(fmt.Errorf("%w for %v: no event got an answer other than FAILED_RETRYABLE; the last error: %s",
+				ErrNoProgress, since.Round(time.Second), last))
+			return
+		}
+	}
+}
+
+// read cuts events into batches of o.Batch on batches; it returns the error
+// events yielded (nil once the run is stopped).
+func (r *sendRun) read(events iter.Seq2[event.Event, error], batches chan<- []event.Event) error {
+	var cur []event.Event
+	for e, err := range events {
+		if err != nil {
+			if r.ctx.Err() == nil {
+				return err
+			}
+			return nil
+		}
+		cur = append(cur, e)
+		if len(cur) == r.o.Batch {
+			select {
+			case batches <- cur:
+			case <-r.ctx.Done():
+				return nil
+			}
+			cur = nil
+		}
+	}
+	if len(cur) > 0 {
+		select {
+		case batches <- cur:
+		case <-r.ctx.Done():
+		}
+	}
+	return nil
+}
+
+// request is a Progress naming the request of evs.
+func request(evs []event.Event) Progress {
+	return Progress{Request: len(evs), FirstID: evs[0].ID, LastID: evs[len(evs)-1].ID}
+}
+
+// sendBatch sends b until each event has an answer (final, or to be polled) or is
+// given up.
+func (r *sendRun) sendBatch(b []event.Event) {
+	r.mu.Lock()
+	r.rep.Sent += len(b)
+	r.mu.Unlock()
+	send := b
+	for try := 0; len(send) > 0; try++ {
+		answers, code, err := r.c.Send(r.ctx, send, r.o.Level, r.o.Wait)
+		if answers == nil {
+			if !r.retryRequest(send, try, err) {
+				break
+			}
+			continue
+		}
+		send = r.answered(send, answers, code, try)
+	}
+	r.told(Progress{Kind: ProgressBatch, Batch: len(b)})
+}
+
+// retryRequest handles a request of send, try-th re-send, that got no answer per
+// event (err): it waits before a re-send and says true, or gives the events up.
+func (r *sendRun) retryRequest(send []event.Event, try int, err error) bool {
+	if r.ctx.Err() != nil {
+		err = context.Cause(r.ctx)
+	}
+	r.setLastErr(err.Error())
+	if try >= r.o.Retries || r.ctx.Err() != nil {
+		if r.ctx.Err() == nil {
+			p := request(send)
+			p.Kind, p.Events, p.Tries, p.Err = ProgressGaveUp, len(send), try, err
+			r.told(p)
+		}
+		r.failedAll(send, err)
+		return false
+	}
+	wait := sendBackoff(try)
+	r.mu.Lock()
+	r.rep.Retries++
+	r.rep.Failed++
+	r.rep.Resent += len(send)
+	p := request(send)
+	p.Kind, p.Events, p.Retry, p.Err, p.Wait = ProgressRetryRequest, len(send), r.rep.Retries, err, wait
+	r.tell(p)
+	r.mu.Unlock()
+	r.sleep(wait)
+	return true
+}
+
+// answered takes the answers (HTTP code) to the try-th re-send of send: the final
+// ones are counted, the ones to poll kept; it returns the events answered
+// FAILED_RETRYABLE, to send again after a pause, unless given up.
+func (r *sendRun) answered(send []event.Event, answers []Answer, code, try int) (again []event.Event) {
+	why := ""
+	for i, a := range answers {
+		if a.Duplicate {
+			r.mu.Lock()
+			r.rep.Duplicates++
+			r.mu.Unlock()
+		}
+		if a.Status != FailedRetryable {
+			r.progressed()
+		}
+		switch a.Status {
+		case Processed, FailedFinal:
+			r.final(a)
+		case FailedRetryable:
+			if try >= r.o.Retries || r.ctx.Err() != nil {
+				r.final(a)
+			} else {
+				again = append(again, send[i])
+				if why == "" {
+					why = a.Error
+				}
+			}
+		default:
+			r.mu.Lock()
+			r.pending = append(r.pending, a.EventID)
+			r.mu.Unlock()
+		}
+	}
+	if len(again) > 0 {
+		wait := sendBackoff(try)
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			wait = max(wait, time.Second)
+		}
+		r.mu.Lock()
+		r.rep.Retries++
+		r.rep.Resent += len(again)
+		r.lastErr = fmt.Sprintf("HTTP %d: %s", code, why)
+		p := request(send)
+		p.Kind, p.Events, p.Retry, p.HTTPStatus, p.Reason, p.Wait = ProgressRetryEvents, len(again), r.rep.Retries, code, why, wait
+		r.tell(p)
+		r.mu.Unlock()
+		r.sleep(wait)
+	}
+	return again
+}
+
+// poll reads the status of the events answered before they were final until each
+// is, or o.Deadline, or the run is stopped; each ends in the report as it last
+// read.
+func (r *sendRun) poll() {
+	deadline := time.Now().Add(r.o.Deadline)
+	for len(r.pending) > 0 && r.ctx.Err() == nil {
+		var still []string
+		var pollErr error
+		for _, id := range r.pending {
+			st, found, err := r.c.Status(r.ctx, id)
+			if err != nil {
+				pollErr = err
+			}
+			switch {
+			case err != nil || !found || (st.Status != Processed && st.Status != FailedFinal):
+				if time.Now().After(deadline) || r.ctx.Err() != nil {
+					a := Answer{EventID: id, Status: st.Status, Seq: st.Seq, Attempts: st.Attempts, Error: st.LastError}
+					if err != nil {
+						a.Error = err.Error()
+					}
+					r.final(a)
+				} else {
+					still = append(still, id)
+				}
+			default:
+				r.progressed()
+				r.final(Answer{EventID: id, Status: st.Status, Seq: st.Seq, Attempts: st.Attempts, Error: st.LastError})
+			}
+		}
+		r.mu.Lock()
+		r.pending = still
+		if pollErr != nil {
+			r.lastErr = pollErr.Error()
+		}
+		r.tell(Progress{Kind: ProgressPoll, Events: len(still), Err: pollErr})
+		r.mu.Unlock()
+		if len(r.pending) > 0 {
+			r.sleep(100 * time.Millisecond)
+		}
+	}
+	for _, id := range r.pending { // the run was stopped while polling
+		r.final(Answer{EventID: id, Status: Persisted, Error: "not polled to the end: " + context.Cause(r.ctx).Error()})
+	}
 }
