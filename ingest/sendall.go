@@ -16,20 +16,22 @@ import (
 
 // SendOptions tune Client.SendAll; DefaultSendOptions are gale ingest's defaults.
 type SendOptions struct {
-	// Batch is the events of one request (NDJSON), Workers the requests in flight;
-	// both at least 1.
+	// Batch is the events of one request (NDJSON), 1 to 100,000; Workers the
+	// requests in flight, 1 to 1024.
 	Batch, Workers int
 	// Retries is how many times a request that got no answer per event, or an event
 	// answered FAILED_RETRYABLE, is sent again (same event_id) before it is given up
-	// (it then ends FAILED_RETRYABLE in the report).
+	// (it then ends FAILED_RETRYABLE in the report); 0 to 10,000.
 	Retries int
 	// Level is the ack level asked for (0: the server's default per source); Wait
 	// how long one request waits for ack=processed before the server answers
-	// PERSISTED (0: the server's default).
+	// PERSISTED (0: the server's default; at most 10 minutes, as gale serve takes).
 	Level Level
 	Wait  time.Duration
 	// Deadline bounds the polling of the events answered before they were final
 	// (PERSISTED, ACCEPTED): past it, they end in the report as they last read.
+	// Durations are not negative: SendAll refuses options out of bounds, naming
+	// the field.
 	Deadline time.Duration
 	// GiveUp stops the run with an error wrapping ErrNoProgress once no event has
 	// got an answer other than FAILED_RETRYABLE for this long (0: never).
@@ -194,14 +196,38 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 }
 
 // checkSendOptions refuses options SendAll cannot run with, naming the field.
+// The bounds of SendOptions: a batch is held in memory with its answers, and every
+// request in flight is a goroutine and a connection. A gale serve takes at most
+// HTTPOptions.MaxBatchLines events a request (DefaultMaxBatchLines) and waits at
+// most 10 minutes for ack=processed.
+const (
+	maxSendBatch   = 100_000
+	maxSendWorkers = 1024
+	maxSendRetries = 10_000
+	maxSendWait    = 10 * time.Minute
+)
+
+// checkSendOptions refuses options SendAll cannot run with, naming the field and
+// its bounds.
 func checkSendOptions(o SendOptions) error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("ingest client: SendOptions.%s = %v: %s", field, v, want)
+	}
 	switch {
-	case o.Batch < 1:
-		return fmt.Errorf("ingest client: a batch of %d events: must be at least 1", o.Batch)
-	case o.Workers < 1:
-		return fmt.Errorf("ingest client: %d requests in flight: must be at least 1", o.Workers)
-	case o.Retries < 0:
-		return fmt.Errorf("ingest client: %d retries: must be at least 0", o.Retries)
+	case o.Batch < 1 || o.Batch > maxSendBatch:
+		return bad("Batch", o.Batch, fmt.Sprintf("want 1 to %d events a request", maxSendBatch))
+	case o.Workers < 1 || o.Workers > maxSendWorkers:
+		return bad("Workers", o.Workers, fmt.Sprintf("want 1 to %d requests in flight", maxSendWorkers))
+	case o.Retries < 0 || o.Retries > maxSendRetries:
+		return bad("Retries", o.Retries, fmt.Sprintf("want 0 to %d re-sends", maxSendRetries))
+	case o.Level > LevelProcessed:
+		return bad("Level", o.Level, "want 0 (the server's default), LevelAccepted, LevelPersisted or LevelProcessed")
+	case o.Wait < 0 || o.Wait > maxSendWait:
+		return bad("Wait", o.Wait, fmt.Sprintf("want 0 (the server's default) to %v", maxSendWait))
+	case o.Deadline < 0:
+		return bad("Deadline", o.Deadline, "want 0 (no polling) or more")
+	case o.GiveUp < 0:
+		return bad("GiveUp", o.GiveUp, "want 0 (never) or more")
 	}
 	return nil
 }

@@ -405,24 +405,54 @@ func TestSendAllReadError(t *testing.T) {
 }
 
 // TestSendAllRefusesBadOptions: a batch of no events, no request in flight or
-// negative retries are refused before anything is read.
+// negative retries are refused before anything is read; so are values too large
+// to run with (1<<40 requests in flight made a channel of that size: the process
+// died out of memory) and negative or out-of-range durations and levels; each
+// error names the field.
 func TestSendAllRefusesBadOptions(t *testing.T) {
 	c := &Client{URL: "http://127.0.0.1:1"}
 	read := false
 	events := func(func(event.Event, error) bool) { read = true }
-	for _, tune := range []func(*SendOptions){
-		func(o *SendOptions) { o.Batch = 0 },
-		func(o *SendOptions) { o.Workers = 0 },
-		func(o *SendOptions) { o.Retries = -1 },
+	for _, tc := range []struct {
+		field string
+		tune  func(*SendOptions)
+	}{
+		{"Batch", func(o *SendOptions) { o.Batch = 0 }},
+		{"Batch", func(o *SendOptions) { o.Batch = -5 }},
+		{"Batch", func(o *SendOptions) { o.Batch = 1 << 40 }},
+		{"Workers", func(o *SendOptions) { o.Workers = 0 }},
+		{"Workers", func(o *SendOptions) { o.Workers = -1 }},
+		{"Workers", func(o *SendOptions) { o.Workers = 1 << 40 }},
+		{"Workers", func(o *SendOptions) { o.Workers = 1 << 62 }},
+		{"Retries", func(o *SendOptions) { o.Retries = -1 }},
+		{"Retries", func(o *SendOptions) { o.Retries = 1 << 40 }},
+		{"Wait", func(o *SendOptions) { o.Wait = -time.Second }},
+		{"Wait", func(o *SendOptions) { o.Wait = time.Hour }},
+		{"Deadline", func(o *SendOptions) { o.Deadline = -time.Second }},
+		{"GiveUp", func(o *SendOptions) { o.GiveUp = -time.Second }},
+		{"Level", func(o *SendOptions) { o.Level = 9 }},
 	} {
 		o := DefaultSendOptions()
-		tune(&o)
-		if _, err := c.SendAll(context.Background(), events, o); err == nil {
-			t.Errorf("%+v accepted", o)
-		}
+		tc.tune(&o)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%+v: panic %v", o, p)
+				}
+			}()
+			_, err := c.SendAll(context.Background(), events, o)
+			if err == nil || !strings.Contains(err.Error(), "SendOptions."+tc.field) {
+				t.Errorf("%+v: error %v; want one naming SendOptions.%s", o, err, tc.field)
+			}
+		}()
 	}
 	if read {
 		t.Error("events read")
+	}
+	for _, o := range []SendOptions{DefaultSendOptions(), {Batch: 1, Workers: 1}, {Batch: maxSendBatch, Workers: maxSendWorkers, Retries: maxSendRetries, Wait: maxSendWait}} {
+		if err := checkSendOptions(o); err != nil {
+			t.Errorf("%+v refused: %v", o, err)
+		}
 	}
 }
 
