@@ -152,6 +152,10 @@ func sendBackoff(try int) time.Duration {
 // stops with an error wrapping ErrNoProgress that names the last error. An error
 // events yields stops the reading and the run (nothing is polled) and is returned.
 // The report is returned whatever the error, and counts what was sent until then.
+//
+// A stopped run (parent cancelled, no progress) returns at once even if events is
+// blocked producing its next event: the goroutine reading it is then left behind,
+// and ends when events next yields (yield returns false) or returns.
 func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, error], o SendOptions) (rep *Report, err error) {
 	start := time.Now()
 	rep = &Report{Final: map[string]int{}}
@@ -166,24 +170,38 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 	if o.GiveUp > 0 {
 		go r.watchdog()
 	}
+	// The reader runs in its own goroutine, so that a stopped run need not wait for
+	// an iterator blocked in its next event: the workers and SendAll leave on ctx.
 	batches := make(chan []event.Event, o.Workers)
-	var readErr error
+	readDone := make(chan error, 1)
 	go func() {
-		defer close(batches) // after readErr is set: the workers' end is its sign
-		readErr = r.read(events, batches)
+		defer close(batches) // after readDone is told: the workers' end is its sign
+		readDone <- r.read(events, batches)
 	}()
 	var wg sync.WaitGroup
 	for range o.Workers {
 		wg.Go(func() {
-			for b := range batches {
-				if ctx.Err() != nil {
-					continue // drain: the reader is told by ctx
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case b, ok := <-batches:
+					if !ok {
+						return
+					}
+					if ctx.Err() == nil {
+						r.sendBatch(b)
+					}
 				}
-				r.sendBatch(b)
 			}
 		})
 	}
 	wg.Wait()
+	var readErr error
+	select {
+	case readErr = <-readDone:
+	default: // stopped while reading: the reader leaves when events next yields
+	}
 	if readErr != nil {
 		return rep, readErr
 	}
@@ -335,6 +353,9 @@ func (r *sendRun) watchdog() {
 func (r *sendRun) read(events iter.Seq2[event.Event, error], batches chan<- []event.Event) error {
 	var cur []event.Event
 	for e, err := range events {
+		if r.ctx.Err() != nil {
+			return nil // SendAll may have returned: events yielded late are not read
+		}
 		if err != nil {
 			if r.ctx.Err() == nil {
 				return err

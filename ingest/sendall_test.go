@@ -509,3 +509,57 @@ func TestSendAllTinyGiveUpDoesNotPanic(t *testing.T) {
 		t.Fatalf("error %v; want ErrNoProgress", err)
 	}
 }
+
+// TestSendAllCancelWhileTheEventsBlock: a ctx cancelled while the iterator waits (a
+// producer blocked on a channel) ends the run at once with ctx's error and the
+// report of what was sent; the iterator, once it yields again, is told to stop.
+func TestSendAllCancelWhileTheEventsBlock(t *testing.T) {
+	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Processed) }}
+	c := startFake(t, f)
+	release, stopped := make(chan struct{}), make(chan bool, 1)
+	events := func(yield func(event.Event, error) bool) {
+		for _, e := range someEvents(3) {
+			if !yield(e, nil) {
+				return
+			}
+		}
+		<-release // the producer waits for more
+		stopped <- !yield(someEvents(4)[3], nil)
+	}
+	batchDone := make(chan struct{}, 1)
+	o := sendOptions(nil)
+	o.Progress = func(p Progress) {
+		if p.Kind == ProgressBatch {
+			batchDone <- struct{}{}
+		}
+	}
+	ctx, cancel := context.WithCancel(bounded(t))
+	type result struct {
+		rep *Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := c.SendAll(ctx, events, o)
+		done <- result{rep, err}
+	}()
+	<-batchDone // e1..e3 answered; the iterator now blocks
+	cancel()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second): // a hang guard, not a measure
+		close(release)
+		t.Fatal("SendAll still blocked with the iterator, 30 s after its ctx was cancelled")
+	}
+	if !errors.Is(res.err, context.Canceled) {
+		t.Errorf("error %v; want context.Canceled", res.err)
+	}
+	if res.rep.Sent != 3 || res.rep.Final["PROCESSED"] != 3 {
+		t.Errorf("report %+v", res.rep)
+	}
+	close(release)
+	if !<-stopped {
+		t.Error("the iterator's next yield returned true after the run ended")
+	}
+}
