@@ -101,6 +101,9 @@ type Progress struct {
 // Report is what happened to every event Client.SendAll sent.
 type Report struct {
 	Sent int `json:"events_sent"`
+	// Unsent counts the events read from the iterator but never sent: the run was
+	// stopped (ctx, no progress) before their turn. They are in no other count.
+	Unsent int `json:"events_not_sent,omitempty"`
 	// Final counts the events by the status they ended with (Status.String()).
 	Final      map[string]int `json:"final_status"`
 	Duplicates int            `json:"duplicate_answers"`
@@ -150,8 +153,10 @@ func sendBackoff(try int) time.Duration {
 //
 // When no event has got an answer other than FAILED_RETRYABLE for o.GiveUp, the run
 // stops with an error wrapping ErrNoProgress that names the last error. An error
-// events yields stops the reading and the run (nothing is polled) and is returned.
-// The report is returned whatever the error, and counts what was sent until then.
+// events yields stops the reading: every event yielded before it is still sent
+// and followed to its end as above, so that each is in the report, and the error
+// is returned. The report is returned whatever the error; events read but not
+// sent because the run was stopped are counted in Report.Unsent.
 //
 // A stopped run (parent cancelled, no progress) returns at once even if events is
 // blocked producing its next event: the goroutine reading it is then left behind,
@@ -176,7 +181,7 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 	readDone := make(chan error, 1)
 	go func() {
 		defer close(batches) // after readDone is told: the workers' end is its sign
-		readDone <- r.read(events, batches)
+		readDone <- r.readEvents(events, batches)
 	}()
 	var wg sync.WaitGroup
 	for range o.Workers {
@@ -202,13 +207,16 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 	case readErr = <-readDone:
 	default: // stopped while reading: the reader leaves when events next yields
 	}
-	if readErr != nil {
-		return rep, readErr
-	}
 	r.poll()
 	sort.Slice(rep.Problems, func(i, j int) bool { return rep.Problems[i].EventID < rep.Problems[j].EventID })
-	if parent.Err() != nil {
+	rep.Unsent = int(r.read.Load()) - rep.Sent
+	switch {
+	case parent.Err() != nil:
 		return rep, parent.Err()
+	case readErr != nil && context.Cause(ctx) != nil:
+		return rep, errors.Join(readErr, context.Cause(ctx))
+	case readErr != nil:
+		return rep, readErr
 	}
 	return rep, context.Cause(ctx)
 }
@@ -262,6 +270,7 @@ type sendRun struct {
 	rep     *Report
 	pending []string // answered before final: to be polled
 	lastErr string
+	read    atomic.Int64 // events taken from the iterator
 	// lastProgress is when an event last got an answer other than FAILED_RETRYABLE
 	// (Unix nanoseconds).
 	lastProgress atomic.Int64
@@ -348,36 +357,41 @@ func (r *sendRun) watchdog() {
 	}
 }
 
-// read cuts events into batches of o.Batch on batches; it returns the error
-// events yielded (nil once the run is stopped).
-func (r *sendRun) read(events iter.Seq2[event.Event, error], batches chan<- []event.Event) error {
+// readEvents cuts events into batches of o.Batch on batches. An error events
+// yields ends the reading: the events before it still go, as a last, partial
+// batch, and the error is returned (nil once the run is stopped). r.read counts
+// the events taken.
+func (r *sendRun) readEvents(events iter.Seq2[event.Event, error], batches chan<- []event.Event) error {
 	var cur []event.Event
+	flush := func() bool {
+		if len(cur) == 0 {
+			return true
+		}
+		select {
+		case batches <- cur:
+			cur = nil
+			return true
+		case <-r.ctx.Done():
+			return false
+		}
+	}
 	for e, err := range events {
 		if r.ctx.Err() != nil {
 			return nil // SendAll may have returned: events yielded late are not read
 		}
 		if err != nil {
-			if r.ctx.Err() == nil {
-				return err
-			}
-			return nil
-		}
-		cur = append(cur, e)
-		if len(cur) == r.o.Batch {
-			select {
-			case batches <- cur:
-			case <-r.ctx.Done():
+			if !flush() {
 				return nil
 			}
-			cur = nil
+			return err
+		}
+		r.read.Add(1)
+		cur = append(cur, e)
+		if len(cur) == r.o.Batch && !flush() {
+			return nil
 		}
 	}
-	if len(cur) > 0 {
-		select {
-		case batches <- cur:
-		case <-r.ctx.Done():
-		}
-	}
+	flush()
 	return nil
 }
 

@@ -366,8 +366,8 @@ func TestSendAllStopsWithoutProgress(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("stopped after %v, with GiveUp %v", took, o.GiveUp)
 	}
-	if rep.Sent != 3 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 {
-		t.Errorf("report %+v; want the first batch given up, the second not sent", rep)
+	if rep.Sent != 3 || rep.Unsent != 3 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 {
+		t.Errorf("report %+v; want the first batch given up, the second read but not sent", rep)
 	}
 }
 
@@ -388,19 +388,28 @@ func TestSendAllProgressKeepsItGoing(t *testing.T) {
 	}
 }
 
-// TestSendAllReadError: an error reading the events stops the run once what was
-// read in whole batches is sent; it is returned, and nothing of a partial batch is
-// sent.
+// TestSendAllReadError: an error reading the events stops the reading; every
+// event yielded before it is still sent, the partial batch too, and followed to
+// its end (the ones answered PERSISTED polled), so that each is in the report;
+// the error is returned with it.
 func TestSendAllReadError(t *testing.T) {
-	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Processed) }}
+	f := &fakeServe{
+		batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Persisted) },
+		status: func(id string, _ int) (int, any) {
+			return http.StatusOK, EventStatus{EventID: id, Status: Processed, Attempts: 1}
+		},
+	}
 	c := startFake(t, f)
 	bad := errors.New("day.csv: line 5: bad quote")
 	rep, err := c.SendAll(bounded(t), eventsOf(someEvents(4), bad), sendOptions(nil))
 	if !errors.Is(err, bad) {
 		t.Fatalf("error %v", err)
 	}
-	if rep.Sent != 3 || rep.Final["PROCESSED"] != 3 || len(f.sent()) != 1 {
-		t.Errorf("report %+v after %d requests", rep, len(f.sent()))
+	if rep.Sent != 4 || rep.Unsent != 0 || rep.Final["PROCESSED"] != 4 || len(rep.Final) != 1 || rep.Broken() != 0 {
+		t.Errorf("report %+v; want e1..e4 sent and PROCESSED", rep)
+	}
+	if s := f.sent(); len(s) != 2 || !slices.Equal(s[1], []string{"e4"}) {
+		t.Errorf("requests %v; want e1..e3, then e4", s)
 	}
 }
 
