@@ -34,7 +34,9 @@ type SendOptions struct {
 	// the field.
 	Deadline time.Duration
 	// GiveUp stops the run with an error wrapping ErrNoProgress once no event has
-	// got an answer other than FAILED_RETRYABLE for this long (0: never).
+	// got an answer other than FAILED_RETRYABLE for this long while the run waited
+	// on the server (0: never). The time the iterator takes to produce events is
+	// not counted: a slow input is no stall.
 	GiveUp time.Duration
 	// Progress, if set, is told what happens as it happens, one call at a time; it
 	// must not block for long (the senders wait for it).
@@ -151,7 +153,8 @@ func sendBackoff(try int) time.Duration {
 //     out, ACCEPTED) are polled (Client.Status) until PROCESSED or FAILED_FINAL, or
 //     o.Deadline.
 //
-// When no event has got an answer other than FAILED_RETRYABLE for o.GiveUp, the run
+// When no event has got an answer other than FAILED_RETRYABLE for o.GiveUp while
+// requests or polls were under way (waiting for events does not count), the run
 // stops with an error wrapping ErrNoProgress that names the last error. An error
 // events yields stops the reading: every event yielded before it is still sent
 // and followed to its end as above, so that each is in the report, and the error
@@ -171,7 +174,6 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	r := &sendRun{c: c, o: o, ctx: ctx, cancel: cancel, start: start, rep: rep}
-	r.progressed()
 	if o.GiveUp > 0 {
 		go r.watchdog()
 	}
@@ -195,7 +197,9 @@ func (c *Client) SendAll(parent context.Context, events iter.Seq2[event.Event, e
 						return
 					}
 					if ctx.Err() == nil {
+						r.busy()
 						r.sendBatch(b)
+						r.idle()
 					}
 				}
 			}
@@ -271,8 +275,11 @@ type sendRun struct {
 	pending []string // answered before final: to be polled
 	lastErr string
 	read    atomic.Int64 // events taken from the iterator
+	// waiting counts the batches being sent and the polling under way: the run
+	// waits on the server only while it is not 0, and only then can it stall.
+	waiting int
 	// lastProgress is when an event last got an answer other than FAILED_RETRYABLE
-	// (Unix nanoseconds).
+	// (Unix nanoseconds), or when the run last began to wait on the server.
 	lastProgress atomic.Int64
 }
 
@@ -332,8 +339,27 @@ func (r *sendRun) sleep(d time.Duration) {
 	}
 }
 
+// busy marks the start of a wait on the server (a batch, the polling); its end is
+// idle. The no-progress clock starts again when the run goes from waiting on
+// nothing (its iterator producing the next events) to waiting on the server.
+func (r *sendRun) busy() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting == 0 {
+		r.progressed()
+	}
+	r.waiting++
+}
+
+func (r *sendRun) idle() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting--
+}
+
 // watchdog stops the run once no event has got an answer other than
-// FAILED_RETRYABLE for o.GiveUp.
+// FAILED_RETRYABLE for o.GiveUp while the run waited on the server; time spent
+// waiting for events only (a slow iterator) does not count.
 func (r *sendRun) watchdog() {
 	t := time.NewTicker(max(min(r.o.GiveUp/10, time.Second), time.Millisecond))
 	defer t.Stop()
@@ -343,17 +369,23 @@ func (r *sendRun) watchdog() {
 			return
 		case <-t.C:
 		}
-		if since := time.Since(time.Unix(0, r.lastProgress.Load())); since >= r.o.GiveUp {
-			r.mu.Lock()
-			last := r.lastErr
-			r.mu.Unlock()
-			if last == "" {
-				last = "none"
-			}
-			r.cancel(fmt.Errorf("%w for %v: no event got an answer other than FAILED_RETRYABLE; the last error: %s",
-				ErrNoProgress, since.Round(time.Second), last))
-			return
+		r.mu.Lock()
+		since := time.Since(time.Unix(0, r.lastProgress.Load()))
+		stalled, last := r.waiting > 0 && since >= r.o.GiveUp, r.lastErr
+		r.mu.Unlock()
+		if !stalled {
+			continue
 		}
+		if last == "" {
+			last = "none"
+		}
+		round := time.Second
+		if since < time.Second {
+			round = time.Millisecond
+		}
+		r.cancel(fmt.Errorf("%w for %v: no event got an answer other than FAILED_RETRYABLE; the last error: %s",
+			ErrNoProgress, since.Round(round), last))
+		return
 	}
 }
 
@@ -503,6 +535,8 @@ func (r *sendRun) answered(send []event.Event, answers []Answer, code, try int) 
 // is, or o.Deadline, or the run is stopped; each ends in the report as it last
 // read.
 func (r *sendRun) poll() {
+	r.busy()
+	defer r.idle()
 	deadline := time.Now().Add(r.o.Deadline)
 	for len(r.pending) > 0 && r.ctx.Err() == nil {
 		var still []string

@@ -572,3 +572,34 @@ func TestSendAllCancelWhileTheEventsBlock(t *testing.T) {
 		t.Error("the iterator's next yield returned true after the run ended")
 	}
 }
+
+// TestSendAllSlowEventsAreNotAStall: GiveUp measures the server, not the input:
+// a producer that takes several GiveUps between events, while every request is
+// answered, goes to its end.
+func TestSendAllSlowEventsAreNotAStall(t *testing.T) {
+	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Processed) }}
+	c := startFake(t, f)
+	answered := make(chan struct{}, 3)
+	o := sendOptions(nil)
+	o.Batch, o.GiveUp = 1, 100*time.Millisecond
+	o.Progress = func(p Progress) {
+		if p.Kind == ProgressBatch {
+			answered <- struct{}{}
+		}
+	}
+	events := func(yield func(event.Event, error) bool) {
+		for i, e := range someEvents(3) {
+			if i > 0 {
+				<-answered                 // the last event is answered...
+				<-time.After(5 * o.GiveUp) // ...and the producer takes its time: the scenario
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+	rep, err := c.SendAll(bounded(t), events, o)
+	if err != nil || rep.Final["PROCESSED"] != 3 || rep.Broken() != 0 {
+		t.Errorf("report %+v, %v; want 3 PROCESSED and no error", rep, err)
+	}
+}
