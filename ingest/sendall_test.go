@@ -603,3 +603,76 @@ func TestSendAllSlowEventsAreNotAStall(t *testing.T) {
 		t.Errorf("report %+v, %v; want 3 PROCESSED and no error", rep, err)
 	}
 }
+
+// TestSendAllRefusesAnswersForOtherIDs: an answer whose line names another event_id
+// than the one sent on it, a line answered twice or a line missing is no answer:
+// the request is a protocol violation (ErrProtocol), sent again whole, and its
+// events are not counted done on it; still so after every retry, they end
+// FAILED_RETRYABLE. A FAILED_FINAL line with no event_id (the server could not read
+// the line's id: too large) is its line's event's answer.
+func TestSendAllRefusesAnswersForOtherIDs(t *testing.T) {
+	wrong := map[string]func(ba *BatchAnswer){
+		"other id":      func(ba *BatchAnswer) { ba.Results[1].EventID = "e9" },
+		"line twice":    func(ba *BatchAnswer) { ba.Results[1] = ba.Results[0] },
+		"line missing":  func(ba *BatchAnswer) { ba.Results = slices.Delete(ba.Results, 1, 2) },
+		"lines swapped": func(ba *BatchAnswer) { ba.Results[0], ba.Results[1] = ba.Results[1], ba.Results[0] },
+		"line numbers":  func(ba *BatchAnswer) { ba.Results[0].Line, ba.Results[1].Line = 2, 1 },
+		"no status":     func(ba *BatchAnswer) { ba.Results[2].Status = 0 },
+	}
+	for name, spoil := range wrong {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeServe{batch: func(n int, evs []event.Event) (int, any) {
+				ba := answerAll(evs, Processed)
+				if n == 1 {
+					spoil(&ba)
+				}
+				return http.StatusOK, ba
+			}}
+			c := startFake(t, f)
+			var l progressLog
+			rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(&l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.sent()) != 2 || rep.Final["PROCESSED"] != 3 || len(rep.Final) != 1 || rep.Failed != 1 || rep.Resent != 3 {
+				t.Errorf("%d requests, report %+v; want the request sent again whole", len(f.sent()), rep)
+			}
+			if rs := l.of(ProgressRetryRequest); len(rs) != 1 || !errors.Is(rs[0].Err, ErrProtocol) {
+				t.Errorf("retries told: %+v; want one for ErrProtocol", rs)
+			}
+		})
+	}
+	t.Run("always", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			ba := answerAll(evs, Processed)
+			ba.Results[1].EventID = "e9"
+			return http.StatusOK, ba
+		}}
+		c := startFake(t, f)
+		o := sendOptions(nil)
+		o.Retries = 1
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Final["FAILED_RETRYABLE"] != 3 || len(rep.Final) != 1 || rep.Broken() != 3 || !strings.Contains(rep.Problems[1].Error, `"e9"`) {
+			t.Errorf("report %+v; want every event unresolved, naming the wrong id", rep)
+		}
+	})
+	t.Run("line with no id", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			ba := answerAll(evs, Processed)
+			ba.Results[1] = Answer{Line: 2, Status: FailedFinal, Error: "line 2: 2000000 bytes, larger than the 1048576 allowed for one event"}
+			return http.StatusOK, ba
+		}}
+		c := startFake(t, f)
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.sent()) != 1 || rep.Final["PROCESSED"] != 2 || rep.Final["FAILED_FINAL"] != 1 || len(rep.Problems) != 1 ||
+			rep.Problems[0].EventID != "e2" || !strings.Contains(rep.Problems[0].Error, "larger than") {
+			t.Errorf("%d requests, report %+v", len(f.sent()), rep)
+		}
+	})
+}
