@@ -96,7 +96,27 @@ func (c *Client) Send(ctx context.Context, evs []event.Event, level Level, wait 
 		out[i] = a
 		out[i].EventID, out[i].Line = evs[i].ID, i+1
 	}
-	return out, resp.StatusCode, fmt.Errorf("ingest client: batch refused: HTTP %d: %s", resp.StatusCode, a.Error)
+	refusal := &BatchRefusedError{Code: resp.StatusCode, Answer: a}
+	if resp.Header.Get("Retry-After") != "" {
+		refusal.RetryAfter = RetryAfter(resp.Header)
+	}
+	return out, resp.StatusCode, refusal
+}
+
+// BatchRefusedError is Send's error when the server answered a batch as a whole,
+// with one answer rather than one per line: a 413 (too large), a 400 (a bad query,
+// a line it names), 429 or 503 (later), 401 or 403 (the token). Send copies that
+// one answer to every event, but it is no event's own: Client.SendAll splits,
+// resends or stops on it.
+type BatchRefusedError struct {
+	Code   int    // the HTTP status
+	Answer Answer // the one answer: its Status and Error
+	// RetryAfter is the answer's Retry-After header (0: none).
+	RetryAfter time.Duration
+}
+
+func (e *BatchRefusedError) Error() string {
+	return fmt.Sprintf("ingest client: batch refused: HTTP %d: %s", e.Code, e.Answer.Error)
 }
 
 // ErrProtocol is wrapped by Send's error when a batch's answers break the API's

@@ -58,7 +58,9 @@ const (
 	// (Batch events).
 	ProgressBatch ProgressKind = iota + 1
 	// ProgressRetryRequest: a request got no answer per event (Err: a connection
-	// refused, a non-gale answer); its Request events are sent again after Wait.
+	// refused, a non-gale answer, ErrProtocol, a *BatchRefusedError); its Request
+	// events are sent again after Wait, or at once in two halves when the batch
+	// was refused as a whole FAILED_FINAL (413, 400).
 	ProgressRetryRequest
 	// ProgressRetryEvents: Events of a request's Request events were answered
 	// FAILED_RETRYABLE (HTTPStatus, and the first one's Reason); they are sent again
@@ -144,9 +146,15 @@ func sendBackoff(try int) time.Duration {
 // SendAll sends every event of events in batches of o.Batch, o.Workers requests at
 // a time, and follows each to its end:
 //
-//   - a request that got no answer per event (transport failure, a refused batch)
-//     is sent again with the same ids after a backoff (50 ms doubling up to 2 s),
-//     at most o.Retries times, then its events end FAILED_RETRYABLE;
+//   - a request that got no answer per event (transport failure, answers for other
+//     ids: ErrProtocol, a batch refused as a whole with 429, 503 or FAILED_RETRYABLE)
+//     is sent again with the same ids after a backoff (50 ms doubling up to 2 s;
+//     at least the Retry-After, or a second, on 429 and 503), at most o.Retries
+//     times, then its events end FAILED_RETRYABLE;
+//   - a batch refused as a whole FAILED_FINAL (413 too large, 400 for a line) is
+//     sent again in halves, so that the events that can go in do; an event refused
+//     so alone ends FAILED_FINAL with the reason. A 401 or 403 for the batch (the
+//     token) stops the run with an error;
 //   - events answered FAILED_RETRYABLE are sent again the same way, after at least
 //     a second when the server answered 429 or 503;
 //   - events answered before they were final (PERSISTED when a request's wait ran
@@ -433,28 +441,91 @@ func request(evs []event.Event) Progress {
 }
 
 // sendBatch sends b until each event has an answer (final, or to be polled) or is
-// given up.
+// given up. A batch refused as a whole for what it holds is sent again in halves,
+// each its own request, depth first.
 func (r *sendRun) sendBatch(b []event.Event) {
 	r.mu.Lock()
 	r.rep.Sent += len(b)
 	r.mu.Unlock()
-	send := b
-	for try := 0; len(send) > 0; try++ {
-		answers, code, err := r.c.Send(r.ctx, send, r.o.Level, r.o.Wait)
-		if answers == nil {
-			if !r.retryRequest(send, try, err) {
-				break
-			}
-			continue
-		}
-		send = r.answered(send, answers, code, try)
+	parts := [][]event.Event{b}
+	for len(parts) > 0 {
+		send := parts[len(parts)-1]
+		parts = append(parts[:len(parts)-1], r.sendRequest(send)...)
 	}
 	r.told(Progress{Kind: ProgressBatch, Batch: len(b)})
 }
 
+// sendRequest sends send, again with backoff as long as it gets no answer per
+// event or some answered FAILED_RETRYABLE, until each event has an answer or is
+// given up; or it returns send's halves, to be sent as requests of their own.
+func (r *sendRun) sendRequest(send []event.Event) (halves [][]event.Event) {
+	for try := 0; len(send) > 0; try++ {
+		answers, code, err := r.c.Send(r.ctx, send, r.o.Level, r.o.Wait)
+		var refusal *BatchRefusedError
+		switch {
+		case errors.As(err, &refusal):
+			again, halves := r.refused(send, try, refusal)
+			if !again {
+				return halves
+			}
+		case answers == nil:
+			if !r.retryRequest(send, try, err, 0) {
+				return nil
+			}
+		default:
+			send = r.answered(send, answers, code, try)
+		}
+	}
+	return nil
+}
+
+// refused handles the answer to the try-th re-send of send given for the batch as
+// a whole: never an event's own answer unless send is that one event. It says
+// whether to send send again (after a pause), or returns its halves to send.
+//
+//   - 401, 403: the token is refused, whatever the events: the run stops, with
+//     send's events unresolved (FAILED_RETRYABLE);
+//   - 429, 503, or any answer other than FAILED_FINAL: send is sent again whole,
+//     after the backoff or the answer's Retry-After (a second at least on 429 and
+//     503), as a request that got no answer per event;
+//   - FAILED_FINAL (413 too large, 400 for one bad line...): send is sent in two
+//     halves, so the events that can go in do, and one event alone answered so
+//     ends with that answer.
+func (r *sendRun) refused(send []event.Event, try int, refusal *BatchRefusedError) (again bool, halves [][]event.Event) {
+	switch code := refusal.Code; {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		err := fmt.Errorf("ingest client: the server refuses the requests: %w", refusal)
+		r.setLastErr(err.Error())
+		r.cancel(err)
+		r.failedAll(send, err)
+		return false, nil
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		return r.retryRequest(send, try, refusal, max(refusal.RetryAfter, time.Second)), nil
+	case refusal.Answer.Status != FailedFinal:
+		return r.retryRequest(send, try, refusal, refusal.RetryAfter), nil
+	case len(send) == 1:
+		r.progressed()
+		r.final(Answer{EventID: send[0].ID, Status: FailedFinal, Error: refusal.Answer.Error})
+		return false, nil
+	}
+	half := len(send) / 2
+	r.mu.Lock()
+	r.rep.Retries += 2
+	r.rep.Failed += 2
+	r.rep.Resent += len(send)
+	r.lastErr = refusal.Error()
+	p := request(send)
+	p.Kind, p.Events, p.Retry = ProgressRetryRequest, len(send), r.rep.Retries
+	p.Err = fmt.Errorf("%w; sending it again as %d and %d events", refusal, half, len(send)-half)
+	r.tell(p)
+	r.mu.Unlock()
+	return false, [][]event.Event{send[half:], send[:half]} // the first half first
+}
+
 // retryRequest handles a request of send, try-th re-send, that got no answer per
-// event (err): it waits before a re-send and says true, or gives the events up.
-func (r *sendRun) retryRequest(send []event.Event, try int, err error) bool {
+// event (err): it waits (the backoff, at least minWait) before a re-send and says
+// true, or gives the events up.
+func (r *sendRun) retryRequest(send []event.Event, try int, err error, minWait time.Duration) bool {
 	if r.ctx.Err() != nil {
 		err = context.Cause(r.ctx)
 	}
@@ -468,7 +539,7 @@ func (r *sendRun) retryRequest(send []event.Event, try int, err error) bool {
 		r.failedAll(send, err)
 		return false
 	}
-	wait := sendBackoff(try)
+	wait := max(sendBackoff(try), minWait)
 	r.mu.Lock()
 	r.rep.Retries++
 	r.rep.Failed++

@@ -676,3 +676,103 @@ func TestSendAllRefusesAnswersForOtherIDs(t *testing.T) {
 		}
 	})
 }
+
+// wholeAnswer is a gale serve's answer to a batch as a whole (one error body, not
+// one answer per line).
+func wholeAnswer(st Status, why string) Answer { return Answer{Status: st, Error: why} }
+
+// TestSendAllWholeBatchAnswers: an answer to the batch as a whole is no event's
+// own answer. A batch too large (413) or refused for one bad line (400) is split in
+// halves sent on their own until each request goes in, or one event alone is
+// refused, which is then that event's answer; 429 and 503 send the batch again
+// later whatever their body says; 401 and 403 (the token) stop the run with the
+// events unresolved, not FAILED_FINAL with a reason.
+func TestSendAllWholeBatchAnswers(t *testing.T) {
+	t.Run("413", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			if len(evs) > 2 {
+				return http.StatusRequestEntityTooLarge, wholeAnswer(FailedFinal, "batch of more than 2 events (line 3): send at most 2 per request")
+			}
+			return http.StatusOK, answerAll(evs, Processed)
+		}}
+		c := startFake(t, f)
+		var l progressLog
+		o := sendOptions(&l)
+		o.Batch = 6
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(6), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Sent != 6 || rep.Final["PROCESSED"] != 6 || len(rep.Final) != 1 || rep.Broken() != 0 {
+			t.Errorf("report %+v; want 6 PROCESSED in smaller batches", rep)
+		}
+		var got []string
+		for _, ids := range f.sent() {
+			if len(ids) <= 2 {
+				got = append(got, ids...)
+			}
+		}
+		if slices.Sort(got); !slices.Equal(got, []string{"e1", "e2", "e3", "e4", "e5", "e6"}) {
+			t.Errorf("requests %v; want every event once in a batch of at most 2", f.sent())
+		}
+		if rs := l.of(ProgressRetryRequest); len(rs) == 0 || !strings.Contains(rs[0].Err.Error(), "HTTP 413") {
+			t.Errorf("retries told: %+v", rs)
+		}
+	})
+	t.Run("400 for one line", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			for i, e := range evs {
+				if e.ID == "e2" {
+					return http.StatusBadRequest, wholeAnswer(FailedFinal, fmt.Sprintf("line %d: payload: unexpected end of JSON", i+1))
+				}
+			}
+			return http.StatusOK, answerAll(evs, Processed)
+		}}
+		c := startFake(t, f)
+		o := sendOptions(nil)
+		o.Batch = 5
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(5), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Final["PROCESSED"] != 4 || rep.Final["FAILED_FINAL"] != 1 || len(rep.Problems) != 1 ||
+			rep.Problems[0].EventID != "e2" || !strings.Contains(rep.Problems[0].Error, "unexpected end") {
+			t.Errorf("report %+v; want e2 alone FAILED_FINAL", rep)
+		}
+	})
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			f := &fakeServe{batch: func(n int, evs []event.Event) (int, any) {
+				if n == 1 { // a proxy's refusal, saying FAILED_FINAL
+					return code, wholeAnswer(FailedFinal, "slow down")
+				}
+				return http.StatusOK, answerAll(evs, Processed)
+			}}
+			c := startFake(t, f)
+			var l progressLog
+			rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(&l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := f.sent(); len(s) != 2 || !slices.Equal(s[0], s[1]) || rep.Final["PROCESSED"] != 3 || len(rep.Final) != 1 || rep.Failed != 1 {
+				t.Errorf("requests %v, report %+v; want the batch sent again whole, then PROCESSED", s, rep)
+			}
+			if rs := l.of(ProgressRetryRequest); len(rs) != 1 || rs[0].Wait < time.Second {
+				t.Errorf("retries told: %+v; want one after a second at least", rs)
+			}
+		})
+	}
+	t.Run("401", func(t *testing.T) {
+		f := &fakeServe{batch: func(int, []event.Event) (int, any) {
+			return http.StatusUnauthorized, wholeAnswer(FailedFinal, "token required: send Authorization: Bearer TOKEN")
+		}}
+		c := startFake(t, f)
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(6), nil), sendOptions(nil))
+		if err == nil || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "token required") {
+			t.Fatalf("error %v; want the run stopped naming the 401", err)
+		}
+		if len(f.sent()) != 1 || rep.Final["FAILED_FINAL"] != 0 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 || rep.Unsent != 3 {
+			t.Errorf("%d requests, report %+v; want the first batch unresolved, the second not sent", len(f.sent()), rep)
+		}
+	})
+}
