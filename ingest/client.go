@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,8 +40,9 @@ func (c *Client) http() *http.Client {
 // Send posts evs as one NDJSON batch at level (0: the server's default per source),
 // waiting at most wait for ack=processed (0: the server's default). It returns one
 // Answer per event, in order, and the HTTP status. An error means no per-event
-// answer came back (transport failure, or the whole batch refused: then each answer
-// is FAILED_RETRYABLE or FAILED_FINAL with the server's reason).
+// answer came back (transport failure, answers that do not match the lines sent:
+// ErrProtocol, or the whole batch refused: then each answer is FAILED_RETRYABLE or
+// FAILED_FINAL with the server's reason).
 func (c *Client) Send(ctx context.Context, evs []event.Event, level Level, wait time.Duration) ([]Answer, int, error) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
@@ -78,20 +80,73 @@ func (c *Client) Send(ctx context.Context, evs []event.Event, level Level, wait 
 		return nil, resp.StatusCode, fmt.Errorf("ingest client: reading the answer: %w", err)
 	}
 	var ba BatchAnswer
-	if err := json.Unmarshal(b, &ba); err != nil || len(ba.Results) != len(evs) {
-		// The whole batch was refused (413, 503 while shutting down...): one answer.
-		var a Answer
-		if json.Unmarshal(b, &a) != nil || a.Status == 0 {
-			return nil, resp.StatusCode, fmt.Errorf("ingest client: HTTP %d: %.300s", resp.StatusCode, b)
+	if err := json.Unmarshal(b, &ba); err == nil && ba.Results != nil {
+		if err := checkLines(evs, ba.Results); err != nil {
+			return nil, resp.StatusCode, fmt.Errorf("ingest client: HTTP %d: %w", resp.StatusCode, err)
 		}
-		out := make([]Answer, len(evs))
-		for i := range out {
-			out[i] = a
-			out[i].EventID, out[i].Line = evs[i].ID, i+1
-		}
-		return out, resp.StatusCode, fmt.Errorf("ingest client: batch refused: HTTP %d: %s", resp.StatusCode, a.Error)
+		return ba.Results, resp.StatusCode, nil
 	}
-	return ba.Results, resp.StatusCode, nil
+	// The whole batch was refused (413, 503 while shutting down...): one answer.
+	var a Answer
+	if json.Unmarshal(b, &a) != nil || a.Status == 0 {
+		return nil, resp.StatusCode, fmt.Errorf("ingest client: HTTP %d: %.300s", resp.StatusCode, b)
+	}
+	out := make([]Answer, len(evs))
+	for i := range out {
+		out[i] = a
+		out[i].EventID, out[i].Line = evs[i].ID, i+1
+	}
+	refusal := &BatchRefusedError{Code: resp.StatusCode, Answer: a}
+	if resp.Header.Get("Retry-After") != "" {
+		refusal.RetryAfter = RetryAfter(resp.Header)
+	}
+	return out, resp.StatusCode, refusal
+}
+
+// BatchRefusedError is Send's error when the server answered a batch as a whole,
+// with one answer rather than one per line: a 413 (too large), a 400 (a bad query,
+// a line it names), 429 or 503 (later), 401 or 403 (the token). Send copies that
+// one answer to every event, but it is no event's own: Client.SendAll splits,
+// resends or stops on it.
+type BatchRefusedError struct {
+	Code   int    // the HTTP status
+	Answer Answer // the one answer: its Status and Error
+	// RetryAfter is the answer's Retry-After header (0: none).
+	RetryAfter time.Duration
+}
+
+func (e *BatchRefusedError) Error() string {
+	return fmt.Sprintf("ingest client: batch refused: HTTP %d: %s", e.Code, e.Answer.Error)
+}
+
+// ErrProtocol is wrapped by Send's error when a batch's answers break the API's
+// promise (one answer per line, in line order, each naming the event_id sent on
+// its line, with a status): Send then returns no answers, since none can be
+// trusted to be its event's, and SendAll sends the request again.
+var ErrProtocol = errors.New("protocol violation")
+
+// checkLines checks the batch answers as of evs, in order: as many, each for its
+// line and event. A FAILED_FINAL answer naming no event_id is its line's event's
+// (the server could not read the line's id: a line too large for one event); its
+// EventID is set.
+func checkLines(evs []event.Event, answers []Answer) error {
+	if len(answers) != len(evs) {
+		return fmt.Errorf("%w: %d answers for a batch of %d events", ErrProtocol, len(answers), len(evs))
+	}
+	for i := range answers {
+		a := &answers[i]
+		switch {
+		case a.Line != 0 && a.Line != i+1:
+			return fmt.Errorf("%w: answer %d is for line %d (event_id %q)", ErrProtocol, i+1, a.Line, a.EventID)
+		case a.Status < Accepted || a.Status > FailedFinal:
+			return fmt.Errorf("%w: line %d (event_id %q) answered with no status", ErrProtocol, i+1, a.EventID)
+		case a.EventID == "" && a.Status == FailedFinal:
+			a.EventID = evs[i].ID
+		case a.EventID != evs[i].ID:
+			return fmt.Errorf("%w: line %d answered for event_id %q; the event sent on it is %q", ErrProtocol, i+1, a.EventID, evs[i].ID)
+		}
+	}
+	return nil
 }
 
 // Status gets an event's status; found is false on 404.

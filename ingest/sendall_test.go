@@ -366,8 +366,8 @@ func TestSendAllStopsWithoutProgress(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("stopped after %v, with GiveUp %v", took, o.GiveUp)
 	}
-	if rep.Sent != 3 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 {
-		t.Errorf("report %+v; want the first batch given up, the second not sent", rep)
+	if rep.Sent != 3 || rep.Unsent != 3 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 {
+		t.Errorf("report %+v; want the first batch given up, the second read but not sent", rep)
 	}
 }
 
@@ -388,41 +388,80 @@ func TestSendAllProgressKeepsItGoing(t *testing.T) {
 	}
 }
 
-// TestSendAllReadError: an error reading the events stops the run once what was
-// read in whole batches is sent; it is returned, and nothing of a partial batch is
-// sent.
+// TestSendAllReadError: an error reading the events stops the reading; every
+// event yielded before it is still sent, the partial batch too, and followed to
+// its end (the ones answered PERSISTED polled), so that each is in the report;
+// the error is returned with it.
 func TestSendAllReadError(t *testing.T) {
-	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Processed) }}
+	f := &fakeServe{
+		batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Persisted) },
+		status: func(id string, _ int) (int, any) {
+			return http.StatusOK, EventStatus{EventID: id, Status: Processed, Attempts: 1}
+		},
+	}
 	c := startFake(t, f)
 	bad := errors.New("day.csv: line 5: bad quote")
 	rep, err := c.SendAll(bounded(t), eventsOf(someEvents(4), bad), sendOptions(nil))
 	if !errors.Is(err, bad) {
 		t.Fatalf("error %v", err)
 	}
-	if rep.Sent != 3 || rep.Final["PROCESSED"] != 3 || len(f.sent()) != 1 {
-		t.Errorf("report %+v after %d requests", rep, len(f.sent()))
+	if rep.Sent != 4 || rep.Unsent != 0 || rep.Final["PROCESSED"] != 4 || len(rep.Final) != 1 || rep.Broken() != 0 {
+		t.Errorf("report %+v; want e1..e4 sent and PROCESSED", rep)
+	}
+	if s := f.sent(); len(s) != 2 || !slices.Equal(s[1], []string{"e4"}) {
+		t.Errorf("requests %v; want e1..e3, then e4", s)
 	}
 }
 
 // TestSendAllRefusesBadOptions: a batch of no events, no request in flight or
-// negative retries are refused before anything is read.
+// negative retries are refused before anything is read; so are values too large
+// to run with (1<<40 requests in flight made a channel of that size: the process
+// died out of memory) and negative or out-of-range durations and levels; each
+// error names the field.
 func TestSendAllRefusesBadOptions(t *testing.T) {
 	c := &Client{URL: "http://127.0.0.1:1"}
 	read := false
 	events := func(func(event.Event, error) bool) { read = true }
-	for _, tune := range []func(*SendOptions){
-		func(o *SendOptions) { o.Batch = 0 },
-		func(o *SendOptions) { o.Workers = 0 },
-		func(o *SendOptions) { o.Retries = -1 },
+	for _, tc := range []struct {
+		field string
+		tune  func(*SendOptions)
+	}{
+		{"Batch", func(o *SendOptions) { o.Batch = 0 }},
+		{"Batch", func(o *SendOptions) { o.Batch = -5 }},
+		{"Batch", func(o *SendOptions) { o.Batch = 1 << 40 }},
+		{"Workers", func(o *SendOptions) { o.Workers = 0 }},
+		{"Workers", func(o *SendOptions) { o.Workers = -1 }},
+		{"Workers", func(o *SendOptions) { o.Workers = 1 << 40 }},
+		{"Workers", func(o *SendOptions) { o.Workers = 1 << 62 }},
+		{"Retries", func(o *SendOptions) { o.Retries = -1 }},
+		{"Retries", func(o *SendOptions) { o.Retries = 1 << 40 }},
+		{"Wait", func(o *SendOptions) { o.Wait = -time.Second }},
+		{"Wait", func(o *SendOptions) { o.Wait = time.Hour }},
+		{"Deadline", func(o *SendOptions) { o.Deadline = -time.Second }},
+		{"GiveUp", func(o *SendOptions) { o.GiveUp = -time.Second }},
+		{"Level", func(o *SendOptions) { o.Level = 9 }},
 	} {
 		o := DefaultSendOptions()
-		tune(&o)
-		if _, err := c.SendAll(context.Background(), events, o); err == nil {
-			t.Errorf("%+v accepted", o)
-		}
+		tc.tune(&o)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%+v: panic %v", o, p)
+				}
+			}()
+			_, err := c.SendAll(context.Background(), events, o)
+			if err == nil || !strings.Contains(err.Error(), "SendOptions."+tc.field) {
+				t.Errorf("%+v: error %v; want one naming SendOptions.%s", o, err, tc.field)
+			}
+		}()
 	}
 	if read {
 		t.Error("events read")
+	}
+	for _, o := range []SendOptions{DefaultSendOptions(), {Batch: 1, Workers: 1}, {Batch: maxSendBatch, Workers: maxSendWorkers, Retries: maxSendRetries, Wait: maxSendWait}} {
+		if err := checkSendOptions(o); err != nil {
+			t.Errorf("%+v refused: %v", o, err)
+		}
 	}
 }
 
@@ -478,4 +517,262 @@ func TestSendAllTinyGiveUpDoesNotPanic(t *testing.T) {
 	if !errors.Is(err, ErrNoProgress) {
 		t.Fatalf("error %v; want ErrNoProgress", err)
 	}
+}
+
+// TestSendAllCancelWhileTheEventsBlock: a ctx cancelled while the iterator waits (a
+// producer blocked on a channel) ends the run at once with ctx's error and the
+// report of what was sent; the iterator, once it yields again, is told to stop.
+func TestSendAllCancelWhileTheEventsBlock(t *testing.T) {
+	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Processed) }}
+	c := startFake(t, f)
+	release, stopped := make(chan struct{}), make(chan bool, 1)
+	events := func(yield func(event.Event, error) bool) {
+		for _, e := range someEvents(3) {
+			if !yield(e, nil) {
+				return
+			}
+		}
+		<-release // the producer waits for more
+		stopped <- !yield(someEvents(4)[3], nil)
+	}
+	batchDone := make(chan struct{}, 1)
+	o := sendOptions(nil)
+	o.Progress = func(p Progress) {
+		if p.Kind == ProgressBatch {
+			batchDone <- struct{}{}
+		}
+	}
+	ctx, cancel := context.WithCancel(bounded(t))
+	type result struct {
+		rep *Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := c.SendAll(ctx, events, o)
+		done <- result{rep, err}
+	}()
+	<-batchDone // e1..e3 answered; the iterator now blocks
+	cancel()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second): // a hang guard, not a measure
+		close(release)
+		t.Fatal("SendAll still blocked with the iterator, 30 s after its ctx was cancelled")
+	}
+	if !errors.Is(res.err, context.Canceled) {
+		t.Errorf("error %v; want context.Canceled", res.err)
+	}
+	if res.rep.Sent != 3 || res.rep.Final["PROCESSED"] != 3 {
+		t.Errorf("report %+v", res.rep)
+	}
+	close(release)
+	if !<-stopped {
+		t.Error("the iterator's next yield returned true after the run ended")
+	}
+}
+
+// TestSendAllSlowEventsAreNotAStall: GiveUp measures the server, not the input:
+// a producer that takes several GiveUps between events, while every request is
+// answered, goes to its end.
+func TestSendAllSlowEventsAreNotAStall(t *testing.T) {
+	f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) { return http.StatusOK, answerAll(evs, Processed) }}
+	c := startFake(t, f)
+	answered := make(chan struct{}, 3)
+	o := sendOptions(nil)
+	o.Batch, o.GiveUp = 1, 100*time.Millisecond
+	o.Progress = func(p Progress) {
+		if p.Kind == ProgressBatch {
+			answered <- struct{}{}
+		}
+	}
+	events := func(yield func(event.Event, error) bool) {
+		for i, e := range someEvents(3) {
+			if i > 0 {
+				<-answered                 // the last event is answered...
+				<-time.After(5 * o.GiveUp) // ...and the producer takes its time: the scenario
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+	rep, err := c.SendAll(bounded(t), events, o)
+	if err != nil || rep.Final["PROCESSED"] != 3 || rep.Broken() != 0 {
+		t.Errorf("report %+v, %v; want 3 PROCESSED and no error", rep, err)
+	}
+}
+
+// TestSendAllRefusesAnswersForOtherIDs: an answer whose line names another event_id
+// than the one sent on it, a line answered twice or a line missing is no answer:
+// the request is a protocol violation (ErrProtocol), sent again whole, and its
+// events are not counted done on it; still so after every retry, they end
+// FAILED_RETRYABLE. A FAILED_FINAL line with no event_id (the server could not read
+// the line's id: too large) is its line's event's answer.
+func TestSendAllRefusesAnswersForOtherIDs(t *testing.T) {
+	wrong := map[string]func(ba *BatchAnswer){
+		"other id":      func(ba *BatchAnswer) { ba.Results[1].EventID = "e9" },
+		"line twice":    func(ba *BatchAnswer) { ba.Results[1] = ba.Results[0] },
+		"line missing":  func(ba *BatchAnswer) { ba.Results = slices.Delete(ba.Results, 1, 2) },
+		"lines swapped": func(ba *BatchAnswer) { ba.Results[0], ba.Results[1] = ba.Results[1], ba.Results[0] },
+		"line numbers":  func(ba *BatchAnswer) { ba.Results[0].Line, ba.Results[1].Line = 2, 1 },
+		"no status":     func(ba *BatchAnswer) { ba.Results[2].Status = 0 },
+	}
+	for name, spoil := range wrong {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeServe{batch: func(n int, evs []event.Event) (int, any) {
+				ba := answerAll(evs, Processed)
+				if n == 1 {
+					spoil(&ba)
+				}
+				return http.StatusOK, ba
+			}}
+			c := startFake(t, f)
+			var l progressLog
+			rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(&l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.sent()) != 2 || rep.Final["PROCESSED"] != 3 || len(rep.Final) != 1 || rep.Failed != 1 || rep.Resent != 3 {
+				t.Errorf("%d requests, report %+v; want the request sent again whole", len(f.sent()), rep)
+			}
+			if rs := l.of(ProgressRetryRequest); len(rs) != 1 || !errors.Is(rs[0].Err, ErrProtocol) {
+				t.Errorf("retries told: %+v; want one for ErrProtocol", rs)
+			}
+		})
+	}
+	t.Run("always", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			ba := answerAll(evs, Processed)
+			ba.Results[1].EventID = "e9"
+			return http.StatusOK, ba
+		}}
+		c := startFake(t, f)
+		o := sendOptions(nil)
+		o.Retries = 1
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Final["FAILED_RETRYABLE"] != 3 || len(rep.Final) != 1 || rep.Broken() != 3 || !strings.Contains(rep.Problems[1].Error, `"e9"`) {
+			t.Errorf("report %+v; want every event unresolved, naming the wrong id", rep)
+		}
+	})
+	t.Run("line with no id", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			ba := answerAll(evs, Processed)
+			ba.Results[1] = Answer{Line: 2, Status: FailedFinal, Error: "line 2: 2000000 bytes, larger than the 1048576 allowed for one event"}
+			return http.StatusOK, ba
+		}}
+		c := startFake(t, f)
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.sent()) != 1 || rep.Final["PROCESSED"] != 2 || rep.Final["FAILED_FINAL"] != 1 || len(rep.Problems) != 1 ||
+			rep.Problems[0].EventID != "e2" || !strings.Contains(rep.Problems[0].Error, "larger than") {
+			t.Errorf("%d requests, report %+v", len(f.sent()), rep)
+		}
+	})
+}
+
+// wholeAnswer is a gale serve's answer to a batch as a whole (one error body, not
+// one answer per line).
+func wholeAnswer(st Status, why string) Answer { return Answer{Status: st, Error: why} }
+
+// TestSendAllWholeBatchAnswers: an answer to the batch as a whole is no event's
+// own answer. A batch too large (413) or refused for one bad line (400) is split in
+// halves sent on their own until each request goes in, or one event alone is
+// refused, which is then that event's answer; 429 and 503 send the batch again
+// later whatever their body says; 401 and 403 (the token) stop the run with the
+// events unresolved, not FAILED_FINAL with a reason.
+func TestSendAllWholeBatchAnswers(t *testing.T) {
+	t.Run("413", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			if len(evs) > 2 {
+				return http.StatusRequestEntityTooLarge, wholeAnswer(FailedFinal, "batch of more than 2 events (line 3): send at most 2 per request")
+			}
+			return http.StatusOK, answerAll(evs, Processed)
+		}}
+		c := startFake(t, f)
+		var l progressLog
+		o := sendOptions(&l)
+		o.Batch = 6
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(6), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Sent != 6 || rep.Final["PROCESSED"] != 6 || len(rep.Final) != 1 || rep.Broken() != 0 {
+			t.Errorf("report %+v; want 6 PROCESSED in smaller batches", rep)
+		}
+		var got []string
+		for _, ids := range f.sent() {
+			if len(ids) <= 2 {
+				got = append(got, ids...)
+			}
+		}
+		if slices.Sort(got); !slices.Equal(got, []string{"e1", "e2", "e3", "e4", "e5", "e6"}) {
+			t.Errorf("requests %v; want every event once in a batch of at most 2", f.sent())
+		}
+		if rs := l.of(ProgressRetryRequest); len(rs) == 0 || !strings.Contains(rs[0].Err.Error(), "HTTP 413") {
+			t.Errorf("retries told: %+v", rs)
+		}
+	})
+	t.Run("400 for one line", func(t *testing.T) {
+		f := &fakeServe{batch: func(_ int, evs []event.Event) (int, any) {
+			for i, e := range evs {
+				if e.ID == "e2" {
+					return http.StatusBadRequest, wholeAnswer(FailedFinal, fmt.Sprintf("line %d: payload: unexpected end of JSON", i+1))
+				}
+			}
+			return http.StatusOK, answerAll(evs, Processed)
+		}}
+		c := startFake(t, f)
+		o := sendOptions(nil)
+		o.Batch = 5
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(5), nil), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Final["PROCESSED"] != 4 || rep.Final["FAILED_FINAL"] != 1 || len(rep.Problems) != 1 ||
+			rep.Problems[0].EventID != "e2" || !strings.Contains(rep.Problems[0].Error, "unexpected end") {
+			t.Errorf("report %+v; want e2 alone FAILED_FINAL", rep)
+		}
+	})
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			f := &fakeServe{batch: func(n int, evs []event.Event) (int, any) {
+				if n == 1 { // a proxy's refusal, saying FAILED_FINAL
+					return code, wholeAnswer(FailedFinal, "slow down")
+				}
+				return http.StatusOK, answerAll(evs, Processed)
+			}}
+			c := startFake(t, f)
+			var l progressLog
+			rep, err := c.SendAll(bounded(t), eventsOf(someEvents(3), nil), sendOptions(&l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := f.sent(); len(s) != 2 || !slices.Equal(s[0], s[1]) || rep.Final["PROCESSED"] != 3 || len(rep.Final) != 1 || rep.Failed != 1 {
+				t.Errorf("requests %v, report %+v; want the batch sent again whole, then PROCESSED", s, rep)
+			}
+			if rs := l.of(ProgressRetryRequest); len(rs) != 1 || rs[0].Wait < time.Second {
+				t.Errorf("retries told: %+v; want one after a second at least", rs)
+			}
+		})
+	}
+	t.Run("401", func(t *testing.T) {
+		f := &fakeServe{batch: func(int, []event.Event) (int, any) {
+			return http.StatusUnauthorized, wholeAnswer(FailedFinal, "token required: send Authorization: Bearer TOKEN")
+		}}
+		c := startFake(t, f)
+		rep, err := c.SendAll(bounded(t), eventsOf(someEvents(6), nil), sendOptions(nil))
+		if err == nil || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "token required") {
+			t.Fatalf("error %v; want the run stopped naming the 401", err)
+		}
+		if len(f.sent()) != 1 || rep.Final["FAILED_FINAL"] != 0 || rep.Final["FAILED_RETRYABLE"] != 3 || rep.Broken() != 3 || rep.Unsent != 3 {
+			t.Errorf("%d requests, report %+v; want the first batch unresolved, the second not sent", len(f.sent()), rep)
+		}
+	})
 }
