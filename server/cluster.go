@@ -148,6 +148,12 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 				s.Service.ReleaseAbandoned(fmt.Sprintf("generation %d of the %s pipeline stopped", e.Generation, p.Name))
 				return
 			}
+			if e.RefusedBy != "" {
+				// No process died: a worker's build refused its part, and the
+				// trees that reached it are replayed on the next generation.
+				s.Service.ReleaseAbandoned(fmt.Sprintf("generation %d of the %s pipeline stopped: worker %s refused it", e.Generation, p.Name, e.RefusedBy))
+				return
+			}
 			n, dead := s.Service.ChargeAbandoned(fmt.Sprintf("generation %d of the %s pipeline was cut off: a worker running part of its tuple tree was lost", e.Generation, p.Name))
 			if n > 0 {
 				o.Logger.Warn("events in flight charged an attempt: a worker was lost", "generation", e.Generation, "events", n, "dead_lettered", dead)

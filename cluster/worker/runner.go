@@ -108,7 +108,8 @@ func (r *runner) apply(ctx context.Context, rec *cluster.Record) (retry bool) {
 	w := r.w
 	want := wanted(rec, w.cfg.Name)
 	if r.cur != nil && r.cur.gen != want {
-		w.stop(r.name, r.cur, r.planned(ctx, rec))
+		drain, refusedBy := r.planned(ctx, rec)
+		w.stopRefused(r.name, r.cur, drain, refusedBy)
 		r.cur = nil
 	}
 	if want == 0 || r.cur != nil || want == r.finished {
@@ -144,29 +145,38 @@ func (r *runner) apply(ctx context.Context, rec *cluster.Record) (retry bool) {
 }
 
 // planned reports whether the change from what runs to rec may drain the running
-// generation: only if every worker of it is live, and this worker was not itself
-// declared lost since it started it (its heartbeat expired: it was paused or cut
-// off, and the others cut that generation off already). A change the scheduler
-// made because a worker was lost is not planned: the lost worker's trees cannot
-// complete, so the generation is cut off at once and its spouts' sources replay.
-func (r *runner) planned(ctx context.Context, rec *cluster.Record) bool {
+// generation: only if every worker of it is live and none refused it, and this
+// worker was not itself declared lost since it started it (its heartbeat
+// expired: it was paused or cut off, and the others cut that generation off
+// already). A change the scheduler made because a worker was lost is not
+// planned: the lost worker's trees cannot complete, so the generation is cut off
+// at once and its spouts' sources replay. Nor is one made because a worker
+// refused the generation (its build lacks the topology, or has another
+// fingerprint): that worker never ran its part and cannot join a drain, which
+// would wait out StopTimeout for it; refusedBy names it.
+func (r *runner) planned(ctx context.Context, rec *cluster.Record) (drain bool, refusedBy string) {
 	if rec == nil || r.w.hb.Rejoins() != r.cur.rejoins {
-		return false
+		return false, ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.w.cfg.Store.Config().OpTimeout)
 	defer cancel()
 	ws, err := r.w.cfg.Store.Workers(ctx)
 	if err != nil {
-		return false
+		return false, ""
 	}
-	alive := map[string]bool{}
+	alive := map[string]cluster.WorkerInfo{}
 	for _, wi := range ws {
-		alive[wi.Name] = true
+		alive[wi.Name] = wi
 	}
+	fp := r.cur.rec.Fingerprint.String()
 	for _, name := range r.cur.workers {
-		if !alive[name] {
-			return false
+		wi, ok := alive[name]
+		if !ok {
+			return false, ""
+		}
+		if ref, ok := wi.Refused[r.name]; ok && ref.Fingerprint == fp && wi.Running[r.name] != r.cur.gen {
+			return false, name
 		}
 	}
-	return true
+	return true, ""
 }

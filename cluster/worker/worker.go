@@ -100,9 +100,13 @@ type Event struct {
 	Host       int
 	Tasks      []int
 	Drained    bool
-	At         time.Time
-	Took       time.Duration
-	Err        error
+	// RefusedBy names a worker of the generation that refused it: the generation
+	// stopped without a drain because that worker never ran its part, not
+	// because a worker was lost (nothing ran there to be lost).
+	RefusedBy string
+	At        time.Time
+	Took      time.Duration
+	Err       error
 }
 
 // Worker runs its part of every topology the cluster assigns it.
@@ -288,6 +292,9 @@ func (w *Worker) event(e Event) {
 	case Started:
 		w.log.Info("started", append(attrs, "host", e.Host, "tasks", e.Tasks, "took", e.Took)...)
 	case Stopped:
+		if e.RefusedBy != "" {
+			attrs = append(attrs, "refused_by", e.RefusedBy)
+		}
 		w.log.Info("stopped", append(attrs, "drained", e.Drained, "took", e.Took, "err", e.Err)...)
 	case Refused:
 		w.log.Warn("refused", append(attrs, "reason", e.Err)...)
@@ -426,7 +433,11 @@ type live struct {
 // stop stops a running generation: gracefully (a drain bounded by StopTimeout,
 // which every host of the generation joins) if drain, else at once (its trees in
 // flight are abandoned, and their spouts' durable sources replay them).
-func (w *Worker) stop(name string, l *live, drain bool) {
+func (w *Worker) stop(name string, l *live, drain bool) { w.stopRefused(name, l, drain, "") }
+
+// stopRefused is stop of a generation that worker refusedBy refused (if not
+// ""): the Stopped event says so.
+func (w *Worker) stopRefused(name string, l *live, drain bool, refusedBy string) {
 	begin := time.Now()
 	var err error
 	if drain {
@@ -454,5 +465,5 @@ func (w *Worker) stop(name string, l *live, drain bool) {
 	}
 	w.mu.Unlock()
 	w.publish()
-	w.event(Event{Kind: Stopped, Topology: name, Generation: l.gen, Host: l.host, Drained: drain, Took: time.Since(begin), Err: err})
+	w.event(Event{Kind: Stopped, Topology: name, Generation: l.gen, Host: l.host, Drained: drain, RefusedBy: refusedBy, Took: time.Since(begin), Err: err})
 }

@@ -158,7 +158,8 @@ func TestOrdersOnWorkersOneKilled(t *testing.T) {
 // A worker whose build lacks the pipeline refuses it. gale serve --nats used to
 // say nothing of it and report ready as soon as its own part ran: the refusal is
 // now a WARN naming the worker and its reason, and serve is ready only once the
-// pipeline runs on every worker the scheduler then placed it on.
+// pipeline runs on every worker the scheduler then placed it on; the refused
+// generation stops at once, not after a drain waiting for the refusing worker.
 func TestServeOnClusterSaysAWorkerRefusedThePipeline(t *testing.T) {
 	dir := t.TempDir()
 	node, err := natsnode.Start(context.Background(), natsnode.Config{DataDir: dir + "/nats", Host: "127.0.0.1", Port: -1})
@@ -200,7 +201,10 @@ func TestServeOnClusterSaysAWorkerRefusedThePipeline(t *testing.T) {
 	var logs testio.SyncBuffer
 	o.DataDir, o.SinkURL = dir+"/data", dir+"/sink.db"
 	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: "serve", Workers: 3}
+	// Placed on all three, w1 included. The old generation then stops with no
+	// drain (w1 never ran its part to join one): within 15 s, not after the 30 s
+	// of --shutdown-timeout a drain waiting for w1 took (and serve gave up first).
+	o.Cluster = &serve.Cluster{Conn: nc, Store: st, Name: "serve", Workers: 3, Timeout: 15 * time.Second}
 	s, err := serve.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
