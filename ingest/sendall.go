@@ -245,11 +245,26 @@ const (
 	maxSendWait    = 10 * time.Minute
 )
 
+// OptionError is SendAll's refusal of a field of SendOptions, with its bounds.
+type OptionError struct {
+	Field string // "Batch", "Workers"...
+	Value any
+	Want  string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("ingest client: SendOptions.%s = %v: %s", e.Field, e.Value, e.Want)
+}
+
+// Check refuses options SendAll cannot run with (an *OptionError naming the
+// field and its bounds), so that a program checks them before it opens its input.
+func (o SendOptions) Check() error { return checkSendOptions(o) }
+
 // checkSendOptions refuses options SendAll cannot run with, naming the field and
 // its bounds.
 func checkSendOptions(o SendOptions) error {
 	bad := func(field string, v any, want string) error {
-		return fmt.Errorf("ingest client: SendOptions.%s = %v: %s", field, v, want)
+		return &OptionError{Field: field, Value: v, Want: want}
 	}
 	switch {
 	case o.Batch < 1 || o.Batch > maxSendBatch:

@@ -39,16 +39,19 @@ func IngestFlags(c *cobra.Command, o *ingest.SendOptions) {
 // checkIngestFlags refuses what SendAll would, naming the flag, before any file is
 // opened or server asked.
 func CheckIngestFlags(o ingest.SendOptions) error {
-	switch {
-	case o.Batch < 1:
-		return fmt.Errorf("--batch %d: must be at least 1", o.Batch)
-	case o.Workers < 1:
-		return fmt.Errorf("--workers %d: must be at least 1", o.Workers)
-	case o.Retries < 0:
-		return fmt.Errorf("--retries %d: must be at least 0", o.Retries)
+	err := o.Check()
+	var oe *ingest.OptionError
+	if errors.As(err, &oe) {
+		if flag, ok := ingestFlagOf[oe.Field]; ok {
+			return fmt.Errorf("--%s %v: %s", flag, oe.Value, oe.Want)
+		}
 	}
-	return nil
+	return err
 }
+
+// ingestFlagOf names the flag of each field of ingest.SendOptions IngestFlags binds.
+var ingestFlagOf = map[string]string{"Batch": "batch", "Workers": "workers", "Retries": "retries",
+	"Wait": "wait", "Deadline": "deadline", "GiveUp": "give-up-after"}
 
 // inputFile is an input opened before anything is sent, so that a missing file is
 // reported as such and not after a probe of the server.
@@ -233,6 +236,9 @@ func PrintIngestReport(w io.Writer, r *ingest.Report) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %-17s %d\n", k, r.Final[k])
+	}
+	if r.Unsent > 0 {
+		fmt.Fprintf(w, "read but never sent (the run stopped first): %d\n", r.Unsent)
 	}
 	fmt.Fprintf(w, "duplicate answers (an id already known, nothing written): %d\n", r.Duplicates)
 	fmt.Fprintf(w, "retried requests: %d (%d after the request failed), %d events re-sent (same event_id)\n",

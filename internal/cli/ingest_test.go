@@ -77,6 +77,27 @@ func TestIngestMissingFileFirst(t *testing.T) {
 	}
 }
 
+// A flag out of SendAll's bounds is refused by its name before any file is
+// opened or server asked (SendAll names the option's field, which a user of
+// gale ingest never typed).
+func TestIngestFlagsOutOfBounds(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.csv")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "5000"}, "--workers 5000: want 1 to 1024 requests in flight"},
+		{[]string{"--batch", "0"}, "--batch 0: want 1 to 100000 events a request"},
+		{[]string{"--wait", "11m"}, "--wait 11m0s: want 0 (the server's default) to 10m0s"},
+		{[]string{"--give-up-after", "-1s"}, "--give-up-after -1s: want 0 (never) or more"},
+	} {
+		_, _, err := runIngestCmd(t, append(append([]string{"--url", "http://" + freeAddr(t)}, c.args...), missing)...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: %v; want %q", c.args, err, c.want)
+		}
+	}
+}
+
 // TestIngestAgainstServe: the real command against a real gale serve: every event
 // PROCESSED, a rate that is a number, no retries.
 func TestIngestAgainstServe(t *testing.T) {
