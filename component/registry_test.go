@@ -60,7 +60,7 @@ func TestRegisterRefuses(t *testing.T) {
 		{"two-line doc", component.Declaration{Class: "a.B", Doc: "splits\nlines", Bolt: boltMaker}, component.BoltKind,
 			`class "a.B": invalid declaration: doc has a line break (listings show it on one line)`},
 		{"no kind", component.Declaration{Class: "a.B", Outputs: fields("x")}, 0,
-			`class "a.B": invalid declaration: none of Spout, Bolt and BasicBolt is set`},
+			`class "a.B": invalid declaration: none of Spout, Bolt, BasicBolt and Value is set`},
 		{"spout and bolt", component.Declaration{Class: "a.B", Spout: spoutMaker, Bolt: boltMaker}, 0,
 			`class "a.B": invalid declaration: Spout and Bolt are set; set exactly one`},
 		{"all three", component.Declaration{Class: "a.B", Spout: spoutMaker, Bolt: boltMaker, BasicBolt: basicMaker}, 0,
