@@ -226,19 +226,35 @@ func (r *Registry) Classes() []Declaration {
 // property nothing read (wrapping ErrSpec). The id and parallelism are checked by b's
 // Build, as for any component.
 func (r *Registry) Add(b *topology.Builder, id, class string, spec Spec, parallelism int) (*topology.Declarer, error) {
+	d, _, err := r.Declare(b, id, class, spec, parallelism)
+	return d, err
+}
+
+// Declare is Add that also returns the streams the component declared (default
+// stream as "default"), for a file's reader to check its streams' groupings against
+// them, with positions, before the builder does. A class with none is a sink.
+func (r *Registry) Declare(b *topology.Builder, id, class string, spec Spec, parallelism int) (*topology.Declarer, []Output, error) {
+	dec, outs, err := r.declare(b, id, class, spec, parallelism)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dec, outs, nil
+}
+
+func (r *Registry) declare(b *topology.Builder, id, class string, spec Spec, parallelism int) (*topology.Declarer, []Output, error) {
 	if b == nil {
-		return nil, fmt.Errorf("component %q (class %q): nil builder", id, class)
+		return nil, nil, fmt.Errorf("component %q (class %q): nil builder", id, class)
 	}
 	d, err := r.Lookup(class)
 	if err != nil {
-		return nil, fmt.Errorf("component %q: %w", id, err)
+		return nil, nil, fmt.Errorf("component %q: %w", id, err)
 	}
 	wrap := func(err error) error { return fmt.Errorf("component %q (class %q): %w", id, class, err) }
 	if d.Kind() == ValueKind {
-		return nil, wrap(fmt.Errorf("a value class (a components: entry, used by ref), not a spout or bolt"))
+		return nil, nil, wrap(fmt.Errorf("a value class (a components: entry, used by ref), not a spout or bolt"))
 	}
 	if err := d.CheckCalls(spec.Calls); err != nil {
-		return nil, wrap(err)
+		return nil, nil, wrap(err)
 	}
 	spec = spec.tracked()
 	var (
@@ -255,16 +271,16 @@ func (r *Registry) Add(b *topology.Builder, id, class string, spec Spec, paralle
 		basic, err = runMaker(d.Kind(), d.BasicBolt, spec)
 	}
 	if err != nil {
-		return nil, wrap(err)
+		return nil, nil, wrap(err)
 	}
 	var outs []Output
 	if d.Outputs != nil {
 		if outs, err = outputs(d.Outputs, spec); err != nil {
-			return nil, wrap(err)
+			return nil, nil, wrap(err)
 		}
 	}
 	if err := spec.unread(); err != nil {
-		return nil, wrap(err)
+		return nil, nil, wrap(err)
 	}
 	var dec *topology.Declarer
 	switch {
@@ -282,7 +298,7 @@ func (r *Registry) Add(b *topology.Builder, id, class string, spec Spec, paralle
 			dec.OutputStream(o.Stream, o.Fields...)
 		}
 	}
-	return dec, nil
+	return dec, outs, nil
 }
 
 // Make makes the value of a components: entry of class (a Value class) from spec,
