@@ -37,7 +37,6 @@ type parser struct {
 
 func (p *parser) pos(n *yaml.Node) Pos { return Pos{File: p.name, Line: n.Line, Col: n.Column} }
 
-
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseDoc parses one file's text into a File, checking what one file alone shows:
