@@ -1,8 +1,10 @@
 package flux
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Error is a refusal of a file: "FILE:LINE:COL: msg". Load, Parse, Build and
@@ -54,10 +56,31 @@ type errs []error
 
 func (e *errs) at(p Pos, format string, a ...any) { *e = append(*e, p.errorf(format, a...)) }
 
+// err is nil, the one error, or all joined, in order of file (as first met), line
+// and column.
 func (e errs) err() error {
 	if len(e) == 0 {
 		return nil
 	}
+	files := map[string]int{}
+	at := func(x error) (int, int, int) {
+		var fe *Error
+		if !errors.As(x, &fe) {
+			return len(files), 0, 0
+		}
+		if _, ok := files[fe.File]; !ok {
+			files[fe.File] = len(files)
+		}
+		return files[fe.File], fe.Line, fe.Col
+	}
+	for _, x := range e {
+		at(x)
+	}
+	slices.SortStableFunc(e, func(a, b error) int {
+		fa, la, ca := at(a)
+		fb, lb, cb := at(b)
+		return cmp.Or(cmp.Compare(fa, fb), cmp.Compare(la, lb), cmp.Compare(ca, cb))
+	})
 	if len(e) == 1 {
 		return e[0]
 	}

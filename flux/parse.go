@@ -99,8 +99,10 @@ func parseDoc(name string, data []byte, allowIncludes bool) (*File, error) {
 	return f, nil
 }
 
-// syntaxError places a YAML syntax error: the parser gives a line but no column, so
-// the column is that of the line's first character that is not a space.
+// syntaxError places a YAML syntax error. The parser gives a line (often that of the
+// enclosing block) and no column, so the problem line is found as the first line at
+// which a prefix of the file stops parsing; the column is that line's first character
+// that is not a space. The parser's line is kept when no prefix fails.
 func syntaxError(name string, data []byte, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 1
@@ -108,8 +110,17 @@ func syntaxError(name string, data []byte, err error) error {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
 	}
-	col := 1
 	lines := strings.Split(string(data), "\n")
+	if len(lines) <= 5000 {
+		for k := 1; k <= len(lines); k++ {
+			var n yaml.Node
+			if yaml.Unmarshal([]byte(strings.Join(lines[:k], "\n")), &n) != nil {
+				line = k
+				break
+			}
+		}
+	}
+	col := 1
 	if line-1 < len(lines) {
 		l := lines[line-1]
 		col = len(l) - len(strings.TrimLeft(l, " \t")) + 1
@@ -343,7 +354,7 @@ func (p *parser) value(n *yaml.Node, what string) Value {
 				v.Pos = p.pos(deref(n.Content[1]))
 				return v
 			}
-			v.IsList, v.RefList = true, []string{}
+			v.IsList, v.RefList, v.Pos = true, []string{}, p.pos(deref(n.Content[1]))
 			for _, r := range p.seq(n.Content[1], what+" reflist") {
 				v.RefList = append(v.RefList, p.nonEmpty(r, what+" reflist item"))
 			}
@@ -499,7 +510,7 @@ func (p *parser) grouping(s *Stream, n *yaml.Node) {
 	case g.Type == "FIELDS" && len(g.Fields) == 0:
 		p.e.at(g.TypePos, "a FIELDS grouping needs args: the fields to group on")
 	case g.Type != "FIELDS" && g.Fields != nil && g.Type != "CUSTOM":
-		p.e.at(g.FieldsPos, "a %s grouping takes no args (only FIELDS does)", g.Type)
+		p.e.at(g.FieldsPos, "a grouping of type %s takes no args (only FIELDS does)", g.Type)
 	}
 }
 

@@ -20,10 +20,10 @@ func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // env is a registry of test classes and what their makers and tasks saw.
 type env struct {
-	reg  component.Registry
-	mu   sync.Mutex
-	log  []string       // what each maker was given, in order
-	done chan struct{}  // closed when the lines spout's trees all completed
+	reg    component.Registry
+	mu     sync.Mutex
+	log    []string       // what each maker was given, in order
+	done   chan struct{}  // closed when the lines spout's trees all completed
 	word   map[string]int // what the count bolt counted
 	taskOf map[string]int // the count task of each word
 	split  []string       // words counted by two tasks
