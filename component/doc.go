@@ -23,10 +23,16 @@
 //	a component under spouts/bolts  Declaration.Kind: spout, bolt or basic bolt
 //	declareOutputFields (in Java)   Declaration.Outputs, which may depend on the Spec
 //	streams (from, to, grouping)    the caller's, on the Declarer that Add returns
+//	components (beans), ref         Declaration.Value, made by Registry.Make; the value
+//	                                is passed as it is, read with ArgOf / PropOf
+//	configMethods (name, args)      Spec.Calls, read with Spec.Method; the names a class
+//	                                accepts are its Declaration.Methods
 //
-// A file's reader should refuse what has no equivalent here (ref, factory,
-// configMethods) rather than drop it: a class takes all its settings as arguments or
-// properties.
+// A file's reader should refuse what has no equivalent here (factory, factoryArgs)
+// rather than drop it.
+//
+// Errors about a Spec's values are *SpecError, which says which argument, property
+// or call is wrong, so that the reader (package flux) can point at its line.
 //
 // # Checked once, before any task
 //

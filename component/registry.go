@@ -3,6 +3,7 @@ package component
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +22,8 @@ var (
 	ErrUnknownClass = errors.New("unknown class")
 )
 
-// Declaration declares one class. Exactly one of Spout, Bolt and BasicBolt is set.
+// Declaration declares one class. Exactly one of Spout, Bolt, BasicBolt and Value is
+// set.
 //
 // The maker runs once per component, when the topology is built: it reads and checks
 // the Spec and returns the factory that builds each task's instance. So a bad file
@@ -33,6 +35,16 @@ type Declaration struct {
 	Spout     func(Spec) (func() topology.Spout, error)
 	Bolt      func(Spec) (func() topology.Bolt, error)
 	BasicBolt func(Spec) (func() topology.BasicBolt, error)
+	// Value makes a value that spouts and bolts receive, where a file says ref (Flux's
+	// components: a connection's settings, a scheme, a shared client). Make runs it
+	// once per components: entry; the value is passed as it is, read with ArgOf or
+	// PropOf.
+	Value func(Spec) (any, error)
+
+	// Methods are the configMethods a file may call on the class (Flux calls such
+	// methods by reflection after construction); the maker reads the calls with
+	// Spec.Method. A call to another name is refused, naming these.
+	Methods []string
 
 	// Outputs are the streams the class emits given its Spec (Storm's
 	// declareOutputFields); nil declares none (a sink bolt). A function of the Spec,
@@ -56,6 +68,7 @@ const (
 	SpoutKind Kind = iota + 1
 	BoltKind
 	BasicBoltKind
+	ValueKind // a components: entry, referenced by ref
 )
 
 func (k Kind) String() string {
@@ -66,6 +79,8 @@ func (k Kind) String() string {
 		return "bolt"
 	case BasicBoltKind:
 		return "basic bolt"
+	case ValueKind:
+		return "value"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -82,6 +97,9 @@ func (d Declaration) Kind() Kind {
 	}
 	if d.BasicBolt != nil {
 		k, n = BasicBoltKind, n+1
+	}
+	if d.Value != nil {
+		k, n = ValueKind, n+1
 	}
 	if n != 1 {
 		return 0
@@ -148,13 +166,27 @@ func check(d Declaration) error {
 	if d.BasicBolt != nil {
 		set = append(set, "BasicBolt")
 	}
+	if d.Value != nil {
+		set = append(set, "Value")
+	}
 	switch len(set) {
 	case 0:
-		return fmt.Errorf("class %q: %w: none of Spout, Bolt and BasicBolt is set", d.Class, ErrRegister)
+		return fmt.Errorf("class %q: %w: none of Spout, Bolt, BasicBolt and Value is set", d.Class, ErrRegister)
 	case 1:
-		return nil
+	default:
+		return fmt.Errorf("class %q: %w: %s are set; set exactly one", d.Class, ErrRegister, strings.Join(set, " and "))
 	}
-	return fmt.Errorf("class %q: %w: %s are set; set exactly one", d.Class, ErrRegister, strings.Join(set, " and "))
+	if d.Value != nil && d.Outputs != nil {
+		return fmt.Errorf("class %q: %w: a Value class has no Outputs (it is no spout or bolt)", d.Class, ErrRegister)
+	}
+	seen := map[string]bool{}
+	for _, m := range d.Methods {
+		if m == "" || seen[m] {
+			return fmt.Errorf("class %q: %w: method %q is empty or listed twice", d.Class, ErrRegister, m)
+		}
+		seen[m] = true
+	}
+	return nil
 }
 
 // Lookup returns the declaration of class. An unknown class is an error wrapping
@@ -204,14 +236,36 @@ func (r *Registry) Classes() []Declaration {
 // property nothing read (wrapping ErrSpec). The id and parallelism are checked by b's
 // Build, as for any component.
 func (r *Registry) Add(b *topology.Builder, id, class string, spec Spec, parallelism int) (*topology.Declarer, error) {
+	d, _, err := r.Declare(b, id, class, spec, parallelism)
+	return d, err
+}
+
+// Declare is Add that also returns the streams the component declared (default
+// stream as "default"), for a file's reader to check its streams' groupings against
+// them, with positions, before the builder does. A class with none is a sink.
+func (r *Registry) Declare(b *topology.Builder, id, class string, spec Spec, parallelism int) (*topology.Declarer, []Output, error) {
+	dec, outs, err := r.declare(b, id, class, spec, parallelism)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dec, outs, nil
+}
+
+func (r *Registry) declare(b *topology.Builder, id, class string, spec Spec, parallelism int) (*topology.Declarer, []Output, error) {
 	if b == nil {
-		return nil, fmt.Errorf("component %q (class %q): nil builder", id, class)
+		return nil, nil, fmt.Errorf("component %q (class %q): nil builder", id, class)
 	}
 	d, err := r.Lookup(class)
 	if err != nil {
-		return nil, fmt.Errorf("component %q: %w", id, err)
+		return nil, nil, fmt.Errorf("component %q: %w", id, err)
 	}
 	wrap := func(err error) error { return fmt.Errorf("component %q (class %q): %w", id, class, err) }
+	if d.Kind() == ValueKind {
+		return nil, nil, wrap(fmt.Errorf("a value class (a components: entry, used by ref), not a spout or bolt"))
+	}
+	if err := d.CheckCalls(spec.Calls); err != nil {
+		return nil, nil, wrap(err)
+	}
 	spec = spec.tracked()
 	var (
 		spout func() topology.Spout
@@ -227,16 +281,16 @@ func (r *Registry) Add(b *topology.Builder, id, class string, spec Spec, paralle
 		basic, err = runMaker(d.Kind(), d.BasicBolt, spec)
 	}
 	if err != nil {
-		return nil, wrap(err)
+		return nil, nil, wrap(err)
 	}
 	var outs []Output
 	if d.Outputs != nil {
 		if outs, err = outputs(d.Outputs, spec); err != nil {
-			return nil, wrap(err)
+			return nil, nil, wrap(err)
 		}
 	}
 	if err := spec.unread(); err != nil {
-		return nil, wrap(err)
+		return nil, nil, wrap(err)
 	}
 	var dec *topology.Declarer
 	switch {
@@ -254,7 +308,62 @@ func (r *Registry) Add(b *topology.Builder, id, class string, spec Spec, paralle
 			dec.OutputStream(o.Stream, o.Fields...)
 		}
 	}
-	return dec, nil
+	return dec, outs, nil
+}
+
+// Make makes the value of a components: entry of class (a Value class) from spec,
+// with the checks of Add: an unknown class, a class that is no Value class, an error
+// or panic of the maker, a call the class does not declare, a value nothing read.
+// Errors name id and class.
+func (r *Registry) Make(id, class string, spec Spec) (v any, err error) {
+	d, err := r.Lookup(class)
+	if err != nil {
+		return nil, fmt.Errorf("component %q: %w", id, err)
+	}
+	wrap := func(err error) error { return fmt.Errorf("component %q (class %q): %w", id, class, err) }
+	if d.Kind() != ValueKind {
+		return nil, wrap(fmt.Errorf("a %s class, not a value class: a components: entry needs a class that declares Value", d.Kind()))
+	}
+	if err := d.CheckCalls(spec.Calls); err != nil {
+		return nil, wrap(err)
+	}
+	spec = spec.tracked()
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("value maker panicked: %v", p)
+			}
+		}()
+		v, err = d.Value(spec)
+	}()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if err := spec.unread(); err != nil {
+		return nil, wrap(err)
+	}
+	return v, nil
+}
+
+// CheckCalls refuses, as a *SpecError placed at the call, a call to a method the
+// class does not declare in Methods.
+func (d Declaration) CheckCalls(calls []Call) error {
+	for i, c := range calls {
+		if slices.Contains(d.Methods, c.Name) {
+			continue
+		}
+		msg := fmt.Sprintf("configMethods[%d]: the class has no method %q", i, c.Name)
+		if len(d.Methods) == 0 {
+			msg += " (it declares no configMethods)"
+		} else {
+			if near := nearest(c.Name, d.Methods); len(near) > 0 {
+				msg += "; did you mean " + quoteOr(near) + "?"
+			}
+			msg += " (it declares " + strings.Join(d.Methods, ", ") + ")"
+		}
+		return &SpecError{Arg: -1, Call: i, Msg: msg}
+	}
+	return nil
 }
 
 // factory is what a maker returns.

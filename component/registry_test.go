@@ -66,7 +66,7 @@ func TestRegisterRefuses(t *testing.T) {
 		{"class not UTF-8", component.Declaration{Class: "a.\x80B", Bolt: boltMaker}, component.BoltKind,
 			`class "a.\x80B": invalid declaration: not valid UTF-8`},
 		{"no kind", component.Declaration{Class: "a.B", Outputs: fields("x")}, 0,
-			`class "a.B": invalid declaration: none of Spout, Bolt and BasicBolt is set`},
+			`class "a.B": invalid declaration: none of Spout, Bolt, BasicBolt and Value is set`},
 		{"spout and bolt", component.Declaration{Class: "a.B", Spout: spoutMaker, Bolt: boltMaker}, 0,
 			`class "a.B": invalid declaration: Spout and Bolt are set; set exactly one`},
 		{"all three", component.Declaration{Class: "a.B", Spout: spoutMaker, Bolt: boltMaker, BasicBolt: basicMaker}, 0,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -27,21 +28,94 @@ var ErrSpec = errors.New("invalid spec")
 type Spec struct {
 	Args       []any
 	Properties map[string]any
+	// Calls are Flux's configMethods, in file order: methods the class applies after
+	// construction. Each Name must be one of the Declaration's Methods (Add refuses
+	// others); the maker reads them with Method.
+	Calls []Call
 
 	reads *reads // set by Registry.Add: what the class read, for the unread check
+	call  int    // in a Spec that Method returned: 1 + the index of its call in Calls
+	name  string // and the call's method name
+}
+
+// Call is one of Flux's configMethods: a method name and its arguments (values as in
+// Args: literals, or what a components: entry made, for a ref).
+type Call struct {
+	Name string
+	Args []any
 }
 
 // reads records the arguments and properties a class read. It has a lock because a
 // per-task factory may keep the Spec and read it from task goroutines.
 type reads struct {
-	mu    sync.Mutex
-	args  map[int]bool
-	props map[string]bool
+	mu      sync.Mutex
+	args    map[int]bool
+	props   map[string]bool
+	fetched map[int]bool // calls that Method returned
+	calls   []*reads     // each call's own reads of its arguments
+}
+
+func newReads() *reads {
+	return &reads{args: map[int]bool{}, props: map[string]bool{}, fetched: map[int]bool{}}
 }
 
 func (s Spec) tracked() Spec {
-	s.reads = &reads{args: map[int]bool{}, props: map[string]bool{}}
+	s.reads = newReads()
+	for range s.Calls {
+		s.reads.calls = append(s.reads.calls, newReads())
+	}
 	return s
+}
+
+// Method returns one Spec per call of method name in Calls, in file order, whose Args
+// are the call's arguments: read them with ArgString, ArgInt... as constructor
+// arguments. A class that declares Methods reads its calls here, in its maker; Add
+// refuses a call that was never returned, or whose arguments were not all read.
+func (s Spec) Method(name string) []Spec {
+	var out []Spec
+	for i, c := range s.Calls {
+		if c.Name != name {
+			continue
+		}
+		sub := Spec{Args: c.Args, call: i + 1, name: c.Name}
+		if s.reads != nil {
+			s.reads.mu.Lock()
+			s.reads.fetched[i] = true
+			sub.reads = s.reads.calls[i]
+			s.reads.mu.Unlock()
+		}
+		out = append(out, sub)
+	}
+	return out
+}
+
+// SpecError is an ErrSpec error that says where in the Spec the problem is, so that a
+// file's reader can point at the line of the value: an argument (Arg >= 0; of the call
+// Calls[Call] when Call >= 0), a property (Prop != ""), a call (Call >= 0, Arg < 0),
+// or the Spec as a whole (Arg < 0, Call < 0, Prop ""). It wraps ErrSpec.
+type SpecError struct {
+	Arg  int    // the argument's position, or -1
+	Call int    // the call's position in Spec.Calls, or -1
+	Prop string // the property's key, or ""
+	Msg  string // the problem, without the "invalid spec: " prefix
+}
+
+func (e *SpecError) Error() string { return ErrSpec.Error() + ": " + e.Msg }
+
+// Unwrap returns ErrSpec.
+func (e *SpecError) Unwrap() error { return ErrSpec }
+
+func (s Spec) argError(i int, format string, a ...any) *SpecError {
+	return &SpecError{Arg: i, Call: s.call - 1, Msg: s.argName(i) + fmt.Sprintf(format, a...)}
+}
+
+// argName is how errors name argument i: constructorArgs[i], or for a call's Spec
+// configMethods[k] (name) args[i].
+func (s Spec) argName(i int) string {
+	if s.call > 0 {
+		return fmt.Sprintf("configMethods[%d] (%s) args[%d]", s.call-1, s.name, i)
+	}
+	return fmt.Sprintf("constructorArgs[%d]", i)
 }
 
 func (s Spec) markArg(i int) {
@@ -60,25 +134,24 @@ func (s Spec) markProp(key string) {
 	}
 }
 
-// unread reports the arguments and properties of a tracked Spec that nothing read.
+// unread reports the arguments, properties and calls of a tracked Spec that nothing
+// read, as one *SpecError placed at the first of them.
 func (s Spec) unread() error {
 	if s.reads == nil {
 		return nil
 	}
 	s.reads.mu.Lock()
 	defer s.reads.mu.Unlock()
+	var first *SpecError
 	var problems []string
-	used := 0
-	for i := range s.Args {
-		if s.reads.args[i] {
-			used++
+	add := func(place SpecError, msg string) {
+		if first == nil {
+			place.Msg = ""
+			first = &place
 		}
+		problems = append(problems, msg)
 	}
-	for i, v := range s.Args {
-		if !s.reads.args[i] {
-			problems = append(problems, fmt.Sprintf("constructorArgs[%d] (%s) is not used: the class read %d of %d", i, describe(v), used, len(s.Args)))
-		}
-	}
+	s.unreadArgs(s.reads, add)
 	var known []string
 	for k := range s.reads.props {
 		known = append(known, k)
@@ -101,22 +174,48 @@ func (s Spec) unread() error {
 		} else {
 			msg += " (the class reads no properties)"
 		}
-		problems = append(problems, msg)
+		add(SpecError{Arg: -1, Call: -1, Prop: k}, msg)
 	}
-	if len(problems) == 0 {
+	for i, c := range s.Calls {
+		if !s.reads.fetched[i] {
+			add(SpecError{Arg: -1, Call: i}, fmt.Sprintf("configMethods[%d] (%s) is not applied: the class never read it", i, c.Name))
+			continue
+		}
+		sub := Spec{Args: c.Args, call: i + 1, name: c.Name}
+		r := s.reads.calls[i]
+		r.mu.Lock()
+		sub.unreadArgs(r, add)
+		r.mu.Unlock()
+	}
+	if first == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrSpec, strings.Join(problems, "; "))
+	first.Msg = strings.Join(problems, "; ")
+	return first
+}
+
+func (s Spec) unreadArgs(r *reads, add func(SpecError, string)) {
+	used := 0
+	for i := range s.Args {
+		if r.args[i] {
+			used++
+		}
+	}
+	for i, v := range s.Args {
+		if !r.args[i] {
+			add(SpecError{Arg: i, Call: s.call - 1}, fmt.Sprintf("%s (%s) is not used: the class read %d of %d", s.argName(i), describe(v), used, len(s.Args)))
+		}
+	}
 }
 
 // Arg returns constructor argument i as the file gave it.
 func (s Spec) Arg(i int) (any, error) {
 	if i < 0 {
-		return nil, fmt.Errorf("%w: constructorArgs[%d]: a negative position (the class's code is wrong)", ErrSpec, i)
+		return nil, s.argError(i, ": a negative position (the class's code is wrong)")
 	}
 	s.markArg(i)
 	if i >= len(s.Args) {
-		return nil, fmt.Errorf("%w: constructorArgs[%d] is missing: the class takes at least %d, the file gives %d", ErrSpec, i, i+1, len(s.Args))
+		return nil, s.argError(i, " is missing: the class takes at least %d, the file gives %d", i+1, len(s.Args))
 	}
 	return s.Args[i], nil
 }
@@ -161,9 +260,9 @@ func (s Spec) Require(keys ...string) error {
 	case 0:
 		return nil
 	case 1:
-		return fmt.Errorf("%w: property %s is required", ErrSpec, missing[0])
+		return &SpecError{Arg: -1, Call: s.call - 1, Msg: fmt.Sprintf("property %s is required", missing[0])}
 	}
-	return fmt.Errorf("%w: properties %s are required", ErrSpec, strings.Join(missing, ", "))
+	return &SpecError{Arg: -1, Call: s.call - 1, Msg: fmt.Sprintf("properties %s are required", strings.Join(missing, ", "))}
 }
 
 // String returns property key, which must be a string; def if the file does not give it.
@@ -199,7 +298,7 @@ func arg[T any](s Spec, i int, conv func(any) (T, string, error)) (T, error) {
 	}
 	t, want, err := conv(v)
 	if err != nil {
-		return zero, fmt.Errorf("%w: constructorArgs[%d]: want %s, got %w", ErrSpec, i, want, err)
+		return zero, s.argError(i, ": want %s, got %v", want, err)
 	}
 	return t, nil
 }
@@ -212,9 +311,26 @@ func prop[T any](s Spec, key string, def T, conv func(any) (T, string, error)) (
 	t, want, err := conv(v)
 	if err != nil {
 		var zero T
-		return zero, fmt.Errorf("%w: property %q: want %s, got %w", ErrSpec, key, want, err)
+		return zero, &SpecError{Arg: -1, Call: -1, Prop: key, Msg: fmt.Sprintf("property %q: want %s, got %v", key, want, err)}
 	}
 	return t, nil
+}
+
+// ArgOf returns constructor argument i, which must be a T: for a value that a
+// components: entry made (a ref), or any type a decoder does not give.
+func ArgOf[T any](s Spec, i int) (T, error) { return arg(s, i, asT[T]) }
+
+// PropOf returns property key, which must be a T (a ref's value, typically); def if
+// the file does not give it.
+func PropOf[T any](s Spec, key string, def T) (T, error) { return prop(s, key, def, asT[T]) }
+
+func asT[T any](v any) (T, string, error) {
+	want := "a " + reflect.TypeFor[T]().String()
+	if t, ok := v.(T); ok {
+		return t, want, nil
+	}
+	var zero T
+	return zero, want, got(v)
 }
 
 // Each conversion returns the value, what it wants (for the error), and an error
