@@ -417,7 +417,21 @@ func (a *App) SubmitTopology(ctx context.Context, nc *nats.Conn, st *cluster.Sto
 		return rec, componentsOf(tasks), nil
 	}
 	rec, err = awaitRunning(ctx, st, rec, progress)
-	return rec, componentsOf(tasks), err
+	switch {
+	case errors.Is(err, cluster.ErrRefused):
+		// No worker can run it: a submit that failed leaves nothing behind to
+		// start by itself when such a worker joins later.
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, kerr := st.Kill(kctx, topo)
+		kcancel()
+		if kerr != nil {
+			return rec, componentsOf(tasks), fmt.Errorf("%w (and withdrawing it failed: %v; gale kill %s withdraws it)", err, kerr, topo)
+		}
+		return rec, componentsOf(tasks), fmt.Errorf("%w; the submission is withdrawn", err)
+	case err != nil:
+		return rec, componentsOf(tasks), fmt.Errorf("%w (it stays submitted: gale cluster status shows it, gale kill %s withdraws it)", err, topo)
+	}
+	return rec, componentsOf(tasks), nil
 }
 
 // awaitRunning waits until every worker of rec's generation runs it

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -270,6 +271,42 @@ func TestSubmitWithoutLiveWorker(t *testing.T) {
 		if !strings.HasPrefix(name, "KV_") {
 			t.Errorf("the refused submit left stream %s", name)
 		}
+	}
+}
+
+// gale submit whose topology every live worker refuses (their build lacks it)
+// fails, and withdraws it: before, the record stayed active and started by
+// itself when a worker that has it joined, after submit had said it failed.
+func TestSubmitRefusedByEveryWorkerLeavesNothing(t *testing.T) {
+	node := startTestNode(t)
+	conn := []string{"--nats", node.ClientURL(), "--nats-data", node.DataDir()}
+	dir := t.TempDir()
+	bare := func(args []string) *exec.Cmd {
+		cmd := childSpawner(args)
+		cmd.Env = append(cmd.Env, "GALE_TEST_BUILD=bare") // TestMain: a build without word count
+		return cmd
+	}
+	c, err := startWorkerChild(bare, dir, "w1", node.ClientURL(), node.DataDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopChildren([]*childWorker{c}, os.Stderr) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := cluster.Open(ctx, nodeJS(t, node), cluster.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitWorkers(ctx, st, 1, []*childWorker{c}); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := galeRun(t, append(append([]string{"submit"}, conn...), "--timeout", "30s", "wordcount", "--run=refused", testio.Books(t)[0])...)
+	if code != 2 || !strings.Contains(errs, "refused") || !strings.Contains(errs, "the submission is withdrawn") {
+		t.Fatalf("submit every worker refuses: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	sp, err := st.Spec(ctx, "wordcount")
+	if err != nil || !sp.Killed {
+		t.Errorf("after the failed submit, wordcount's spec: %+v, %v; want it withdrawn (killed)", sp, err)
 	}
 }
 
