@@ -581,7 +581,18 @@ func writeStatus(w io.Writer, s *cluster.Status, now time.Time) {
 			fmt.Fprintf(w, "  last request refused: %s\n", r.Error)
 		}
 		if r.Short > 0 {
-			fmt.Fprintf(w, "  short of %s (no free slots); a later pass fills the gap\n", plural(r.Short, "worker"))
+			var refusers []string
+			for _, wi := range s.Workers {
+				if ref, ok := wi.Refused[r.Topology]; ok && ref.Fingerprint == r.Fingerprint.String() {
+					refusers = append(refusers, wi.Name)
+				}
+			}
+			if len(refusers) > 0 {
+				fmt.Fprintf(w, "  short of %s: refused by %s (another build: see the REFUSED column); a worker of this build that joins fills the gap\n",
+					plural(r.Short, "worker"), strings.Join(refusers, ", "))
+			} else {
+				fmt.Fprintf(w, "  short of %s (no free slots); a later pass fills the gap\n", plural(r.Short, "worker"))
+			}
 		}
 		if r.Assignment != nil && !r.Killed {
 			var comps map[int]string

@@ -206,6 +206,22 @@ func TestStatusWorkerCounts(t *testing.T) {
 	}
 }
 
+// A placement short of a worker because a live worker refused the topology (its
+// build differs) says so, not "no free slots": a new user's m1 had a free slot.
+func TestStatusShortBecauseRefused(t *testing.T) {
+	a := &placement.Assignment{Generation: 11, Want: 2, Workers: []string{"n2"}, Of: map[int]string{1: "n2"}}
+	rec := &cluster.Record{Topology: "mytopo", Want: 2, Assignment: a, Short: 1}
+	s := &cluster.Status{Records: []*cluster.Record{rec}, Workers: []cluster.WorkerInfo{
+		{Name: "m1", Slots: 1, Refused: map[string]cluster.Refusal{"mytopo": {Fingerprint: rec.Fingerprint.String(), Reason: "topology fingerprint mismatch"}}},
+		{Name: "n2", Slots: 1, Running: map[string]uint64{"mytopo": 11}},
+	}}
+	var b bytes.Buffer
+	writeStatus(&b, s, time.Now())
+	if want := "short of 1 worker: refused by m1 (another build: see the REFUSED column)"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "no free slots") {
+		t.Errorf("status lacks %q, or says no free slots:\n%s", want, b.String())
+	}
+}
+
 // startTestNode starts an embedded NATS node with JetStream on loopback; the test's
 // end shuts it down.
 // nodeJS connects to node with its credentials, until the test ends.
