@@ -142,6 +142,11 @@ func TestRegisteredTopologyIsOffered(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, `"orders" is a serve pipeline: mytool serve --nats --pipeline orders`) {
 		t.Errorf("submit of a pipeline: exit %d, %q", code, stderr)
 	}
+	// A topology without flags says so.
+	b := app.New(app.WithTopology("bare", emptyFactory))
+	if code, stdout, _ := run(t, b, "submit", "bare", "--help"); code != 0 || !strings.Contains(stdout, "Topology bare declares no flags") {
+		t.Errorf("submit bare --help: exit %d:\n%s", code, stdout)
+	}
 	// The topology's flags, after its name.
 	code, stdout, _ := run(t, a, "submit", "lengths", "--help")
 	if code != 0 || !strings.Contains(stdout, "Flags of topology lengths:") || !strings.Contains(stdout, "the topology's own --timeout") {

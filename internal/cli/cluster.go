@@ -327,6 +327,10 @@ its message timeout; put submit's --timeout before the name).`,
 				return err
 			}
 			if help, _ := f.GetBool("help"); help {
+				if topo != "" && slices.Contains(a.Topologies.Names(), topo) && a.topologyFlags(topo) == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "Topology %s declares no flags (app.TopologyFlags): what follows its name reaches its factory as given, in env.Args.\n(%s --help lists submit's own flags.)\n", topo, cmd.CommandPath())
+					return nil
+				}
 				if tf := a.topologyFlags(topo); topo != "" && tf != nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "Usage:\n  %s [submit's flags] %s [its flags]\n\nFlags of topology %s:\n%s\n(%s --help lists submit's own.)\n",
 						cmd.CommandPath(), topo, topo, tf.FlagUsages(), cmd.CommandPath())
