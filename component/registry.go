@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -50,6 +51,11 @@ type Declaration struct {
 	// declareOutputFields); nil declares none (a sink bolt). A function of the Spec,
 	// because some classes take their output fields from the file (Flux's shell bolts).
 	Outputs func(Spec) ([]Output, error)
+
+	// TickEvery, if > 0, delivers a tick tuple to each of the bolt's tasks at this
+	// interval (Storm's topology.tick.tuple.freq.secs for the component): a bolt
+	// that holds tuples, as a batching sink does, flushes on it.
+	TickEvery time.Duration
 }
 
 // Output is one stream a class emits.
@@ -307,6 +313,9 @@ func (r *Registry) declare(b *topology.Builder, id, class string, spec Spec, par
 		} else {
 			dec.OutputStream(o.Stream, o.Fields...)
 		}
+	}
+	if d.TickEvery > 0 && spout == nil {
+		dec.TickEvery(d.TickEvery)
 	}
 	return dec, outs, nil
 }

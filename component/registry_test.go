@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/topology"
@@ -354,5 +355,33 @@ func TestAddDeclaresOutputs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Build: %v, want it to say %s", err, want)
 		}
+	}
+}
+
+// A class's TickEvery reaches the declared bolt: a batching sink made from a
+// class flushes on its ticks (without them, its last partial batch waited for
+// more input until the trees timed out).
+func TestAddDeclaresTickEvery(t *testing.T) {
+	var r component.Registry
+	d := component.Declaration{Class: "x.Holder", TickEvery: 250 * time.Millisecond,
+		BasicBolt: func(component.Spec) (func() topology.BasicBolt, error) {
+			return func() topology.BasicBolt { return nil }, nil
+		}}
+	if err := r.Register(d); err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("s", func() topology.Spout { return nil }, 1).Output("n")
+	dec, err := r.Add(b, "h", "x.Holder", component.Spec{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec.ShuffleGrouping("s")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := topo.Component("h").TickEvery; got != 250*time.Millisecond {
+		t.Errorf("TickEvery %v, want 250ms", got)
 	}
 }

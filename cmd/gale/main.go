@@ -16,7 +16,11 @@ func main() { app.Main(options()...) }
 // options register what gale's own binary runs.
 func options() []app.Option {
 	wc := cli.WordcountExtras()
-	return []app.Option{
+	var classes []app.Option
+	for _, d := range orders.Components() {
+		classes = append(classes, app.WithComponent(d))
+	}
+	return append(classes,
 		app.WithTopology("wordcount", wordcount.ClusterFactory,
 			app.TopologyFlags(wc.Flags), app.TopologySetup(wc.Setup), app.TopologyArgs(wc.Normalize)),
 		app.WithPipeline(events.Pipeline()),
@@ -26,5 +30,5 @@ func options() []app.Option {
 		app.WithCommand(cli.IngestCmd),
 		app.WithCommand(cli.OrdersCmd),
 		app.WithCommand(cli.BenchCmd),
-	}
+	)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gale-stream/gale/cluster/natsnode"
 	"github.com/gale-stream/gale/eventlog"
 	"github.com/gale-stream/gale/eventlog/jslog"
+	"github.com/gale-stream/gale/flux"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/lineage"
 	"github.com/gale-stream/gale/server"
@@ -44,8 +45,11 @@ type ServeFlags struct {
 	cluster    ClusterFlags
 	workers    int
 	workerName string
-	// pipeline names the pipeline (gale serve --pipeline; "": the default).
-	pipeline string
+	// pipeline names the pipeline (gale serve --pipeline; "": the default), or a
+	// pipeline file; filter and envFilter are its substitutions.
+	pipeline  string
+	filter    string
+	envFilter bool
 	// gale serve --log jetstream: the event log on a JetStream stream.
 	logKind  string
 	sysCreds string
@@ -187,7 +191,23 @@ Endpoints:
   GET  /metrics                Prometheus metrics (--ui-token)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.Options(a.pipeline)
+			lookup := a.pipeline
+			if isPipelineFile(f.pipeline) {
+				// A Storm Flux file: read and checked now, every refusal at its
+				// FILE:LINE:COLUMN, before anything starts.
+				jsLocal := f.logKind == "jetstream" && !cmd.Flags().Changed("workers")
+				if f.cluster.url != "" && f.workers > 0 && !jsLocal {
+					return fmt.Errorf("--pipeline %s with --nats: a pipeline file runs in the serve process for now (--log jetstream --workers 0), not on workers, which have no copy of it", f.pipeline)
+				}
+				p, err := server.FilePipeline(f.pipeline, flux.Options{Filter: f.filter, EnvFilter: f.envFilter}, &a.Components)
+				if err != nil {
+					return err
+				}
+				lookup = func(string) (server.Pipeline, error) { return p, nil }
+			} else if cmd.Flags().Changed("filter") || cmd.Flags().Changed("env-filter") {
+				return errors.New("--filter and --env-filter are for a pipeline file (--pipeline FILE.yaml)")
+			}
+			o, err := f.Options(lookup)
 			if err != nil {
 				return err
 			}
@@ -316,7 +336,9 @@ Endpoints:
 	c.Flags().Lookup("nats-timeout").Usage = "how long the command waits for the cluster; with --log jetstream, if given, also the bound of each call to the stream and of a request's wait for its acknowledgement (FAILED_RETRYABLE past it; not given: 10s)"
 	c.Flags().IntVar(&f.workers, "workers", 1, "with --nats, how many gale workers run the pipeline's bolts (0 with --log jetstream unless given: the pipeline in this process)")
 	c.Flags().StringVar(&f.workerName, "worker-name", "", "with --nats, this process's worker name (default serve-HOST)")
-	c.Flags().StringVar(&f.pipeline, "pipeline", a.DefaultPipeline, "the pipeline to run behind the log: "+a.pipelineList())
+	c.Flags().StringVar(&f.pipeline, "pipeline", a.DefaultPipeline, "the pipeline to run behind the log: "+a.pipelineList()+"; or a Storm Flux file (FILE.yaml) whose streams read from: log")
+	c.Flags().StringVar(&f.filter, "filter", "", "with --pipeline FILE.yaml, a properties file (key: value or key=value lines) for the file's ${key} (Flux's --filter)")
+	c.Flags().BoolVar(&f.envFilter, "env-filter", false, "with --pipeline FILE.yaml, replace ${ENV-NAME} with the environment's NAME (Flux's --env-filter)")
 	c.Flags().StringVar(&f.logKind, "log", "pebble", "the event log: pebble (DATA/log, fsynced: PERSISTED means fsync) or jetstream (a stream PREFIX-log on --nats, --replicas copies; the Pebble-only metrics, group commits, fsync latency and damaged files, are not exported)")
 	c.Flags().DurationVar(&f.recheck, "durability-recheck", time.Minute, "with --log jetstream, how often to ask the servers again what PERSISTED means (the answers' \"durability\"), when it was found by asking (0: never)")
 	c.Flags().DurationVar(&f.leaseTTL, "spout-lease-ttl", 10*time.Second, "with --log jetstream, how long the log spout's lease outlives its holder: serve processes sharing the stream take events in and answer for any of them, one at a time reads the log, and another takes over that long after the reader dies (every one must give the same)")
@@ -388,4 +410,10 @@ func credsOption(file string) (nats.Option, error) {
 		return nats.UserCredentials(file), nil
 	}
 	return nats.NkeyOptionFromSeed(file)
+}
+
+// isPipelineFile says whether --pipeline names a file (FILE.yaml or FILE.yml)
+// rather than a registered pipeline.
+func isPipelineFile(name string) bool {
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 }

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gale-stream/gale/component"
+	"github.com/gale-stream/gale/flux"
+	"github.com/gale-stream/gale/ingest"
+	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// TableSinkClass is the sink class a pipeline file names for its sink bolts: a
+// bolt that writes each input tuple as one row of a table, the columns taken
+// from the tuple's fields of the same names, idempotently (insert-once by the
+// conflict columns, or a versioned upsert). Its properties:
+//
+//	table     the table (required)
+//	columns   the columns, each a field of the input (required)
+//	conflict  the key columns, among columns (required): a PRIMARY KEY or UNIQUE
+//	mode      insert-once (default) or versioned-upsert
+//	version   versioned-upsert's version column
+//	create    the statement that creates the table (CREATE TABLE IF NOT EXISTS),
+//	          run at every start; without it the table must exist
+//
+// It is bound to the server's database when the pipeline is built, so it exists
+// only in a pipeline file's build (FilePipeline), not in the program's registry.
+const TableSinkClass = "gale.sink.Table"
+
+// FilePipeline is the pipeline a Storm Flux file describes (gale serve
+// --pipeline FILE.yaml): the file declares no spout, its streams take `from:
+// log` for the log spout, and at least one bolt is a sink (TableSinkClass, or
+// a class of reg that declares no output stream). Its classes are reg's, plus
+// TableSinkClass. The file is read and checked now, with every refusal at its
+// FILE:LINE:COLUMN; the classes are checked by a first build against a database
+// that refuses every use, so that a wrong class or property fails here, before
+// anything starts.
+func FilePipeline(path string, o flux.Options, reg *component.Registry) (Pipeline, error) {
+	f, err := flux.Load(path, o)
+	if err != nil {
+		return Pipeline{}, err
+	}
+	var sinks, creates []string
+	for _, b := range f.Bolts {
+		if b.Class != TableSinkClass {
+			continue
+		}
+		sinks = append(sinks, b.ID)
+		for _, p := range b.Properties {
+			if p.Name != "create" {
+				continue
+			}
+			stmt, ok := p.Value.Literal.(string)
+			if !ok || strings.TrimSpace(stmt) == "" {
+				return Pipeline{}, &flux.Error{File: p.Pos.File, Line: p.Pos.Line, Col: p.Pos.Col,
+					Msg: fmt.Sprintf("bolt %q: property create: want the statement that creates its table, a string", b.ID)}
+			}
+			creates = append(creates, stmt)
+		}
+	}
+	p := Pipeline{
+		Name:           f.Name,
+		Doc:            "from " + path,
+		Schema:         func(sink.Dialect) []string { return creates },
+		SinkComponents: sinks,
+		Build: func(parts Parts) (Built, error) {
+			r, err := fileRegistry(reg, parts.SinkOptions())
+			if err != nil {
+				return Built{}, err
+			}
+			b, err := f.BuildPipeline(r, parts.Spout, ingest.SpoutFields)
+			if err != nil {
+				return Built{}, err
+			}
+			return Built{Topology: b.Topology}, nil
+		},
+	}
+	if f.Name == "" {
+		return Pipeline{}, &flux.Error{File: path, Line: 1, Col: 1, Msg: "the file has no name: (the pipeline's name)"}
+	}
+	// A first build, with no database: every class, property and stream checked.
+	check := pinnedDB("(a check of the file: no database)")
+	defer check.SQL.Close()
+	if _, err := p.Build(Parts{Spout: func() topology.Spout { return &remoteLogSpout{} }, DB: check}); err != nil {
+		return Pipeline{}, err
+	}
+	return p, nil
+}
+
+// fileRegistry is reg's classes and TableSinkClass bound to so (the server's
+// database, counters and health).
+func fileRegistry(reg *component.Registry, so sink.Options) (*component.Registry, error) {
+	r := &component.Registry{}
+	if reg != nil {
+		for _, d := range reg.Classes() {
+			if err := r.Register(d); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := r.Register(tableSink(so)); err != nil {
+		return nil, fmt.Errorf("%s: %w (the program registers a class of the server's name)", TableSinkClass, err)
+	}
+	return r, nil
+}
+
+// tableSink declares TableSinkClass writing through so.
+func tableSink(so sink.Options) component.Declaration {
+	tick := so.BatchDelay // the sink writes what it holds at each tick, as sink.SetBolt has it
+	if tick == 0 {
+		tick = sink.DefaultBatchDelay
+	}
+	return component.Declaration{
+		Class:     TableSinkClass,
+		TickEvery: tick,
+		Doc:       "writes each input tuple as one row (columns = fields of the same names), insert-once or versioned upsert",
+		Bolt: func(s component.Spec) (func() topology.Bolt, error) {
+			t, err := tableOf(s)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := s.String("create", ""); err != nil { // read by FilePipeline's Schema
+				return nil, err
+			}
+			o := so
+			cols := t.Columns
+			o.Tables = []sink.Table{t}
+			o.Rows = func(tp *tuple.Tuple) ([]sink.Row, error) {
+				vals := make([]any, len(cols))
+				for i, c := range cols {
+					if !tp.Fields().Contains(c) {
+						return nil, fmt.Errorf("%s %s: the input from %s has no field %q (it has %v)", TableSinkClass, t.Name, tp.SourceComponent(), c, tp.Fields())
+					}
+					vals[i] = tp.ValueByField(c)
+				}
+				return []sink.Row{{Table: t.Name, Values: vals}}, nil
+			}
+			return sink.NewBolt(o)
+		},
+	}
+}
+
+// tableOf reads the table a TableSinkClass spec describes.
+func tableOf(s component.Spec) (sink.Table, error) {
+	if err := s.Require("table", "columns", "conflict"); err != nil {
+		return sink.Table{}, err
+	}
+	name, err := s.String("table", "")
+	if err != nil {
+		return sink.Table{}, err
+	}
+	cols, err := s.Strings("columns", nil)
+	if err != nil {
+		return sink.Table{}, err
+	}
+	conflict, err := s.Strings("conflict", nil)
+	if err != nil {
+		return sink.Table{}, err
+	}
+	mode, err := s.String("mode", "insert-once")
+	if err != nil {
+		return sink.Table{}, err
+	}
+	version, err := s.String("version", "")
+	if err != nil {
+		return sink.Table{}, err
+	}
+	t := sink.Table{Name: name, Columns: cols, Conflict: conflict, Version: version}
+	switch mode {
+	case "insert-once":
+		t.Mode = sink.InsertOnce
+	case "versioned-upsert":
+		t.Mode = sink.VersionedUpsert
+	default:
+		return sink.Table{}, errors.New(`property mode: want insert-once or versioned-upsert, not "` + mode + `"`)
+	}
+	if err := t.Validate(); err != nil {
+		return sink.Table{}, err
+	}
+	return t, nil
+}
