@@ -16,7 +16,7 @@ func main() { app.Main(options()...) }
 // options register what gale's own binary runs.
 func options() []app.Option {
 	wc := cli.WordcountExtras()
-	return []app.Option{
+	opts := []app.Option{
 		app.WithTopology("wordcount", wordcount.ClusterFactory,
 			app.TopologyFlags(wc.Flags), app.TopologySetup(wc.Setup), app.TopologyArgs(wc.Normalize)),
 		app.WithPipeline(events.Pipeline()),
@@ -27,4 +27,9 @@ func options() []app.Option {
 		app.WithCommand(cli.OrdersCmd),
 		app.WithCommand(cli.BenchCmd),
 	}
+	// The word count's classes, for topology files (gale run).
+	for _, d := range wordcount.Components() {
+		opts = append(opts, app.WithComponent(d))
+	}
+	return opts
 }

@@ -29,6 +29,11 @@ func galeApp() *App {
 			panic(err)
 		}
 	}
+	for _, d := range wordcount.Components() {
+		if err := a.Components.Register(d); err != nil {
+			panic(err)
+		}
+	}
 	if errs := a.RegisterPipelineWorkers(); len(errs) > 0 {
 		panic(errs[0])
 	}
