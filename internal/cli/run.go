@@ -338,4 +338,3 @@ func emits(c *topology.Component) string {
 	}
 	return strings.Join(parts, "; ")
 }
-
