@@ -98,6 +98,10 @@ type Runtime struct {
 	ackers    []*ackerExec
 	endpoints map[int]*endpoint // hosted tasks
 	host      hostState
+	// exhaustLeft counts the hosted spout tasks that have not said they are
+	// exhausted (topology.FiniteSpout); exhausted closes when it reaches 0.
+	exhaustLeft atomic.Int64
+	exhausted   chan struct{}
 
 	// warns limits and counts the warnings about a wrong topology (warn.go).
 	warns struct {
@@ -169,6 +173,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		stopCh:        make(chan struct{}),
 		drainExpired:  make(chan struct{}),
 		done:          make(chan struct{}),
+		exhausted:     make(chan struct{}),
 		workersDone:   make(chan struct{}),
 		incarnation:   nonzeroID(),
 	}
@@ -239,6 +244,7 @@ func Start(ctx context.Context, topo *topology.Topology, cfg topology.Config, op
 		r.unregister() // a retry of this Start on the same transport can register again
 		return nil, err
 	}
+	r.exhaustLeft.Store(int64(len(r.spouts)))
 	for _, s := range r.spouts {
 		r.tasksWG.Add(1)
 		go func() { defer r.taskExited(s.e.ep); s.run() }()
@@ -481,6 +487,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 				s := &spoutExec{e: e, rt: r, ep: ep, state: newSpoutState(r.spoutConfig(), r.nanotime())}
 				e.stats.latency = &Histogram{}
 				s.spout = c.Spout()
+				s.finite, _ = s.spout.(topology.FiniteSpout)
 				if err := callErr(func() error { return s.spout.Open(ctx, tc, s) }); err != nil {
 					return fmt.Errorf("spout %q task %d: Open: %w", c.ID, task, err)
 				}
@@ -665,6 +672,25 @@ func (r *Runtime) Finished() time.Time {
 	return time.Time{}
 }
 
+// Exhausted is closed when every spout task this engine hosts has said that its
+// input is done (topology.FiniteSpout) with no tree of its in flight: every tree
+// its spouts emitted has completed (a failed one was replayed, and the replay
+// completed, or the spout gave up on it), and no spout will emit again. It never
+// closes when a hosted spout is not a FiniteSpout, or when the engine hosts no
+// spout. Nothing stops by itself then: the caller stops the runtime (Stop, which
+// drains the bolts' queues and calls Cleanup). Without acker tasks nothing is
+// tracked, so a tree is complete at its emit and Exhausted says only that the
+// spouts are done; Stop still executes what is queued before Cleanup.
+// Stats shows it per spout task (ComponentStats.Exhausted).
+func (r *Runtime) Exhausted() <-chan struct{} { return r.exhausted }
+
+// spoutExhausted counts a spout task that latched exhausted.
+func (r *Runtime) spoutExhausted() {
+	if r.exhaustLeft.Add(-1) == 0 {
+		close(r.exhausted)
+	}
+}
+
 // Done is closed when every task has exited.
 func (r *Runtime) Done() <-chan struct{} { return r.done }
 
@@ -698,6 +724,9 @@ func (r *Runtime) Stats() Stats {
 		ts.SkippedMaxSpout = time.Duration(skipped)
 		ts.Pending = int(sp.pending.Load())
 		ts.Abandoned = int(sp.abandoned.Load())
+		if sp.exhaustedPub.Load() {
+			ts.Exhausted = 1
+		}
 		cs.add(ts)
 	}
 	for _, b := range r.bolts {

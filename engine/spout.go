@@ -47,7 +47,13 @@ type spoutExec struct {
 		on           bool
 	}
 	abandoned atomic.Int64 // trees left with neither Ack nor Fail at exit
-	loops     atomic.Int64 // loop iterations, for tests that the idle spout waits
+	// finite is the spout as a topology.FiniteSpout (nil if it is not one);
+	// exhausted (task goroutine only) latches once it said so with no tree in
+	// flight, and exhaustedPub publishes it for Stats.
+	finite       topology.FiniteSpout
+	exhausted    bool
+	exhaustedPub atomic.Bool
+	loops        atomic.Int64 // loop iterations, for tests that the idle spout waits
 }
 
 // Emit implements topology.SpoutCollector.
@@ -367,7 +373,10 @@ loop:
 		if s.skip.on && !s.state.Full() { // (only this goroutine writes on)
 			s.endSkip()
 		}
-		if !stopping {
+		if s.finite != nil && !s.exhausted && s.state.Pending() == 0 && len(s.immediate) == 0 {
+			s.checkExhausted()
+		}
+		if !stopping && !s.exhausted {
 			for range cfg.BatchSize {
 				if s.state.Full() {
 					if !s.skip.on {
@@ -412,7 +421,7 @@ loop:
 		if d := s.state.NextDeadline(); d != math.MaxInt64 {
 			deadline = d
 		}
-		if !stopping && !s.state.Full() {
+		if !stopping && !s.exhausted && !s.state.Full() {
 			backoff = min(max(2*backoff, 50*time.Microsecond), time.Millisecond)
 			deadline = min(deadline, now+int64(backoff))
 		}
@@ -443,6 +452,20 @@ loop:
 			s.e.reportError(fmt.Errorf("spout Close: %w", err))
 		}
 	})
+}
+
+// checkExhausted asks a FiniteSpout, with no tree of the task in flight, whether
+// its input is done; once it is, the task latches it (NextTuple is called no more)
+// and tells the runtime (Runtime.Exhausted).
+func (s *spoutExec) checkExhausted() {
+	done := false
+	s.call("Exhausted", func() { done = s.finite.Exhausted() })
+	if !done {
+		return
+	}
+	s.exhausted = true
+	s.exhaustedPub.Store(true)
+	s.rt.spoutExhausted()
 }
 
 // endSkip closes a stall at max spout pending. The clock is read under the mutex, as

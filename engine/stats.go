@@ -50,6 +50,9 @@ type ComponentStats struct {
 	// Abandoned (spouts): trees given neither Ack nor Fail because the shutdown
 	// deadline passed or the Start context was canceled.
 	Abandoned int
+	// Exhausted (spouts): tasks whose spout said its input is done
+	// (topology.FiniteSpout) with no tree in flight; NextTuple is no longer called.
+	Exhausted int
 	// Ticks delivered (not counted in Executed).
 	Ticks uint64
 	// Errors reported with ReportError or recovered panics.
@@ -93,6 +96,7 @@ func (c *ComponentStats) add(t *ComponentStats) {
 	c.ExecuteTime += t.ExecuteTime
 	c.Dropped += t.Dropped
 	c.Abandoned += t.Abandoned
+	c.Exhausted += t.Exhausted
 	c.Ticks += t.Ticks
 	c.Errors += t.Errors
 	if t.LastError != "" {

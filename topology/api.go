@@ -70,6 +70,23 @@ type TimeoutResetSpout interface {
 	TimeoutReset(msgID any)
 }
 
+// FiniteSpout is a Spout whose input ends: a file read to its end, a bounded
+// batch. Storm has no such notion (a topology runs until it is killed); gale asks
+// it so that a run over a bounded input can end by itself (gale run, engine's
+// Runtime.Exhausted) once everything was processed.
+//
+// Exhausted reports that the spout has nothing more to emit, ever: every tuple it
+// will emit was emitted, and it will replay nothing (every tree it emitted was
+// acked, or it gave up on a failed one for good). The engine calls it on the
+// task's goroutine, between NextTuple calls, only while the task has no tree in
+// flight (so no Ack or Fail can follow); once it returns true the engine calls
+// NextTuple no more, until the stop. A spout fed by something that may always
+// send more (a log, a queue, a shell spout) does not implement it.
+type FiniteSpout interface {
+	Spout
+	Exhausted() bool
+}
+
 // SpoutCollector is how a spout emits. It is not safe for concurrent use: call it from
 // Open, NextTuple, Ack and Fail only (as Storm's SpoutOutputCollector).
 type SpoutCollector interface {

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/gale-stream/gale/app"
 	"github.com/gale-stream/gale/internal/cli"
 	"github.com/gale-stream/gale/pipelines/events"
@@ -16,11 +18,7 @@ func main() { app.Main(options()...) }
 // options register what gale's own binary runs.
 func options() []app.Option {
 	wc := cli.WordcountExtras()
-	var classes []app.Option
-	for _, d := range orders.Components() {
-		classes = append(classes, app.WithComponent(d))
-	}
-	return append(classes,
+	opts := []app.Option{
 		app.WithTopology("wordcount", wordcount.ClusterFactory,
 			app.TopologyFlags(wc.Flags), app.TopologySetup(wc.Setup), app.TopologyArgs(wc.Normalize)),
 		app.WithPipeline(events.Pipeline()),
@@ -30,5 +28,11 @@ func options() []app.Option {
 		app.WithCommand(cli.IngestCmd),
 		app.WithCommand(cli.OrdersCmd),
 		app.WithCommand(cli.BenchCmd),
-	)
+	}
+	// The classes topology and pipeline files name (gale run, gale serve
+	// --pipeline FILE.yaml): word count's and the orders parse bolt.
+	for _, d := range slices.Concat(wordcount.Components(), orders.Components()) {
+		opts = append(opts, app.WithComponent(d))
+	}
+	return opts
 }

@@ -22,11 +22,20 @@ func TestGaleRegistersItsBuiltins(t *testing.T) {
 	if got, want := a.Pipelines(), []string{"events", "orders"}; !slices.Equal(got, want) {
 		t.Errorf("pipelines %v, want %v", got, want)
 	}
+	var comps bytes.Buffer
+	if code := a.Run(context.Background(), []string{"components"}, &comps, &comps); code != 0 {
+		t.Fatalf("components: exit %d: %s", code, comps.String())
+	}
+	for _, class := range []string{"gale.wordcount.LineSpout", "gale.wordcount.SplitSentence", "gale.wordcount.WordCount"} {
+		if !strings.Contains(comps.String(), class+" ") {
+			t.Errorf("gale components does not list %s:\n%s", class, comps.String())
+		}
+	}
 	var out, errb bytes.Buffer
 	if code := a.Run(context.Background(), []string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("--help: exit %d: %s", code, errb.String())
 	}
-	for _, cmd := range []string{"wordcount", "ingest", "orders", "bench", "serve", "worker", "submit", "components"} {
+	for _, cmd := range []string{"wordcount", "ingest", "orders", "bench", "serve", "worker", "submit", "components", "run"} {
 		if !strings.Contains(out.String(), "\n  "+cmd+" ") {
 			t.Errorf("gale --help does not list %s:\n%s", cmd, out.String())
 		}

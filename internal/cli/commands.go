@@ -39,7 +39,7 @@ func (a *App) galeRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(a.serveCmd(), topCmd(), a.sinkCmd(), logCmd(), natsCmd(),
-		a.workerCmd(), a.submitCmd(), clusterCmd(), a.componentsCmd(), versionCmd())
+		a.workerCmd(), a.submitCmd(), clusterCmd(), a.componentsCmd(), a.runCmd(), versionCmd())
 	root.AddCommand(stormActionCmds()...)
 	// cobra prints Version through this template for --version: the same text as
 	// gale version. The flag is declared here so that it has no -v (verbose, to many).

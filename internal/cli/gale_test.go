@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +30,7 @@ func galeApp() *App {
 			panic(err)
 		}
 	}
-	for _, d := range orders.Components() {
+	for _, d := range slices.Concat(wordcount.Components(), orders.Components()) {
 		if err := a.Components.Register(d); err != nil {
 			panic(err)
 		}

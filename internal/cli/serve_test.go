@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		if os.Getenv("GALE_TEST_BUILD") == "bare" { // another build: no topology, no pipeline
 			os.Exit((&App{Name: "gale"}).Run(context.Background(), strings.Split(args, "\n"), os.Stdout, os.Stderr))
 		}
+		if os.Getenv("GALE_TEST_BUILD") == "run" { // gale with run_test.go's classes
+			os.Exit(runTestApp().Run(context.Background(), strings.Split(args, "\n"), os.Stdout, os.Stderr))
+		}
 		os.Exit(run(strings.Split(args, "\n")))
 	}
 	os.Exit(m.Run())
