@@ -87,8 +87,15 @@ func TestClusterOfThree(t *testing.T) {
 	// Any node's client, with the (shared) credentials, sees the cluster's JetStream.
 	nc := connect(t, strings.Join(urls, ","), nodes[0].DataDir())
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "assignments", Replicas: 3, History: 5})
-	if err != nil {
+	// The meta leader may count a peer offline until that peer's first statistics
+	// reach it, a moment after the meta group is current (CI once saw "no suitable
+	// peers for placement, peer offline" here): the bucket is made once all three
+	// take it.
+	var kv jetstream.KeyValue
+	if err := waitfor.Err(ctx, 30*time.Second, func() (err error) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "assignments", Replicas: 3, History: 5})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kv.Put(ctx, "task.1", []byte("w1 gen 1")); err != nil {

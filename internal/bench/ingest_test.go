@@ -14,7 +14,7 @@ import (
 // metrics cost really run behind them: every request carries the token the guard
 // wants (no answer is an error), and the HTTP metrics counted each one.
 func TestHTTPRowsBehindAuthAndMetrics(t *testing.T) {
-	f, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	f, err := os.Open("../../testdata/retail/2010-12-01.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestHTTPRowsBehindAuthAndMetrics(t *testing.T) {
 // The JetStream rows run on three embedded nodes: every publish and every answer
 // is a success, and each log row is given as a fraction of its raw row.
 func TestJetStreamRows(t *testing.T) {
-	f, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	f, err := os.Open("../../testdata/retail/2010-12-01.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestOpenLogOnTheLeader(t *testing.T) {
 // slices (every publish and answer a success, as many latencies as requests), and
 // the log rows are still given as a fraction of the raw ones.
 func TestJetStreamRowsInSlices(t *testing.T) {
-	f, err := os.Open("../../../../testdata/retail/2010-12-01.csv")
+	f, err := os.Open("../../testdata/retail/2010-12-01.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
