@@ -343,15 +343,29 @@ func FileFactory(components *component.Registry) Factory {
 		}
 		f, err := flux.Parse(env.Source.File, env.Document)
 		if err != nil {
-			return nil, fmt.Errorf("file %s (lines of its resolved document): %w", env.Source.File, err)
+			return nil, fileError(env.Source.File, err)
 		}
 		if f.Name != env.Topology {
 			return nil, fmt.Errorf("file %s names topology %q, submitted as %q", env.Source.File, f.Name, env.Topology)
 		}
 		b, err := f.Build(components)
 		if err != nil {
-			return nil, fmt.Errorf("file %s (lines of its resolved document): %w", env.Source.File, err)
+			return nil, fileError(env.Source.File, err)
 		}
 		return &Deployment{Topology: b.Topology, Config: b.Config}, nil
 	}
 }
+
+// fileError is a refusal of a topology file on one line: a worker's reason shows
+// in a row of gale cluster status, and flux joins several refusals with newlines.
+func fileError(file string, err error) error {
+	return &oneLine{msg: fmt.Sprintf("file %s (lines of its resolved document): %s", file, strings.ReplaceAll(err.Error(), "\n", "; ")), err: err}
+}
+
+type oneLine struct {
+	msg string
+	err error
+}
+
+func (e *oneLine) Error() string { return e.msg }
+func (e *oneLine) Unwrap() error { return e.err }
