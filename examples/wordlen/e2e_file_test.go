@@ -204,7 +204,7 @@ func TestFileTopology(t *testing.T) {
 	}, nats, workers["w1"], workers["w2"])
 
 	// Submitted with its resources; --workers from the file's topology.workers.
-	submitted, err := run(t, time.Minute, append(append([]string{"submit", "--file", file, "--filter", filter, "--resources", resources}, client...))...)
+	submitted, err := run(t, time.Minute, append([]string{"submit", "--file", file, "--filter", filter, "--resources", resources}, client...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +255,18 @@ func TestFileTopology(t *testing.T) {
 	st := status()
 	if !regexp.MustCompile(`(?m)^` + otherW + `\s.*\swordlen-file@g[2-9]\s`).MatchString(st) {
 		t.Errorf("%s does not run a later generation of wordlen-file:\n%s", otherW, st)
+	}
+
+	// Storm's actions take the file's name: deactivate, activate, and a rebalance
+	// onto the one worker left (no longer short of one).
+	for _, act := range [][]string{{"deactivate", "wordlen-file"}, {"activate", "wordlen-file"}, {"rebalance", "--workers", "1", "wordlen-file"}} {
+		out, err := run(t, time.Minute, append(act, client...)...)
+		if err != nil || !strings.Contains(out, "wordlen-file") {
+			t.Fatalf("%s: %q %v", act[0], out, err)
+		}
+	}
+	if st := status(); !strings.Contains(st, "topology wordlen-file: active") || !strings.Contains(st, "want 1 worker,") {
+		t.Errorf("after deactivate, activate, rebalance:\n%s", st)
 	}
 
 	// A worker of another build (gale's own: no wordlen classes) refuses a file
