@@ -33,7 +33,9 @@ func fileClasses(t *testing.T, withBolt bool) *component.Registry {
 		Spout: func(component.Spec) (func() topology.Spout, error) {
 			return func() topology.Spout { return &fileSpout{} }, nil
 		},
-		Outputs: func(component.Spec) ([]component.Output, error) { return []component.Output{{Fields: []string{"n"}}}, nil },
+		Outputs: func(component.Spec) ([]component.Output, error) {
+			return []component.Output{{Fields: []string{"n"}}}, nil
+		},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,12 @@ func (*sfBolt) Execute(*tuple.Tuple, topology.BasicCollector) error { return nil
 func fileApp(t *testing.T) *App {
 	a := galeApp()
 	for _, d := range []component.Declaration{{Class: "t.Spout",
-		Spout:   func(component.Spec) (func() topology.Spout, error) { return func() topology.Spout { return &sfSpout{} }, nil },
-		Outputs: func(component.Spec) ([]component.Output, error) { return []component.Output{{Fields: []string{"w"}}}, nil },
+		Spout: func(component.Spec) (func() topology.Spout, error) {
+			return func() topology.Spout { return &sfSpout{} }, nil
+		},
+		Outputs: func(component.Spec) ([]component.Output, error) {
+			return []component.Output{{Fields: []string{"w"}}}, nil
+		},
 	}, {Class: "t.Bolt",
 		BasicBolt: func(component.Spec) (func() topology.BasicBolt, error) {
 			return func() topology.BasicBolt { return &sfBolt{} }, nil
