@@ -449,11 +449,11 @@ func (a *App) SubmitTopology(ctx context.Context, nc *nats.Conn, st *cluster.Sto
 // submitSpec submits spec (its context bounded by timeout) and waits for the
 // scheduler's placement and, if wait, for every assigned worker to run it.
 func submitSpec(ctx context.Context, nc *nats.Conn, st *cluster.Store, spec cluster.Spec, timeout time.Duration, wait bool, progress io.Writer) (*cluster.Record, map[int]string, error) {
-	tasks := spec.Tasks
+	topo, tasks := spec.Topology, spec.Tasks
 	rec, err := st.Submit(ctx, spec)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("no answer from the cluster's scheduler in %v (is a gale worker running against %s?): %w", timeout, nc.ConnectedUrlRedacted(), err)
+			return nil, nil, fmt.Errorf("no answer from the cluster's scheduler in %v to place %s (is a gale worker running against %s?): %w", timeout, topo, nc.ConnectedUrlRedacted(), err)
 		}
 		return nil, nil, err
 	}
