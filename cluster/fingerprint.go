@@ -29,6 +29,11 @@ type Fingerprint struct {
 	Shape string `json:"shape"`
 	// Codec is the codec version of the build (codec.Version).
 	Codec int `json:"codec"`
+	// Source is, for a topology submitted as a file, a hash of its resolved
+	// document's digest and its resources' (Source.Fingerprint): two submits of
+	// different files or resources under one name differ even where their shapes
+	// do not. "" for a registered topology.
+	Source string `json:"source,omitempty"`
 	// Module is the build's main module version ("(devel)" for a build from a
 	// working tree), shown beside the fingerprint; it is not compared, so that a
 	// rolling upgrade of unrelated code does not stop a topology.
@@ -37,14 +42,20 @@ type Fingerprint struct {
 
 // String is the short form shown in statuses and errors.
 func (f Fingerprint) String() string {
-	return fmt.Sprintf("%s shape %s codec v%d module %s", f.Topology, f.Shape, f.Codec, f.Module)
+	src := ""
+	if f.Source != "" {
+		src = " source " + f.Source
+	}
+	return fmt.Sprintf("%s shape %s%s codec v%d module %s", f.Topology, f.Shape, src, f.Codec, f.Module)
 }
 
 // ErrFingerprint is wrapped by every fingerprint mismatch.
 var ErrFingerprint = errors.New("cluster: topology fingerprint mismatch")
 
 // Check reports whether a worker whose build has fingerprint have can run a part of
-// a topology submitted as want: the names, shapes and codec versions must be equal.
+// a topology submitted as want: the names, shapes, sources and codec versions must
+// be equal (module versions are not compared: a rolling upgrade of unrelated code
+// does not stop a topology).
 // The error names each difference.
 func Check(want, have Fingerprint) error {
 	var diff []string
@@ -54,6 +65,9 @@ func Check(want, have Fingerprint) error {
 	if want.Codec != have.Codec {
 		diff = append(diff, fmt.Sprintf("codec v%d, this build has v%d", want.Codec, have.Codec))
 	}
+	if want.Source != have.Source {
+		diff = append(diff, fmt.Sprintf("source %s, this worker has %s (another topology file or resources)", orNone(want.Source), orNone(have.Source)))
+	}
 	if want.Shape != have.Shape {
 		diff = append(diff, fmt.Sprintf("shape %s, this build has %s (components, streams, groupings, parallelism or config differ: submit and workers must be built from the same topology code and flags)", want.Shape, have.Shape))
 	}
@@ -61,6 +75,13 @@ func Check(want, have Fingerprint) error {
 		return nil
 	}
 	return fmt.Errorf("%w: submitted %s (module %s): %s", ErrFingerprint, want.Topology, want.Module, strings.Join(diff, "; "))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // FingerprintOf returns the fingerprint of topology topo, registered as name, run

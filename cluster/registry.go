@@ -38,6 +38,16 @@ type Env struct {
 	// for a factory that builds its topology from classes; nil outside package
 	// app.
 	Components *component.Registry
+	// Source is set for a topology submitted as a file (gale submit --file): then
+	// Document is its resolved document (fetched by the worker, checked against
+	// Source.Digest) and the registry's file factory builds it (SetFileFactory).
+	// Resources is the directory its resources (gale submit --resources DIR) are
+	// unpacked in on this worker, an absolute path ("" without resources, and in
+	// the submitter): shell components run there, as Storm runs them in the jar's
+	// resources/.
+	Source    *Source
+	Document  []byte
+	Resources string
 }
 
 // Deployment is a registered topology built for one run: what the engine starts.
@@ -63,8 +73,17 @@ var ErrUnknownTopology = errors.New("cluster: topology not in this build")
 // code the way Storm ships a jar, so a worker runs what its own build registered,
 // after checking that its fingerprint is the submitter's. Safe for concurrent use.
 type Registry struct {
-	mu sync.Mutex
-	m  map[string]Factory
+	mu    sync.Mutex
+	m     map[string]Factory
+	files Factory
+}
+
+// SetFileFactory sets what builds topologies submitted as files (Env.Source set;
+// FileFactory), whatever their name: nil, the default, refuses them.
+func (r *Registry) SetFileFactory(f Factory) {
+	r.mu.Lock()
+	r.files = f
+	r.mu.Unlock()
 }
 
 // Register adds topology name. A name is letters, digits, '-' and '_' (it names
@@ -95,12 +114,20 @@ func (r *Registry) Names() []string {
 	return slices.Sorted(maps.Keys(r.m))
 }
 
-// Build builds topology env.Topology with env.Args. An unregistered name is an
-// error wrapping ErrUnknownTopology that lists what the build has.
+// Build builds topology env.Topology with env.Args, or, if env.Source is set, the
+// topology file env.Document with the file factory. An unregistered name (or a
+// file without a file factory) is an error wrapping ErrUnknownTopology that lists
+// what the build has.
 func (r *Registry) Build(ctx context.Context, env Env) (*Deployment, error) {
 	r.mu.Lock()
 	f := r.m[env.Topology]
+	if env.Source != nil {
+		f = r.files
+	}
 	r.mu.Unlock()
+	if f == nil && env.Source != nil {
+		return nil, fmt.Errorf("%w: %q is a topology file (%s), and this process does not build topology files", ErrUnknownTopology, env.Topology, env.Source.File)
+	}
 	if f == nil {
 		return nil, fmt.Errorf("%w: %q (this build has: %v)", ErrUnknownTopology, env.Topology, r.Names())
 	}

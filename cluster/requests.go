@@ -32,6 +32,9 @@ type Spec struct {
 	// Args are the submit arguments (the topology's flags), which every worker
 	// builds the topology with.
 	Args []string `json:"args,omitempty"`
+	// Source names the resolved document (and resources) of a topology submitted
+	// as a file, which every worker builds it from; nil for a registered one.
+	Source *Source `json:"source,omitempty"`
 	// Inactive: deactivated (spouts not called), still placed.
 	Inactive bool `json:"inactive,omitempty"`
 	// Killed: its tasks stop and it holds no slot; a later Submit of the name starts
@@ -51,9 +54,11 @@ type Record struct {
 	// or pass leaves the previous one here, and says why in Error. A killed
 	// topology keeps its last, for the workers to know what to stop.
 	Assignment *placement.Assignment `json:"assignment,omitempty"`
-	// Fingerprint, Args, Want, Inactive and Killed are the spec's, as placed.
+	// Fingerprint, Args, Source, Want, Inactive and Killed are the spec's, as
+	// placed.
 	Fingerprint Fingerprint `json:"fingerprint"`
 	Args        []string    `json:"args,omitempty"`
+	Source      *Source     `json:"source,omitempty"`
 	Want        int         `json:"want"`
 	Inactive    bool        `json:"inactive,omitempty"`
 	Killed      bool        `json:"killed,omitempty"`

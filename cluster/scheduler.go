@@ -572,7 +572,7 @@ func decide(spec *Spec, rec *Record, workers []placement.Worker) (*Record, error
 		if spec != nil {
 			next.Topology, next.Spec = spec.Topology, spec.Revision
 			if rec == nil {
-				next.Fingerprint, next.Args, next.Want = spec.Fingerprint, slices.Clone(spec.Args), spec.Want
+				next.Fingerprint, next.Args, next.Source, next.Want = spec.Fingerprint, slices.Clone(spec.Args), spec.Source.Clone(), spec.Want
 			}
 		}
 		next.Killed, next.Error, next.Short = true, "", 0
@@ -596,7 +596,7 @@ func decide(spec *Spec, rec *Record, workers []placement.Worker) (*Record, error
 	if err != nil {
 		next.Error = err.Error()
 		if next.Assignment == nil || rec.Killed {
-			next.Fingerprint, next.Args, next.Want = spec.Fingerprint, slices.Clone(spec.Args), spec.Want
+			next.Fingerprint, next.Args, next.Source, next.Want = spec.Fingerprint, slices.Clone(spec.Args), spec.Source.Clone(), spec.Want
 		}
 		return &next, err
 	}
@@ -615,7 +615,7 @@ func decide(spec *Spec, rec *Record, workers []placement.Worker) (*Record, error
 		a.Generation++
 	}
 	next.Assignment, next.Killed, next.Error, next.Short = a, false, "", res.Short
-	next.Fingerprint, next.Args, next.Want = spec.Fingerprint, slices.Clone(spec.Args), a.Want
+	next.Fingerprint, next.Args, next.Source, next.Want = spec.Fingerprint, slices.Clone(spec.Args), spec.Source.Clone(), a.Want
 	return &next, nil
 }
 

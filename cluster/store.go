@@ -100,6 +100,11 @@ func checkName(what, name string) error {
 	return nil
 }
 
+// CheckTopologyName reports what is wrong with a topology name: the cluster's
+// rule, for a name that comes from elsewhere than the registry (a topology
+// file's name:).
+func CheckTopologyName(name string) error { return checkName("topology", name) }
+
 // Open binds the cluster's buckets on js, creating those missing (unless
 // cfg.NoCreate). A bucket that exists keeps its configuration: a Config that asks
 // for another TTL or replica count is an error naming both (every member of a

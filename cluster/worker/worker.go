@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -35,8 +36,13 @@ type Config struct {
 	// the cluster's state on it (cluster.Open).
 	Conn  *nats.Conn
 	Store *cluster.Store
-	// Registry holds the topologies this build can run.
+	// Registry holds the topologies this build can run (and, with its file
+	// factory, builds topologies submitted as files).
 	Registry *cluster.Registry
+	// ResourcesDir is where the resources of topologies submitted as files (gale
+	// submit --resources) are unpacked, each in ResourcesDir/TOPOLOGY-DIGEST
+	// (default: gale-resources in the working directory, made absolute).
+	ResourcesDir string
 	// NoScheduler keeps this worker out of the scheduler's election (every worker
 	// stands by default, so any can take over).
 	NoScheduler bool
@@ -147,6 +153,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 30 * time.Second
+	}
+	if cfg.ResourcesDir == "" {
+		cfg.ResourcesDir = "gale-resources"
+	}
+	if abs, err := filepath.Abs(cfg.ResourcesDir); err == nil {
+		cfg.ResourcesDir = abs
 	}
 	if cfg.RetryStart <= 0 {
 		cfg.RetryStart = time.Second
@@ -324,15 +336,32 @@ func (w *Worker) build(ctx context.Context, rec *cluster.Record) (*cluster.Deplo
 	if err != nil {
 		return nil, err
 	}
-	dep, err := w.cfg.Registry.Build(ctx, cluster.Env{Topology: rec.Topology, Args: rec.Args, Worker: w.cfg.Name,
-		Generation: rec.Generation(), Conn: w.cfg.Conn, JS: js, Prefix: w.cfg.Store.Config().Prefix})
+	env := cluster.Env{Topology: rec.Topology, Args: rec.Args, Worker: w.cfg.Name,
+		Generation: rec.Generation(), Conn: w.cfg.Conn, JS: js, Prefix: w.cfg.Store.Config().Prefix}
+	if rec.Source != nil {
+		// A topology file: its resolved document and resources from the object
+		// store, by digest (checked), the resources unpacked once per digest.
+		env.Source = rec.Source.Clone()
+		env.Document, env.Resources, err = w.cfg.Store.FetchSource(ctx, rec.Topology, rec.Source, w.cfg.ResourcesDir)
+		if errors.Is(err, cluster.ErrSourceMissing) {
+			return nil, &refusal{fmt.Errorf("topology file %s: %w", rec.Source.File, err)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("topology file %s: %w", rec.Source.File, err) // tried again
+		}
+	}
+	dep, err := w.cfg.Registry.Build(ctx, env)
 	if err != nil {
-		if errors.Is(err, cluster.ErrUnknownTopology) {
+		if errors.Is(err, cluster.ErrUnknownTopology) || rec.Source != nil {
 			return nil, &refusal{err}
 		}
 		return nil, &refusal{fmt.Errorf("cannot build it with the submitted arguments %q: %w", rec.Args, err)}
 	}
 	have := cluster.FingerprintOf(rec.Topology, dep.Topology, dep.Config)
+	if rec.Source != nil {
+		// What this worker fetched: FetchSource checked the digests it names.
+		have.Source = rec.Source.Fingerprint()
+	}
 	if err := cluster.Check(rec.Fingerprint, have); err != nil {
 		if dep.Close != nil {
 			_ = dep.Close()

@@ -152,6 +152,7 @@ func (a *App) workerCmd() *cobra.Command {
 		uiAddr, uiToken  string
 		cpuProfile       string
 		lineageSample    float64
+		resourcesDir     string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -160,8 +161,9 @@ func (a *App) workerCmd() *cobra.Command {
 worker, until SIGINT or SIGTERM (then its tasks drain, and the cluster moves them).
 
 Topologies are Go code compiled into this binary (` + a.submittable() + `; serve
-pipelines: ` + a.pipelineNames() + `): a worker whose build
-lacks a submitted topology, or has another fingerprint of it, refuses it and says
+pipelines: ` + a.pipelineNames() + `), or topology files (gale submit --file)
+built from its component classes: a worker whose build lacks a submitted topology
+or a class its file names, or has another fingerprint of it, refuses it and says
 why (gale cluster status), and the scheduler places it on other workers.
 
 Every worker also stands for scheduler: one at a time holds a lease in JetStream KV,
@@ -215,8 +217,11 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 				return err
 			}
 			defer nc.Close()
+			// Topology files (gale submit --file) are built with this binary's classes.
+			a.Topologies.SetFileFactory(cluster.FileFactory(&a.Components))
 			wcfg := worker.Config{Name: name, Slots: slots, Dedicated: dedicated, Conn: nc, Store: st,
-				Registry: &a.Topologies, NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger, Lineage: &lc}
+				Registry: &a.Topologies, NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger, Lineage: &lc,
+				ResourcesDir: resourcesDir}
 			wu.Hook(&wcfg)
 			w, err := worker.New(wcfg)
 			if err != nil {
@@ -245,6 +250,7 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 		"fraction of tuple trees recorded whole when this worker runs a topology's spout (the spout's process decides for every worker); failed and timed-out trees are always recorded")
 	f.StringVar(&uiAddr, "ui", "", "serve the web UI of the topology this worker runs (every process's stats, the cluster's workers) and Prometheus /metrics on this address (e.g. 127.0.0.1:8080; :8080 listens on every interface)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process to this file until it exits (default: GALE_WORKER_CPUPROFILE=DIR in the environment writes DIR/worker-NAME-PID.pprof, so the workers gale wordcount --workers and gale bench cluster start can be profiled)")
+	f.StringVar(&resourcesDir, "resources-dir", "gale-resources", "where the resources of topology files (gale submit --resources) are unpacked, one directory TOPOLOGY-DIGEST each (relative: to the working directory)")
 	f.StringVar(&uiToken, "ui-token", "", "require this token on the UI and /metrics (Authorization: Bearer, or ?token=); it also allows the UI's actions (kill, deactivate, activate, rebalance)")
 	return cmd
 }
@@ -301,9 +307,10 @@ func (a *App) submitCmd() *cobra.Command {
 		cf      ClusterFlags
 		workers int
 		noWait  bool
+		fo      fileOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "submit [flags] TOPOLOGY [flags of the topology]",
+		Use:   "submit [flags] TOPOLOGY [flags of the topology] | submit --file FILE.yaml [flags]",
 		Short: "Submit a topology compiled into this binary to a gale cluster",
 		Long: `Submit a topology to the cluster's scheduler, which places its tasks evenly on
 --workers workers; wait until every one of them runs its part, and print where each
@@ -315,7 +322,17 @@ them), e.g.
 and every worker builds the topology with them; a worker whose build differs
 (another fingerprint) refuses it and says why. Submit's flags may follow the name
 too, except where the topology has a flag of that name (word count's --timeout is
-its message timeout; put submit's --timeout before the name).`,
+its message timeout; put submit's --timeout before the name).
+
+With --file, the topology is a file in Storm's Flux format naming this build's
+component classes (gale components), under the file's name:. Submit resolves it
+(--filter, --env-filter, includes) and builds it here first: a bad file is refused
+with FILE:LINE:COLUMN before anything connects (--dry-run stops there, printing the
+topology). It ships the resolved document, and --resources DIR as an archive,
+through the cluster's object store; each worker builds the document with its own
+classes (one lacking a class refuses it, naming it) and unpacks the resources in
+its --resources-dir. kill, deactivate, activate and rebalance take the file's
+name.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -325,6 +342,21 @@ its message timeout; put submit's --timeout before the name).`,
 			}
 			if err := f.Parse(own); err != nil {
 				return err
+			}
+			if fo.file != "" {
+				if help, _ := f.GetBool("help"); help {
+					return cmd.Help()
+				}
+				if topo != "" || len(rest) > 0 {
+					return fmt.Errorf("--file %s names the topology (its name:): no TOPOLOGY word or topology flags with it (got %q)", fo.file, strings.TrimSpace(topo+" "+strings.Join(rest, " ")))
+				}
+				if !f.Changed("workers") {
+					workers = 0 // the file's topology.workers, else 1
+				}
+				return a.submitFile(cmd, &cf, fo, workers, !noWait)
+			}
+			if fo.filter != "" || fo.envFilter || fo.resources != "" || fo.dryRun {
+				return errors.New("--filter, --env-filter, --resources and --dry-run go with --file FILE.yaml")
 			}
 			if help, _ := f.GetBool("help"); help {
 				if topo != "" && slices.Contains(a.Topologies.Names(), topo) && a.topologyFlags(topo) == nil {
@@ -373,6 +405,11 @@ its message timeout; put submit's --timeout before the name).`,
 	cf.registerClient(f)
 	f.IntVar(&workers, "workers", 1, "how many workers to spread the topology over")
 	f.BoolVar(&noWait, "no-wait", false, "return once placed, without waiting for the workers to run it")
+	f.StringVar(&fo.file, "file", "", "submit a topology file (Storm's Flux YAML) of this build's component classes, under its name:")
+	f.StringVar(&fo.filter, "filter", "", "with --file: a properties file whose keys ${key} in the topology file names (Flux's --filter)")
+	f.BoolVar(&fo.envFilter, "env-filter", false, "with --file: replace ${ENV-NAME} by the environment variable NAME (Flux's --env-filter)")
+	f.StringVar(&fo.resources, "resources", "", "with --file: a directory shipped to every worker running the topology, unpacked in its --resources-dir (shell components run there)")
+	f.BoolVar(&fo.dryRun, "dry-run", false, "with --file: check and build the file here and print the topology; connect to nothing")
 	f.BoolP("help", "h", false, "help for submit")
 	return cmd
 }
@@ -409,11 +446,18 @@ func (a *App) SubmitTopology(ctx context.Context, nc *nats.Conn, st *cluster.Sto
 		}
 	}
 	tasks := cluster.TasksOf(dep.Topology, dep.Config)
-	rec, err := st.Submit(ctx, cluster.Spec{Topology: topo, Fingerprint: cluster.FingerprintOf(topo, dep.Topology, dep.Config),
-		Tasks: tasks, Want: workers, Args: args})
+	return submitSpec(ctx, nc, st, cluster.Spec{Topology: topo, Fingerprint: cluster.FingerprintOf(topo, dep.Topology, dep.Config),
+		Tasks: tasks, Want: workers, Args: args}, timeout, wait, progress)
+}
+
+// submitSpec submits spec (its context bounded by timeout) and waits for the
+// scheduler's placement and, if wait, for every assigned worker to run it.
+func submitSpec(ctx context.Context, nc *nats.Conn, st *cluster.Store, spec cluster.Spec, timeout time.Duration, wait bool, progress io.Writer) (*cluster.Record, map[int]string, error) {
+	topo, tasks := spec.Topology, spec.Tasks
+	rec, err := st.Submit(ctx, spec)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("no answer from the cluster's scheduler in %v (is a gale worker running against %s?): %w", timeout, nc.ConnectedUrlRedacted(), err)
+			return nil, nil, fmt.Errorf("no answer from the cluster's scheduler in %v to place %s (is a gale worker running against %s?): %w", timeout, topo, nc.ConnectedUrlRedacted(), err)
 		}
 		return nil, nil, err
 	}
