@@ -111,7 +111,8 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	if err != nil {
 		return nil, err
 	}
-	a := &submitArgs{pipeline: p.Name, sinkURL: o.SinkURL, timeout: tc.MessageTimeout, maxPending: tc.MaxSpoutPending, ackers: tc.Ackers}
+	a := &submitArgs{pipeline: p.Name, sinkURL: o.SinkURL, timeout: tc.MessageTimeout, maxPending: tc.MaxSpoutPending, ackers: tc.Ackers,
+		pipelineFile: p.File != nil}
 	local := &cluster.Registry{}
 	build := func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
 		// serve's recorder across generations: the event page finds the trees of
@@ -121,6 +122,11 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 	}
 	if err := local.Register(p.Name, build); err != nil {
 		return nil, err
+	}
+	if p.File != nil {
+		// A pipeline file's record names its document (Source), so this process's
+		// worker is handed it as a file: it runs b all the same.
+		local.SetFileFactory(build)
 	}
 	tasks := cluster.TasksOf(b.Topology, tc)
 	pins := map[int]string{}
@@ -190,8 +196,18 @@ func (s *Server) startCluster(ctx context.Context, o Options, tc topology.Config
 		return nil, err
 	}
 	fp := cluster.FingerprintOf(p.Name, b.Topology, tc)
+	var src *cluster.Source
+	if p.File != nil {
+		// A pipeline file: the workers build it from its resolved document, put
+		// in the cluster's object store by digest (FileWorkerFactory), which the
+		// fingerprint covers, as gale submit --file ships a topology file.
+		if src, err = c.Store.PutSource(sctx, p.File.Path, p.File.Resolved, nil); err != nil {
+			return nil, fmt.Errorf("serve: putting pipeline file %s in the cluster's object store: %w", p.File.Path, err)
+		}
+		fp.Source = src.Fingerprint()
+	}
 	rec, err := c.Store.Submit(sctx, cluster.Spec{Topology: p.Name, Fingerprint: fp,
-		Tasks: tasks, Pins: pins, Want: c.Workers, Args: a.args()})
+		Tasks: tasks, Pins: pins, Want: c.Workers, Args: a.args(), Source: src})
 	if errors.Is(err, cluster.ErrSubmitted) {
 		err = fmt.Errorf("%w: a gale serve already runs pipeline %s on this cluster (gale kill %s ends it)", err, p.Name, p.Name)
 	}

@@ -43,6 +43,34 @@ func FilePipeline(path string, o flux.Options, reg *component.Registry) (Pipelin
 	if err != nil {
 		return Pipeline{}, err
 	}
+	return filePipeline(f, path, reg, true)
+}
+
+// FilePipelineFrom is the pipeline of a resolved document (flux.File.Resolved:
+// substituted, includes merged), read with flux.Parse, its refusals at their
+// lines in the document (file names it in them): what a gale worker builds a
+// pipeline file from, as the serve process that submitted it did from the file
+// (PipelineFile). It is not checked by a first build: the worker's build is the
+// check, and its error the worker's reason to refuse.
+func FilePipelineFrom(file string, resolved []byte, reg *component.Registry) (Pipeline, error) {
+	f, err := flux.Parse(file, resolved)
+	if err != nil {
+		return Pipeline{}, err
+	}
+	return filePipeline(f, file, reg, false)
+}
+
+// PipelineFile is the file a pipeline was read from (FilePipeline): on a cluster
+// the serve process ships Resolved through the object store, and each worker
+// builds the pipeline from it (FilePipelineFrom).
+type PipelineFile struct {
+	// Path is the file as named (gale serve --pipeline FILE.yaml).
+	Path string
+	// Resolved is the document after substitution and includes.
+	Resolved []byte
+}
+
+func filePipeline(f *flux.File, path string, reg *component.Registry, checkBuild bool) (Pipeline, error) {
 	var sinks, creates []string
 	for _, b := range f.Bolts {
 		if b.Class != TableSinkClass {
@@ -66,6 +94,7 @@ func FilePipeline(path string, o flux.Options, reg *component.Registry) (Pipelin
 		Doc:            "from " + path,
 		Schema:         func(sink.Dialect) []string { return creates },
 		SinkComponents: sinks,
+		File:           &PipelineFile{Path: path, Resolved: f.Resolved},
 		Build: func(parts Parts) (Built, error) {
 			r, err := fileRegistry(reg, parts.SinkOptions())
 			if err != nil {
@@ -80,6 +109,9 @@ func FilePipeline(path string, o flux.Options, reg *component.Registry) (Pipelin
 	}
 	if f.Name == "" {
 		return Pipeline{}, &flux.Error{File: path, Line: 1, Col: 1, Msg: "the file has no name: (the pipeline's name)"}
+	}
+	if !checkBuild {
+		return p, nil
 	}
 	// A first build, with no database: every class, property and stream checked.
 	check := pinnedDB("(a check of the file: no database)")

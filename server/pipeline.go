@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
 )
@@ -51,6 +52,11 @@ type Pipeline struct {
 	// Pinned are the ids of other components whose tasks must run in the serve
 	// process on a cluster. The log spout always does.
 	Pinned []string
+	// File is set for a pipeline read from a Storm Flux file (FilePipeline): on a
+	// cluster its resolved document goes to the workers through the object store
+	// (cluster.Source), and each builds it from that (FileWorkerFactory) rather
+	// than by name. nil for a pipeline registered in Go.
+	File *PipelineFile
 }
 
 // Parts are what a pipeline is built from: what differs between the serve
@@ -95,7 +101,7 @@ type Built struct {
 }
 
 func (p *Pipeline) zero() bool {
-	return p.Name == "" && p.Build == nil && p.Schema == nil && p.SinkComponents == nil && p.Pinned == nil
+	return p.Name == "" && p.Build == nil && p.Schema == nil && p.SinkComponents == nil && p.Pinned == nil && p.File == nil
 }
 
 // check reports what makes p unusable: no name, no Build.
@@ -263,39 +269,107 @@ func (ps *Pipelines) WorkerFactory() cluster.Factory {
 		if err != nil {
 			return nil, err
 		}
+		if a.pipelineFile {
+			// A file's record carries its Source, and the registry hands it to the
+			// file factory (FileWorkerFactory): here it came without one.
+			return nil, fmt.Errorf("pipeline %s is a pipeline file submitted without its document", a.pipeline)
+		}
 		p, err := ps.Lookup(a.pipeline)
 		if err != nil {
 			return nil, err
 		}
-		tc := a.config()
-		var db *sink.DB
-		var closeDB func() error
-		// A sink given by reference (env:NAME, @PATH) is read here, on the worker:
-		// it is only known to be PostgreSQL once resolved.
-		sinkURL := a.sinkURL
-		if env.Worker != "" {
-			if sinkURL, err = sink.ResolveURL(a.sinkURL); err != nil {
-				return nil, err
-			}
+		return workerDeployment(ctx, env, a, p)
+	}
+}
+
+// FileWorkerFactory builds, on a gale worker, what is submitted as a file
+// (cluster.Registry.SetFileFactory), with the component classes of reg (the
+// binary's): a pipeline file a gale serve --nats --pipeline FILE.yaml submitted
+// (its submit arguments carry --pipeline-file, besides the settings every
+// pipeline's carry) is built from its resolved document (env.Document) by
+// FilePipelineFrom, the serve process's code path, and deployed as WorkerFactory
+// deploys a registered pipeline; anything else is a topology file (gale submit
+// --file: no arguments), built by cluster.FileFactory. A class the build lacks is
+// a refusal naming it.
+func FileWorkerFactory(reg *component.Registry) cluster.Factory {
+	topologies := cluster.FileFactory(reg)
+	return func(ctx context.Context, env cluster.Env) (*cluster.Deployment, error) {
+		if !slices.Contains(env.Args, pipelineFileArg) {
+			return topologies(ctx, env)
 		}
-		if isPostgres(sinkURL) && env.Worker != "" {
-			if db, err = sink.Open(ctx, sinkURL); err != nil {
-				return nil, err
-			}
-			closeDB = db.Close
-		} else {
-			db = pinnedDB(a.sinkURL)
-		}
-		b, err := p.build(Parts{Spout: func() topology.Spout { return &remoteLogSpout{} }, DB: db,
-			SinkCounters: &sink.Counters{}, SinkHealth: sink.NewHealth(nil), Config: tc})
+		a, err := parseSubmitArgs(env.Args)
 		if err != nil {
-			if closeDB != nil {
-				_ = closeDB()
-			}
 			return nil, err
 		}
-		return &cluster.Deployment{Topology: b.Topology, Config: tc, Close: closeDB}, nil
+		if env.Source == nil || env.Document == nil {
+			return nil, fmt.Errorf("pipeline file %s: no document to build", a.pipeline)
+		}
+		p, err := FilePipelineFrom(env.Source.File, env.Document, reg)
+		if err == nil && p.Name != a.pipeline {
+			err = fmt.Errorf("it names pipeline %q, submitted as %q", p.Name, a.pipeline)
+		}
+		if err != nil {
+			return nil, oneLine(fmt.Errorf("pipeline file %s (lines of its resolved document): %w", env.Source.File, err))
+		}
+		d, err := workerDeployment(ctx, env, a, p)
+		if err != nil {
+			return nil, oneLine(fmt.Errorf("pipeline file %s (lines of its resolved document): %w", env.Source.File, err))
+		}
+		return d, nil
 	}
+}
+
+// oneLine is err on one line (flux joins refusals with newlines): a worker's
+// refusal shows in a row of gale cluster status and in serve's WARN line.
+func oneLine(err error) error {
+	if !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return &lineErr{msg: strings.ReplaceAll(err.Error(), "\n", "; "), err: err}
+}
+
+type lineErr struct {
+	msg string
+	err error
+}
+
+func (e *lineErr) Error() string { return e.msg }
+func (e *lineErr) Unwrap() error { return e.err }
+
+// workerDeployment is p built on a worker with the settings a: the log spout a
+// stand-in that refuses to open, the sink's database PostgreSQL opened here, or
+// for SQLite one that refuses every use (its writers are pinned to serve).
+func workerDeployment(ctx context.Context, env cluster.Env, a *submitArgs, p Pipeline) (*cluster.Deployment, error) {
+	tc := a.config()
+	var db *sink.DB
+	var closeDB func() error
+	// A sink given by reference (env:NAME, @PATH) is read here, on the worker:
+	// it is only known to be PostgreSQL once resolved.
+	sinkURL := a.sinkURL
+	if env.Worker != "" {
+		var err error
+		if sinkURL, err = sink.ResolveURL(a.sinkURL); err != nil {
+			return nil, err
+		}
+	}
+	if isPostgres(sinkURL) && env.Worker != "" {
+		var err error
+		if db, err = sink.Open(ctx, sinkURL); err != nil {
+			return nil, err
+		}
+		closeDB = db.Close
+	} else {
+		db = pinnedDB(a.sinkURL)
+	}
+	b, err := p.build(Parts{Spout: func() topology.Spout { return &remoteLogSpout{} }, DB: db,
+		SinkCounters: &sink.Counters{}, SinkHealth: sink.NewHealth(nil), Config: tc})
+	if err != nil {
+		if closeDB != nil {
+			_ = closeDB()
+		}
+		return nil, err
+	}
+	return &cluster.Deployment{Topology: b.Topology, Config: tc, Close: closeDB}, nil
 }
 
 // submitArgs are what a worker builds the pipeline with, as the serve process
@@ -306,11 +380,21 @@ type submitArgs struct {
 	timeout    time.Duration
 	maxPending int
 	ackers     int
+	// pipelineFile: the pipeline is a file's (Pipeline.File), whose resolved
+	// document the record's Source names (FileWorkerFactory).
+	pipelineFile bool
 }
 
+// pipelineFileArg marks the submit arguments of a pipeline file.
+const pipelineFileArg = "--pipeline-file"
+
 func (a *submitArgs) args() []string {
-	return []string{"--pipeline=" + a.pipeline, "--sink=" + a.sinkURL, "--timeout=" + a.timeout.String(),
+	args := []string{"--pipeline=" + a.pipeline, "--sink=" + a.sinkURL, "--timeout=" + a.timeout.String(),
 		fmt.Sprintf("--max-pending=%d", a.maxPending), fmt.Sprintf("--ackers=%d", a.ackers)}
+	if a.pipelineFile {
+		args = append(args, pipelineFileArg)
+	}
+	return args
 }
 
 func parseSubmitArgs(args []string) (*submitArgs, error) {
@@ -321,6 +405,7 @@ func parseSubmitArgs(args []string) (*submitArgs, error) {
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "message timeout")
 	f.IntVar(&a.maxPending, "max-pending", 5000, "max spout pending")
 	f.IntVar(&a.ackers, "ackers", 1, "acker tasks")
+	f.BoolVar(&a.pipelineFile, strings.TrimPrefix(pipelineFileArg, "--"), false, "the pipeline is a file's, its document the record's source")
 	if err := f.Parse(args); err != nil {
 		return nil, err
 	}

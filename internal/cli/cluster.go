@@ -27,6 +27,7 @@ import (
 	"github.com/gale-stream/gale/cluster/placement"
 	"github.com/gale-stream/gale/cluster/worker"
 	"github.com/gale-stream/gale/lineage"
+	"github.com/gale-stream/gale/server"
 )
 
 // clusterFlags are how every cluster command reaches the cluster: the NATS URL,
@@ -217,8 +218,9 @@ process is the job of systemd or Kubernetes, as Storm's supervisor does it.`,
 				return err
 			}
 			defer nc.Close()
-			// Topology files (gale submit --file) are built with this binary's classes.
-			a.Topologies.SetFileFactory(cluster.FileFactory(&a.Components))
+			// Topology files (gale submit --file) and pipeline files (gale serve --nats
+			// --pipeline FILE.yaml) are built with this binary's classes.
+			a.Topologies.SetFileFactory(server.FileWorkerFactory(&a.Components))
 			wcfg := worker.Config{Name: name, Slots: slots, Dedicated: dedicated, Conn: nc, Store: st,
 				Registry: &a.Topologies, NoScheduler: noScheduler, StopTimeout: stopTimeout, Logger: logger, Lineage: &lc,
 				ResourcesDir: resourcesDir}

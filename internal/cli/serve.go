@@ -195,10 +195,8 @@ Endpoints:
 			if isPipelineFile(f.pipeline) {
 				// A Storm Flux file: read and checked now, every refusal at its
 				// FILE:LINE:COLUMN, before anything starts.
-				jsLocal := f.logKind == "jetstream" && !cmd.Flags().Changed("workers")
-				if f.cluster.url != "" && f.workers > 0 && !jsLocal {
-					return fmt.Errorf("--pipeline %s with --nats: a pipeline file runs in the serve process for now (--log jetstream --workers 0), not on workers, which have no copy of it", f.pipeline)
-				}
+				// With --nats and workers, they build it from its resolved document,
+				// shipped through the cluster's object store (server.FileWorkerFactory).
 				p, err := server.FilePipeline(f.pipeline, flux.Options{Filter: f.filter, EnvFilter: f.envFilter}, &a.Components)
 				if err != nil {
 					return err
