@@ -169,8 +169,20 @@ func TestServePipelineFileOnWorkersOneKilled(t *testing.T) {
 	if rep.Sent != lines || rep.Final["PROCESSED"] != lines || len(rep.Final) != 1 || rep.Broken() != 0 || rep.Duplicates != 0 {
 		t.Fatalf("report %+v; want all %d lines PROCESSED once", rep, lines)
 	}
-	if rec, err := st.Record(ctx, "order-lines"); err == nil {
-		t.Logf("generation %d on %v", rec.Generation(), rec.Assignment.Workers)
+	// The kill mattered: the scheduler moved w1's tasks off it (a new generation).
+	for {
+		rec, err := st.Record(ctx, "order-lines")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Assignment != nil && !slices.Contains(rec.Assignment.Workers, "w1") {
+			t.Logf("generation %d on %v", rec.Generation(), rec.Assignment.Workers)
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("w1 still in the placement %v after its kill", rec.Assignment)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
