@@ -3,6 +3,7 @@ package flux
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -413,6 +414,16 @@ func (bd *builder) config(built *Built) []string {
 			}
 			return n, true
 		}
+		// duration is integer for a key counted in unit: a value past what a
+		// time.Duration holds would wrap (to a negative or a tiny duration).
+		duration := func(min int, unit time.Duration) (time.Duration, bool) {
+			n, ok := integer(min)
+			if ok && n > int(math.MaxInt64/unit) {
+				bd.e.at(p, "%s: %d, must be at most %d", s.Key, n, math.MaxInt64/unit)
+				return 0, false
+			}
+			return time.Duration(n) * unit, ok
+		}
 		boolean := func() (bool, bool) {
 			b, ok := s.Value.(bool)
 			if !ok {
@@ -436,8 +447,8 @@ func (bd *builder) config(built *Built) []string {
 				c.MaxSpoutPending = n
 			}
 		case "topology.message.timeout.secs":
-			if n, ok := integer(1); ok {
-				c.MessageTimeout = time.Duration(n) * time.Second
+			if d, ok := duration(1, time.Second); ok {
+				c.MessageTimeout = d
 			}
 		case "topology.enable.message.timeouts":
 			if b, ok := boolean(); ok {
@@ -452,8 +463,8 @@ func (bd *builder) config(built *Built) []string {
 				c.BatchSize = n
 			}
 		case "topology.batch.flush.interval.millis":
-			if n, ok := integer(0); ok {
-				c.FlushInterval = time.Duration(n) * time.Millisecond
+			if d, ok := duration(0, time.Millisecond); ok {
+				c.FlushInterval = d
 			}
 		case "topology.debug":
 			if b, ok := boolean(); ok {

@@ -2,6 +2,7 @@ package flux
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,11 +44,12 @@ func Load(path string, o Options) (*File, error) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(filepath.Dir(path), p)
 		}
-		if _, err := os.Stat(p); err != nil {
-			e.at(in.pos, "include %q: %v", in.file, unwrapPath(err))
+		data, err := readSource(p)
+		if err != nil {
+			e.at(in.pos, "include %q: %v", in.file, err)
 			continue
 		}
-		inc, err := loadOne(p, props, o, false)
+		inc, err := loadText(p, data, props, o, false)
 		if err != nil {
 			e = append(e, err)
 			continue
@@ -74,11 +76,61 @@ func unwrapPath(err error) error {
 	return err
 }
 
-func loadOne(path string, props map[string]string, o Options, top bool) (*File, error) {
-	data, err := os.ReadFile(path)
+// MaxFileSize bounds a topology file, an included file and a --filter file.
+const MaxFileSize = 16 << 20
+
+// readSource reads a file Load reads: a regular file of at most MaxFileSize
+// bytes. A directory, a device (/dev/zero would be read until memory runs out) or
+// a FIFO (its read would block for good) is refused before it is opened.
+func readSource(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, &Error{File: path, Line: 1, Col: 1, Msg: unwrapPath(err).Error()}
+		return nil, unwrapPath(err)
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", describeMode(fi.Mode()))
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("%d bytes, more than the %d a file may have", fi.Size(), MaxFileSize)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("more than the %d bytes a file may have", MaxFileSize)
+	}
+	return data, nil
+}
+
+func describeMode(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
+}
+
+func loadOne(path string, props map[string]string, o Options, top bool) (*File, error) {
+	data, err := readSource(path)
+	if err != nil {
+		return nil, &Error{File: path, Line: 1, Col: 1, Msg: err.Error()}
+	}
+	return loadText(path, data, props, o, top)
+}
+
+func loadText(path string, data []byte, props map[string]string, o Options, top bool) (*File, error) {
 	text, err := substitute(path, string(data), props, o)
 	if err != nil {
 		return nil, err
@@ -142,9 +194,9 @@ func readFilter(path string) (map[string]string, error) {
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readSource(path)
 	if err != nil {
-		return nil, &Error{File: path, Line: 1, Col: 1, Msg: "--filter: " + unwrapPath(err).Error()}
+		return nil, &Error{File: path, Line: 1, Col: 1, Msg: "--filter: " + err.Error()}
 	}
 	var e errs
 	props := map[string]string{}
