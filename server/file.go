@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/gale-stream/gale/component"
@@ -77,6 +78,12 @@ func filePipeline(f *flux.File, path string, reg *component.Registry, checkBuild
 			continue
 		}
 		sinks = append(sinks, b.ID)
+		var table string
+		for _, p := range b.Properties {
+			if p.Name == "table" {
+				table, _ = p.Value.Literal.(string)
+			}
+		}
 		for _, p := range b.Properties {
 			if p.Name != "create" {
 				continue
@@ -85,6 +92,11 @@ func filePipeline(f *flux.File, path string, reg *component.Registry, checkBuild
 			if !ok || strings.TrimSpace(stmt) == "" {
 				return Pipeline{}, &flux.Error{File: p.Pos.File, Line: p.Pos.Line, Col: p.Pos.Col,
 					Msg: fmt.Sprintf("bolt %q: property create: want the statement that creates its table, a string", b.ID)}
+			}
+			stmt, err := checkCreate(stmt, table)
+			if err != nil {
+				return Pipeline{}, &flux.Error{File: p.Value.Pos.File, Line: p.Value.Pos.Line, Col: p.Value.Pos.Col,
+					Msg: fmt.Sprintf("bolt %q: property create: %v", b.ID, err)}
 			}
 			creates = append(creates, stmt)
 		}
@@ -258,4 +270,33 @@ func tableOf(s component.Spec) (sink.Table, error) {
 		return sink.Table{}, err
 	}
 	return t, nil
+}
+
+// createTable matches the start of a statement that creates a table.
+var createTable = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+(IF\s+NOT\s+EXISTS\s+)?("[^"]+"|[A-Za-z_][A-Za-z0-9_.]*)\s*\(`)
+
+// checkCreate checks that stmt is one statement creating table, as a sink's
+// create property must be: it runs at every start with the sink's rights, so
+// another statement (a DROP after a ';') or another table is refused, not run.
+// It returns stmt without a final ';'.
+func checkCreate(stmt, table string) (string, error) {
+	s := strings.TrimSuffix(strings.TrimSpace(stmt), ";")
+	if strings.Contains(s, ";") {
+		return "", errors.New("one statement only (it runs at every start): no ';' but a final one")
+	}
+	m := createTable.FindStringSubmatch(s)
+	if m == nil {
+		return "", fmt.Errorf("want CREATE TABLE [IF NOT EXISTS] %s (...), not %q", table, clip(s, 40))
+	}
+	if name := strings.Trim(m[2], `"`); table != "" && name != table {
+		return "", fmt.Errorf("it creates table %s, but the sink writes table %s", name, table)
+	}
+	return s, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
