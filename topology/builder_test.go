@@ -153,6 +153,7 @@ func TestConfigValidation(t *testing.T) {
 		{mod(func(c *Config) { c.DisableTimeouts = true }), "STORM-3514"},
 		{mod(func(c *Config) { c.MaxSpoutPending = -5 }), "MaxSpoutPending = -5"},
 		{mod(func(c *Config) { c.BatchSize = 0 }), "BatchSize = 0"},
+		{mod(func(c *Config) { c.BatchSize = 1_000_000_000 }), "BatchSize = 1000000000, must be at most 65536"},
 		{mod(func(c *Config) { c.ReceiveQueue = 0 }), "ReceiveQueue = 0"},
 	}
 	for _, tc := range cases {

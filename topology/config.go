@@ -31,7 +31,8 @@ type Config struct {
 	// topology.executor.receive.buffer.size); a full queue blocks the sender
 	// (backpressure). Default 16384.
 	ReceiveQueue int
-	// BatchSize is the number of tuples sent to a task in one transfer. Default 256.
+	// BatchSize is the number of tuples sent to a task in one transfer. Default 256,
+	// at most MaxBatchSize.
 	BatchSize int
 	// FlushInterval bounds how long an emitted tuple, and the acker messages of a
 	// task (a spout's inits, a bolt's acks and fails), wait in a batch that is not
@@ -58,6 +59,9 @@ type Config struct {
 // MinMessageTimeout is the shortest message timeout accepted: timeouts are checked in
 // rotating buckets of a quarter timeout, which must stay well above scheduling noise.
 const MinMessageTimeout = time.Millisecond
+
+// MaxBatchSize bounds Config.BatchSize.
+const MaxBatchSize = 1 << 16
 
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
@@ -94,6 +98,10 @@ func (c Config) Validate() error {
 		return bad("ReceiveQueue = %d, must be >= 1", c.ReceiveQueue)
 	case c.BatchSize < 1:
 		return bad("BatchSize = %d, must be >= 1", c.BatchSize)
+	case c.BatchSize > MaxBatchSize:
+		// A task's emitter holds room for a whole batch per output: a billion
+		// made a run die of memory after it had started.
+		return bad("BatchSize = %d, must be at most %d", c.BatchSize, MaxBatchSize)
 	case c.FlushInterval < 0:
 		return bad("FlushInterval = %v, must be >= 0 (0 turns timed flushing off)", c.FlushInterval)
 	case c.ShutdownTimeout < 0:
