@@ -348,6 +348,9 @@ func FileFactory(components *component.Registry) Factory {
 		if f.Name != env.Topology {
 			return nil, fmt.Errorf("file %s names topology %q, submitted as %q", env.Source.File, f.Name, env.Topology)
 		}
+		// The components' files (a shell component's script) are in the unpacked
+		// resources, as Storm's are in the jar's resources/.
+		f.Dir = env.Resources
 		b, err := f.Build(components)
 		if err != nil {
 			return nil, fileError(env.Source.File, err)

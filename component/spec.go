@@ -32,6 +32,11 @@ type Spec struct {
 	// construction. Each Name must be one of the Declaration's Methods (Add refuses
 	// others); the maker reads them with Method.
 	Calls []Call
+	// Dir is the directory the component's files are relative to: the topology
+	// file's directory (gale run, gale serve --pipeline), or on a cluster the
+	// unpacked --resources directory. A shell component runs its command there,
+	// as Storm runs it in the jar's resources/. "" is the working directory.
+	Dir string
 
 	reads *reads // set by Registry.Add: what the class read, for the unread check
 	call  int    // in a Spec that Method returned: 1 + the index of its call in Calls

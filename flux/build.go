@@ -279,6 +279,7 @@ func (bd *builder) spec(b *Bean, chain []string) (component.Spec, bool) {
 		}
 		return out
 	}
+	s.Dir = bd.f.Dir
 	s.Args = vals(b.Args)
 	if b.Properties != nil {
 		s.Properties = map[string]any{}

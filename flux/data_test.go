@@ -188,6 +188,10 @@ func TestResolvedRoundTrip(t *testing.T) {
 				t.Errorf("Resolved is not resolved:\n%s", f.Resolved)
 			}
 			f.Notes = nil // said at Load, not shipped
+			if want, _ := filepath.Abs(filepath.Dir(path)); f.Dir != want || g.Dir != "" {
+				t.Errorf("Dir: %q after Load (want %q), %q after Parse (want none)", f.Dir, want, g.Dir)
+			}
+			f.Dir = "" // where the file was, not shipped
 			zeroPos(reflect.ValueOf(f).Elem())
 			zeroPos(reflect.ValueOf(g).Elem())
 			if !reflect.DeepEqual(f, g) {

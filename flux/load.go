@@ -66,6 +66,9 @@ func Load(path string, o Options) (*File, error) {
 	if f.Resolved, err = f.encode(); err != nil {
 		return nil, err
 	}
+	if abs, err := filepath.Abs(path); err == nil {
+		f.Dir = filepath.Dir(abs)
+	}
 	return f, nil
 }
 

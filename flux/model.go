@@ -21,6 +21,10 @@ type File struct {
 	// positions, which then point into Resolved).
 	Resolved []byte
 
+	// Dir is what every component's Spec.Dir is: the file's directory after Load,
+	// "" after Parse (a worker sets its unpacked resources directory).
+	Dir string
+
 	includes []include // Load's, before merging
 }
 
