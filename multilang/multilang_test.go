@@ -1,0 +1,342 @@
+package multilang_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/internal/leaktest"
+	"github.com/gale-stream/gale/multilang"
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+func TestMain(m *testing.M) { leaktest.Main(m) }
+
+// need skips the test when an interpreter is missing (CI installs python3 and node).
+func need(t *testing.T, bins ...string) {
+	t.Helper()
+	for _, b := range bins {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("%s is not installed: the multilang tests run its test clients", b)
+		}
+	}
+}
+
+// logBuf keeps everything logged, for the tests to read.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func config(t *testing.T) (topology.Config, *logBuf) {
+	lb := &logBuf{}
+	cfg := topology.DefaultConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.MaxSpoutPending = 100
+	cfg.BatchSize = 16
+	t.Cleanup(func() {
+		if t.Failed() {
+			s := lb.String()
+			if len(s) > 20000 {
+				s = s[len(s)-20000:]
+			}
+			t.Logf("log:\n%s", s)
+		}
+	})
+	return cfg, lb
+}
+
+func run(t *testing.T, b *topology.Builder, cfg topology.Config) *engine.Runtime {
+	t.Helper()
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := engine.Start(context.Background(), topo, cfg, engine.WithSerialization())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func stop(t *testing.T, rt *engine.Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rt.Stop(ctx); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	<-rt.Done()
+}
+
+// wait waits for done, or fails the test after a generous bound (a hang, not a
+// timing assertion).
+func wait(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s: not within 2 minutes", what)
+	}
+}
+
+// book is the first n lines of a book of testdata/books, and its word counts as
+// split.py counts them.
+func book(t *testing.T, n int) (string, map[string]int64, int64) {
+	file, err := filepath.Abs("../testdata/books/105.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")[:n]
+	word := regexp.MustCompile(`[A-Za-z']+`)
+	counts := map[string]int64{}
+	var total int64
+	for _, l := range lines {
+		for _, w := range word.FindAllString(l, -1) {
+			counts[w]++
+			total++
+		}
+	}
+	return file, counts, total
+}
+
+// countSink keeps the highest count seen per word, and closes done when they add up
+// to want.
+type countSink struct {
+	topology.BaseBolt
+	mu     *sync.Mutex
+	counts map[string]int64
+	sum    *int64
+	want   int64
+	done   chan struct{}
+	hook   func(sum int64)
+}
+
+func (s *countSink) Execute(in *tuple.Tuple) {
+	w := in.Value(0).(string)
+	c := in.Value(1).(int64)
+	s.mu.Lock()
+	if c > s.counts[w] {
+		*s.sum += c - s.counts[w]
+		s.counts[w] = c
+		if s.hook != nil {
+			s.hook(*s.sum)
+		}
+		if *s.sum == s.want {
+			close(s.done)
+		}
+	}
+	s.mu.Unlock()
+	_ = s.Out.Ack(in)
+}
+
+// wordCount builds lines.js -> split.py -> count.py -> a Go sink.
+func wordCount(t *testing.T, lines int, splitOpts []multilang.Option, hook func(int64)) (*topology.Builder, *countSink, map[string]int64) {
+	file, want, total := book(t, lines)
+	sink := &countSink{mu: &sync.Mutex{}, counts: map[string]int64{}, sum: new(int64), want: total, done: make(chan struct{}), hook: hook}
+	b := topology.NewBuilder()
+	b.SetSpout("lines", multilang.ShellSpout([]string{"node", "lines.js"}, "testdata",
+		multilang.Env("GALE_LINES_FILE="+file, fmt.Sprintf("GALE_LINES_MAX=%d", lines))), 1).
+		Output("n", "line")
+	b.SetBolt("split", multilang.ShellBolt([]string{"python3", "split.py"}, "testdata", splitOpts...), 2).
+		ShuffleGrouping("lines").Output("word", "occurrence")
+	b.SetBolt("count", multilang.ShellBolt([]string{"python3", "count.py"}, "testdata"), 2).
+		FieldsGrouping("split", "word").Output("word", "count")
+	b.SetBolt("sink", func() topology.Bolt { return sink }, 1).ShuffleGrouping("count")
+	return b, sink, want
+}
+
+func checkCounts(t *testing.T, sink *countSink, want map[string]int64) {
+	t.Helper()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.counts) != len(want) {
+		t.Errorf("%d distinct words, want %d", len(sink.counts), len(want))
+	}
+	for w, n := range want {
+		if sink.counts[w] != n {
+			t.Errorf("%q counted %d times, want %d", w, sink.counts[w], n)
+		}
+	}
+}
+
+// Word count through a Node spout, a Python splitter that fails every 7th line
+// after emitting half its words, and a Python counter that drops replayed words:
+// the counts are exact.
+func TestWordCountNodePython(t *testing.T) {
+	need(t, "python3", "node")
+	cfg, lb := config(t)
+	b, sink, want := wordCount(t, 1500, []multilang.Option{multilang.Env("GALE_SPLIT_FAIL_EVERY=7")}, nil)
+	rt := run(t, b, cfg)
+	wait(t, sink.done, "every word counted")
+	stop(t, rt)
+	checkCounts(t, sink, want)
+	st := rt.Stats()
+	if c := st.Components["lines"]; c == nil || c.Failed == 0 {
+		t.Errorf("the spout saw no failure: split.py's failures did not reach it (%+v)", c)
+	}
+	if !strings.Contains(lb.String(), "failing line ") {
+		t.Errorf("split.py's log command did not reach gale's log")
+	}
+}
+
+// A split.py process killed with SIGKILL mid-run is restarted; the inputs it held
+// fail and are replayed: the counts are still exact.
+func TestBoltKilledIsRestarted(t *testing.T) {
+	need(t, "python3", "node")
+	cfg, lb := config(t)
+	var mu sync.Mutex
+	var pids []int
+	onStart := multilang.OnStart(func(tc topology.TaskContext, pid int) {
+		mu.Lock()
+		pids = append(pids, pid)
+		mu.Unlock()
+	})
+	killed := make(chan struct{})
+	var once sync.Once
+	var want int64
+	hook := func(sum int64) {
+		if sum >= want/3 {
+			once.Do(func() {
+				mu.Lock()
+				pid := pids[0]
+				mu.Unlock()
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+					t.Errorf("kill %d: %v", pid, err)
+				}
+				close(killed)
+			})
+		}
+	}
+	b, sink, counts := wordCount(t, 1500, []multilang.Option{onStart}, hook)
+	want = sink.want
+	rt := run(t, b, cfg)
+	wait(t, killed, "a third of the words counted")
+	wait(t, sink.done, "every word counted after the kill")
+	stop(t, rt)
+	checkCounts(t, sink, counts)
+	mu.Lock()
+	n := len(pids)
+	mu.Unlock()
+	if n != 3 {
+		t.Errorf("split started %d times, want 3 (2 tasks, 1 restart)", n)
+	}
+	if !strings.Contains(lb.String(), "killed and restarted") {
+		t.Errorf("the restart was not logged")
+	}
+}
+
+// numSpout emits 0..n-1 with the number as message id, replays failures, and
+// closes done when every number's tree completed.
+type numSpout struct {
+	topology.BaseSpout
+	n, next, acked int
+	again          []int
+	done           chan struct{}
+}
+
+func (s *numSpout) NextTuple() {
+	if len(s.again) > 0 {
+		i := s.again[0]
+		s.again = s.again[1:]
+		_ = s.Out.Emit(tuple.Values{int64(i)}, i)
+		return
+	}
+	if s.next < s.n {
+		_ = s.Out.Emit(tuple.Values{int64(s.next)}, s.next)
+		s.next++
+	}
+}
+
+func (s *numSpout) Ack(id any) {
+	if s.acked++; s.acked == s.n {
+		close(s.done)
+	}
+}
+
+func (s *numSpout) Fail(id any) { s.again = append(s.again, id.(int)) }
+
+// setSink records the numbers it is given.
+type setSink struct {
+	topology.BaseBolt
+	mu   sync.Mutex
+	seen map[int64]bool
+}
+
+func (s *setSink) Execute(in *tuple.Tuple) {
+	s.mu.Lock()
+	s.seen[in.Value(0).(int64)] = true
+	s.mu.Unlock()
+	_ = s.Out.Ack(in)
+}
+
+// Each misbehaving program gives an error naming the component, the task and what
+// it did, and is restarted; every input is processed.
+func TestMisbehavingBolts(t *testing.T) {
+	need(t, "python3")
+	cases := []struct{ mode, text string }{
+		{"garbage", `malformed message (invalid character 'h' in literal true (expecting 'r')): \"this is not json`},
+		{"unknown", `unknown command \"dance\"`},
+		{"exit", "subprocess ended (exit status 3)"},
+		{"nohandshake", "no handshake answer within"},
+		{"noheartbeat", "no heartbeat answer or message for"},
+		{"undeclared", `emit refused (gale: undeclared stream: \"bad\" emits on stream \"nope\"`},
+	}
+	for _, c := range cases {
+		t.Run(c.mode, func(t *testing.T) {
+			cfg, lb := config(t)
+			const n = 50
+			spout := &numSpout{n: n, done: make(chan struct{})}
+			sink := &setSink{seen: map[int64]bool{}}
+			marker := filepath.Join(t.TempDir(), "misbehaved")
+			b := topology.NewBuilder()
+			b.SetSpout("nums", func() topology.Spout { return spout }, 1).Output("n")
+			b.SetBolt("bad", multilang.ShellBolt([]string{"python3", "bad.py"}, "testdata",
+				multilang.Env("GALE_BAD="+c.mode, "GALE_BAD_MARKER="+marker),
+				multilang.Timeout(2*time.Second), multilang.Heartbeat(100*time.Millisecond)), 1).
+				ShuffleGrouping("nums").Output("n")
+			b.SetBolt("sink", func() topology.Bolt { return sink }, 1).ShuffleGrouping("bad")
+			rt := run(t, b, cfg)
+			wait(t, spout.done, "every number processed")
+			stop(t, rt)
+			if len(sink.seen) != n {
+				t.Errorf("%d numbers reached the sink, want %d", len(sink.seen), n)
+			}
+			log := lb.String()
+			if !strings.Contains(log, c.text) {
+				t.Errorf("the log has no %q", c.text)
+			}
+			if !strings.Contains(log, `multilang: component \"bad\" task 2: `) {
+				t.Errorf("the error does not name the component and task")
+			}
+		})
+	}
+}
