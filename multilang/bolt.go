@@ -96,12 +96,23 @@ func (b *shellBolt) supervise(p *proc) {
 			if p, err = start(b.o, b.tc, b.o.setup(b.tc)); err != nil {
 				b.report(b.errorf("%w; restarting", err))
 				p = nil
-				select {
-				case <-b.stopCh:
-					return
-				case <-b.ctx.Done():
-					return
-				case <-time.After(backoff):
+				// Meanwhile inputs fail at once (each charged one attempt) rather
+				// than wait for a program that may never start.
+				wait := time.NewTimer(backoff)
+			waiting:
+				for {
+					select {
+					case <-b.stopCh:
+						wait.Stop()
+						return
+					case <-b.ctx.Done():
+						wait.Stop()
+						return
+					case t := <-b.in:
+						_ = b.out.FailWith(t, fmt.Errorf("multilang: subprocess not running: %w", err))
+					case <-wait.C:
+						break waiting
+					}
 				}
 				backoff = min(2*backoff, time.Second)
 				continue

@@ -194,11 +194,33 @@ func checkCounts(t *testing.T, sink *countSink, want map[string]int64) {
 func TestWordCountNodePython(t *testing.T) {
 	need(t, "python3", "node")
 	cfg, lb := config(t)
-	b, sink, want := wordCount(t, 1500, []multilang.Option{multilang.Env("GALE_SPLIT_FAIL_EVERY=7")}, nil)
+	var mu sync.Mutex
+	var pids []int
+	onStart := multilang.OnStart(func(tc topology.TaskContext, pid int) {
+		// Its own process group: a Ctrl-C to gale does not reach it before the drain.
+		if pg, err := syscall.Getpgid(pid); err != nil || pg != pid {
+			t.Errorf("task %d: pid %d in process group %d (%v), want its own", tc.TaskID, pid, pg, err)
+		}
+		mu.Lock()
+		pids = append(pids, pid)
+		mu.Unlock()
+	})
+	b, sink, want := wordCount(t, 1500, []multilang.Option{multilang.Env("GALE_SPLIT_FAIL_EVERY=7"), onStart}, nil)
 	rt := run(t, b, cfg)
 	wait(t, sink.done, "every word counted")
 	stop(t, rt)
 	checkCounts(t, sink, want)
+	// The stop stopped every program, and charged nothing: no restart, no error.
+	mu.Lock()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+			t.Errorf("split pid %d still exists after the stop (%v)", pid, err)
+		}
+	}
+	mu.Unlock()
+	if strings.Contains(lb.String(), "reported error") {
+		t.Errorf("errors reported in a run with no misbehaviour")
+	}
 	st := rt.Stats()
 	if c := st.Components["lines"]; c == nil || c.Failed == 0 {
 		t.Errorf("the spout saw no failure: split.py's failures did not reach it (%+v)", c)
@@ -336,6 +358,114 @@ func TestMisbehavingBolts(t *testing.T) {
 			}
 			if !strings.Contains(log, `multilang: component \"bad\" task 2: `) {
 				t.Errorf("the error does not name the component and task")
+			}
+		})
+	}
+}
+
+// A spout's message ids come back to the program as it wrote them: strings, numbers
+// (one past float64's precision), objects, escapes.
+func TestSpoutIDsComeBackAsGiven(t *testing.T) {
+	need(t, "python3")
+	cfg, lb := config(t)
+	const n = 6
+	seen := map[int64]int{}
+	var mu sync.Mutex
+	second := make(chan struct{})
+	b := topology.NewBuilder()
+	b.SetSpout("ids", multilang.ShellSpout([]string{"python3", "ids.py"}, "testdata"), 1).Output("i")
+	b.SetBolt("failfirst", func() topology.Bolt {
+		return &fnBolt{fn: func(out topology.OutputCollector, in *tuple.Tuple) {
+			mu.Lock()
+			defer mu.Unlock()
+			i := in.Value(0).(int64)
+			if seen[i]++; seen[i] == 1 {
+				_ = out.Fail(in)
+				return
+			}
+			_ = out.Ack(in)
+			if len(seen) == n && allTwice(seen) {
+				close(second)
+			}
+		}}
+	}, 1).ShuffleGrouping("ids")
+	rt := run(t, b, cfg)
+	wait(t, second, "every id seen twice")
+	stop(t, rt) // waits for the last trees' acks to reach the spout
+	st := rt.Stats()
+	if c := st.Components["ids"]; c.Acked != n || c.Failed != n {
+		t.Errorf("spout acked %d failed %d, want %d each", c.Acked, c.Failed, n)
+	}
+	log := lb.String()
+	for i, js := range []string{`"s-1"`, `2`, `{"k": [1, 2]}`, `12345678901234567890`, `1.5`, `"\u00e9\\n\""`} {
+		for _, what := range []string{"ack", "fail"} {
+			line := fmt.Sprintf("%s %d %s", what, i, js)
+			quoted := strings.ReplaceAll(strings.ReplaceAll(line, `\`, `\\`), `"`, `\"`)
+			if !strings.Contains(log, quoted) {
+				t.Errorf("the spout did not log %s (as %s)", line, quoted)
+			}
+		}
+	}
+}
+
+func allTwice(seen map[int64]int) bool {
+	for _, c := range seen {
+		if c < 2 {
+			return false
+		}
+	}
+	return true
+}
+
+type fnBolt struct {
+	topology.BaseBolt
+	fn func(out topology.OutputCollector, in *tuple.Tuple)
+}
+
+func (b *fnBolt) Execute(in *tuple.Tuple) { b.fn(b.Out, in) }
+
+// A spout program that hangs, exits or writes garbage is killed and restarted, with
+// an error naming the component, the task and what it did; every number arrives.
+func TestMisbehavingSpouts(t *testing.T) {
+	need(t, "python3")
+	cases := []struct{ mode, text string }{
+		{"nosync", "no sync within 2s"},
+		{"exit", "subprocess ended (exit status 4)"},
+		{"garbage", `malformed message (unexpected EOF): \"{\\\"command\\\":`},
+	}
+	for _, c := range cases {
+		t.Run(c.mode, func(t *testing.T) {
+			cfg, lb := config(t)
+			const n = 30
+			done := make(chan struct{})
+			seen := map[int64]bool{}
+			var mu sync.Mutex
+			b := topology.NewBuilder()
+			b.SetSpout("nums", multilang.ShellSpout([]string{"python3", "badspout.py"}, "testdata",
+				multilang.Env("GALE_BAD="+c.mode, "GALE_BAD_MARKER="+filepath.Join(t.TempDir(), "m"), fmt.Sprintf("GALE_N=%d", n)),
+				multilang.Timeout(2*time.Second)), 1).Output("n")
+			b.SetBolt("sink", func() topology.Bolt {
+				return &fnBolt{fn: func(out topology.OutputCollector, in *tuple.Tuple) {
+					mu.Lock()
+					defer mu.Unlock()
+					seen[in.Value(0).(int64)] = true
+					if len(seen) == n && done != nil {
+						close(done)
+						done = nil
+					}
+					_ = out.Ack(in)
+				}}
+			}, 1).ShuffleGrouping("nums")
+			d := done
+			rt := run(t, b, cfg)
+			wait(t, d, "every number")
+			stop(t, rt)
+			log := lb.String()
+			if !strings.Contains(log, c.text) {
+				t.Errorf("the log has no %q", c.text)
+			}
+			if !strings.Contains(log, `multilang: component \"nums\" task 1: `) || !strings.Contains(log, "killed and restarted") {
+				t.Errorf("the error does not name the component and task, or no restart")
 			}
 		})
 	}

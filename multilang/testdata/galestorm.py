@@ -105,3 +105,33 @@ def run_bolt(process):
             fail(tup)
         else:
             ack(tup)
+
+
+def run_spout(next_tuple, ack=None, fail=None):
+    """Runs a spout: for each command calls next_tuple(), ack(id) or fail(id), then
+    syncs. Task-id lists after emits are read and dropped."""
+    handshake()
+    while True:
+        try:
+            m = read_message()
+        except EOFError:
+            return
+        if isinstance(m, list):
+            continue
+        cmd = m.get("command")
+        if cmd == "next":
+            next_tuple()
+        elif cmd == "ack" and ack:
+            ack(m["id"])
+        elif cmd == "fail" and fail:
+            fail(m["id"])
+        send({"command": "sync"})
+
+
+def spout_emit(values, msg_id=None, stream=None):
+    m = {"command": "emit", "tuple": values}
+    if msg_id is not None:
+        m["id"] = msg_id
+    if stream is not None:
+        m["stream"] = stream
+    send(m)
