@@ -41,6 +41,9 @@ type shellBolt struct {
 	next uint64
 
 	last     atomic.Int64 // unix nanos of the subprocess's last message
+	// emitting is set while an emit of the subprocess is inside the collector, which
+	// may wait for downstream room for long: the program is not silent then, gale is.
+	emitting atomic.Bool
 	restarts atomic.Int64
 }
 
@@ -183,7 +186,7 @@ func (b *shellBolt) serve(p *proc) error {
 				reason = fmt.Errorf("writing to the subprocess: %w", err)
 			}
 		case <-tick.C:
-			if idle := time.Since(time.Unix(0, b.last.Load())); idle > b.o.timeout {
+			if idle := time.Since(time.Unix(0, b.last.Load())); idle > b.o.timeout && !b.emitting.Load() {
 				reason = fmt.Errorf("no heartbeat answer or message for %v (timeout %v)", idle.Round(time.Millisecond), b.o.timeout)
 			}
 		case <-b.stopCh:
@@ -296,7 +299,11 @@ func (b *shellBolt) handle(r *run) error {
 		}
 		switch c.Command {
 		case "emit":
-			if err := b.emit(r, c, text); err != nil {
+			b.emitting.Store(true)
+			err := b.emit(r, c, text)
+			b.last.Store(time.Now().UnixNano())
+			b.emitting.Store(false)
+			if err != nil {
 				return err
 			}
 		case "ack", "fail":

@@ -218,6 +218,9 @@ func TestWordCountNodePython(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	if !strings.Contains(lb.String(), `line="count.py ready"`) {
+		t.Errorf("count.py's stderr line is not in the log")
+	}
 	if strings.Contains(lb.String(), "reported error") {
 		t.Errorf("errors reported in a run with no misbehaviour")
 	}
@@ -468,5 +471,60 @@ func TestMisbehavingSpouts(t *testing.T) {
 				t.Errorf("the error does not name the component and task, or no restart")
 			}
 		})
+	}
+}
+
+// A program learns the task of its emit from gale, emits directly to it, and is
+// sent tick tuples (stream __tick, task -1).
+func TestTaskIDsDirectAndTicks(t *testing.T) {
+	need(t, "python3")
+	cfg, _ := config(t)
+	const n = 40
+	spout := &numSpout{n: n, done: make(chan struct{})}
+	var mu sync.Mutex
+	plain := map[int64]int{}  // n -> task that got it on the default stream
+	direct := map[int64]int{} // n -> task that got it on the direct stream
+	ticked := make(chan struct{})
+	var once sync.Once
+	b := topology.NewBuilder()
+	b.SetSpout("nums", func() topology.Spout { return spout }, 1).Output("n")
+	b.SetBolt("direct", multilang.ShellBolt([]string{"python3", "direct.py"}, "testdata"), 1).
+		ShuffleGrouping("nums").Output("n").DirectStream("direct", "n").OutputStream("ticks", "t").
+		TickEvery(20 * time.Millisecond)
+	b.SetBolt("sink", func() topology.Bolt {
+		s := &fnBolt{}
+		s.fn = func(out topology.OutputCollector, in *tuple.Tuple) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch in.SourceStream() {
+			case "ticks":
+				once.Do(func() { close(ticked) })
+			case "direct":
+				direct[in.Value(0).(int64)] = in.Task()
+			default:
+				plain[in.Value(0).(int64)] = in.Task()
+			}
+			_ = out.Ack(in)
+		}
+		return s
+	}, 3).FieldsGrouping("direct", "n").DirectGrouping("direct", "direct").Input("direct", "ticks", topology.All())
+	rt := run(t, b, cfg)
+	wait(t, spout.done, "every number")
+	wait(t, ticked, "a tick reached the program")
+	stop(t, rt)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(plain) != n || len(direct) != n {
+		t.Fatalf("%d plain, %d direct, want %d each", len(plain), len(direct), n)
+	}
+	tasks := map[int]bool{}
+	for i, task := range plain {
+		if direct[i] != task {
+			t.Errorf("%d: emitted to task %d, then directly to %d", i, task, direct[i])
+		}
+		tasks[task] = true
+	}
+	if len(tasks) < 2 {
+		t.Errorf("every number went to one task: the test shows nothing")
 	}
 }

@@ -146,6 +146,9 @@ func (s *shellSpout) untilSync() error {
 			if err := s.emit(c, text); err != nil {
 				return err
 			}
+			// The emit may have waited for downstream room: the timeout measures
+			// the program's silence, not gale's.
+			timer.Reset(s.o.timeout) // (Go 1.23+: no stale expiry survives a Reset)
 		default:
 			if !common(s.tc, s.out.ReportError, c) {
 				return badMessage(fmt.Sprintf("unknown command %q", c.Command), text)

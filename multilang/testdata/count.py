@@ -3,6 +3,8 @@
 The input is (word, occurrence); an occurrence seen before (a replay) is acked and
 not counted again, so the counts are exact under replays.
 """
+import sys
+
 import galestorm
 
 counts = {}
@@ -18,4 +20,5 @@ def process(tup):
     galestorm.emit([word, counts[word]], anchors=[tup["id"]], need_task_ids=False)
 
 
+print("count.py ready", file=sys.stderr, flush=True)  # goes to gale's log
 galestorm.run_bolt(process)
