@@ -40,7 +40,7 @@ type shellBolt struct {
 	held map[string]*tuple.Tuple // inputs written to the subprocess, not yet acked or failed
 	next uint64
 
-	last     atomic.Int64 // unix nanos of the subprocess's last message
+	last atomic.Int64 // unix nanos of the subprocess's last message
 	// emitting is set while an emit of the subprocess is inside the collector, which
 	// may wait for downstream room for long: the program is not silent then, gale is.
 	emitting atomic.Bool
