@@ -17,12 +17,72 @@ import (
 
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/leaktest"
+	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/multilang"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
 
-func TestMain(m *testing.M) { leaktest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv("GALE_MULTILANG_HELPER") != "" {
+		helper()
+		return
+	}
+	leaktest.Main(m)
+}
+
+// helper is the gale process of TestSubprocessDiesWithGale: it runs a shell bolt,
+// prints its program's pid, and waits to be killed.
+func helper() {
+	b := topology.NewBuilder()
+	b.SetSpout("nums", func() topology.Spout { return &numSpout{done: make(chan struct{})} }, 1).Output("n")
+	b.SetBolt("bad", multilang.ShellBolt([]string{"python3", "bad.py"}, "testdata",
+		multilang.Env("GALE_BAD=hang", "GALE_BAD_MARKER="+os.Getenv("GALE_MULTILANG_HELPER")),
+		multilang.OnStart(func(_ topology.TaskContext, pid int) { fmt.Printf("%d\n", pid) })), 1).
+		ShuffleGrouping("nums").Output("n")
+	topo, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	if _, err := engine.Start(context.Background(), topo, topology.DefaultConfig()); err != nil {
+		panic(err)
+	}
+	select {}
+}
+
+// A program does not outlive gale: killed with SIGKILL (no stop, no cleanup), gale's
+// process takes its programs with it (the parent-death signal), even one that does
+// not read its stdin and so never sees it close.
+func TestSubprocessDiesWithGale(t *testing.T) {
+	need(t, "python3")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GALE_MULTILANG_HELPER="+filepath.Join(t.TempDir(), "marker"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("reading the program's pid from the helper: %v", err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	// A process that is not our child cannot be waited for: poll until it is gone
+	// (or a zombie, if this container's init does not reap it).
+	waitfor.True(t, 30*time.Second, "the program to die with gale", func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+	})
+}
 
 // need skips the test when an interpreter is missing (CI installs python3 and node).
 func need(t *testing.T, bins ...string) {

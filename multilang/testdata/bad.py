@@ -9,6 +9,7 @@ its first tuple (or at its handshake):
   nohandshake  never answers the handshake
   noheartbeat  stops reading and answering (hangs)
   undeclared   emits on a stream the component did not declare
+  hang         answers the handshake, then sleeps without reading (deaf to EOF)
 """
 import os
 import sys
@@ -24,6 +25,9 @@ if bad:
 
 if bad and MODE == "nohandshake":
     galestorm.read_message()
+    time.sleep(3600)
+if bad and MODE == "hang":
+    galestorm.handshake()
     time.sleep(3600)
 
 
