@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,9 @@ type shellBolt struct {
 }
 
 func (b *shellBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if tc.Logger == nil {
+		tc.Logger = slog.Default()
+	}
 	b.ctx, b.tc, b.out = ctx, tc, out
 	b.te, _ = out.(topology.TaskEmitter)
 	b.in = make(chan *tuple.Tuple)
@@ -144,14 +148,23 @@ type run struct {
 	quit chan struct{}
 }
 
-func (r *run) queueIDs(js []byte) {
+// maxQueuedIDs bounds the task-id lists waiting for a program that emits without
+// reading its stdin (Storm's clients read the list after each emit).
+const maxQueuedIDs = 1 << 16
+
+func (r *run) queueIDs(js []byte) error {
 	r.mu.Lock()
+	if len(r.ids) >= maxQueuedIDs {
+		r.mu.Unlock()
+		return fmt.Errorf("%d task-id lists not read: the program emits without reading its stdin", len(r.ids))
+	}
 	r.ids = append(r.ids, js)
 	r.mu.Unlock()
 	select {
 	case r.sig <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 // serve runs one subprocess until it ends, times out or breaks the protocol (the
@@ -367,12 +380,16 @@ func (b *shellBolt) emit(r *run, c *command, text []byte) error {
 		tasks, err = b.te.EmitTasks(stream, vs, anchors...)
 		if err == nil && (c.NeedTaskIDs == nil || *c.NeedTaskIDs) {
 			js, _ := json.Marshal(tasks)
-			r.queueIDs(js)
+			if err := r.queueIDs(js); err != nil {
+				return badMessage(err.Error(), text)
+			}
 		}
 	} else {
 		err = b.out.EmitTo(stream, vs, anchors...)
 		if err == nil && (c.NeedTaskIDs == nil || *c.NeedTaskIDs) {
-			r.queueIDs([]byte("[]"))
+			if err := r.queueIDs([]byte("[]")); err != nil {
+				return badMessage(err.Error(), text)
+			}
 		}
 	}
 	return emitError(err, text)

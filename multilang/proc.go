@@ -28,7 +28,8 @@ type proc struct {
 	wmu    sync.Mutex // guards w
 	log    *slog.Logger
 	// msgs carries what the subprocess sent, one message at a time; it is closed when
-	// stdout ends or fails, and err then says why (nil at a clean end).
+	// stdout ends or fails, and err then says why (nil at a clean end). Its small
+	// capacity bounds what waits here to a few messages (each at most MaxMessage).
 	msgs chan []byte
 	err  error
 	// quit stops the reader's sends (the owner no longer reads msgs).
@@ -85,7 +86,7 @@ func start(o *options, tc topology.TaskContext, setup map[string]any) (*proc, er
 		cmd: cmd, pid: cmd.Process.Pid, pidDir: pidDir, stdin: stdin,
 		w:    bufio.NewWriterSize(stdin, 64<<10),
 		log:  tc.Logger.With("pid", cmd.Process.Pid),
-		msgs: make(chan []byte, 64), quit: make(chan struct{}), exited: make(chan struct{}),
+		msgs: make(chan []byte, 8), quit: make(chan struct{}), exited: make(chan struct{}),
 	}
 	var readers sync.WaitGroup
 	readers.Add(2)

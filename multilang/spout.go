@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/gale-stream/gale/topology"
@@ -42,6 +43,9 @@ type shellSpout struct {
 }
 
 func (s *shellSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
+	if tc.Logger == nil {
+		tc.Logger = slog.Default()
+	}
 	s.ctx, s.tc, s.out = ctx, tc, out
 	s.te, _ = out.(topology.SpoutTaskEmitter)
 	if err := s.ensure(); errors.Is(err, errCannotRun) {
