@@ -89,7 +89,8 @@ func (b *shellBolt) Cleanup() error {
 	return nil
 }
 
-// Restarts is how many times the subprocess was restarted (for tests and tools).
+// Restarts is how many times the subprocess was restarted; reach it with
+// bolt.(interface{ Restarts() int64 }).
 func (b *shellBolt) Restarts() int64 { return b.restarts.Load() }
 
 // supervise runs the subprocess, restarting it whenever it exits, times out or

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/gale-stream/gale/topology"
@@ -39,7 +40,7 @@ type shellSpout struct {
 	p        *proc
 	retryAt  time.Time // when to try starting again after a failed start
 	backoff  time.Duration
-	restarts int64
+	restarts atomic.Int64
 }
 
 func (s *shellSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
@@ -100,8 +101,9 @@ func (s *shellSpout) Close() error {
 	return nil
 }
 
-// Restarts is how many times the subprocess was restarted.
-func (s *shellSpout) Restarts() int64 { return s.restarts }
+// Restarts is how many times the subprocess was restarted; reach it with
+// spout.(interface{ Restarts() int64 }).
+func (s *shellSpout) Restarts() int64 { return s.restarts.Load() }
 
 // call sends one command and takes the program's messages until its sync. A
 // program that ends, breaks the protocol or does not sync within the timeout is
@@ -118,7 +120,7 @@ func (s *shellSpout) call(m map[string]any) {
 	if err != nil {
 		s.p.kill()
 		s.p = nil
-		s.restarts++
+		s.restarts.Add(1)
 		s.out.ReportError(s.errorf("%w; subprocess killed and restarted", err))
 	}
 }
