@@ -93,6 +93,14 @@ func (b *shellBolt) Cleanup() error {
 // bolt.(interface{ Restarts() int64 }).
 func (b *shellBolt) Restarts() int64 { return b.restarts.Load() }
 
+// Held is the number of inputs written to the program and not yet acked or failed;
+// reach it with bolt.(interface{ Held() int }).
+func (b *shellBolt) Held() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.held)
+}
+
 // supervise runs the subprocess, restarting it whenever it exits, times out or
 // breaks the protocol, until Cleanup.
 func (b *shellBolt) supervise(p *proc) {

@@ -588,3 +588,52 @@ func TestTaskIDsDirectAndTicks(t *testing.T) {
 		t.Errorf("every number went to one task: the test shows nothing")
 	}
 }
+
+// A program slower than its input back-pressures it: while it does not read, the
+// spout is held back and what the shell bolt holds stays bounded by the pipe; once
+// it reads again every tuple gets through.
+func TestSlowProgramBackpressures(t *testing.T) {
+	need(t, "python3")
+	cfg, _ := config(t)
+	cfg.ReceiveQueue = 64
+	cfg.MaxSpoutPending = 0
+	const n = 20000
+	gate := filepath.Join(t.TempDir(), "gate")
+	spout := &numSpout{n: n, done: make(chan struct{})}
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	all := make(chan struct{})
+	factory := multilang.ShellBolt([]string{"python3", "slow.py"}, "testdata", multilang.Env("GALE_GATE="+gate))
+	var slow topology.Bolt
+	b := topology.NewBuilder()
+	b.SetSpout("nums", func() topology.Spout { return spout }, 1).Output("n")
+	b.SetBolt("slow", func() topology.Bolt { slow = factory(); return slow }, 1).ShuffleGrouping("nums").Output("n")
+	b.SetBolt("sink", func() topology.Bolt {
+		return &fnBolt{fn: func(out topology.OutputCollector, in *tuple.Tuple) {
+			mu.Lock()
+			seen[in.Value(0).(int64)] = true
+			if len(seen) == n {
+				close(all)
+			}
+			mu.Unlock()
+			_ = out.Ack(in)
+		}}
+	}, 1).ShuffleGrouping("slow")
+	rt := run(t, b, cfg)
+	waitfor.True(t, time.Minute, "the spout to be back-pressured", func() bool {
+		c := rt.Stats().Components["nums"]
+		return c != nil && c.Backpressure > 0
+	})
+	emitted := rt.Stats().Components["nums"].Emitted
+	held := slow.(interface{ Held() int }).Held()
+	t.Logf("while the program is stuck: %d emitted of %d, %d held by the shell bolt", emitted, n, held)
+	if emitted >= n || held > 5000 {
+		t.Errorf("while the program is stuck: %d emitted of %d, %d held by the shell bolt", emitted, n, held)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, all, "every number through the slow program")
+	wait(t, spout.done, "every tree acked")
+	stop(t, rt)
+}
