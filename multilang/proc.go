@@ -62,7 +62,7 @@ func start(o *options, tc topology.TaskContext, setup map[string]any) (*proc, er
 	if o.env != nil {
 		cmd.Env = append(os.Environ(), o.env...)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sysProcAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		os.RemoveAll(pidDir)
@@ -92,9 +92,25 @@ func start(o *options, tc topology.TaskContext, setup map[string]any) (*proc, er
 	readers.Add(2)
 	go func() { defer readers.Done(); p.readStdout(stdout) }()
 	go func() { defer readers.Done(); p.readStderr(stderr) }()
+	readersDone := make(chan struct{})
+	go func() { readers.Wait(); close(readersDone) }()
+	exited := exitedNoReap(p.pid)
 	go func() {
-		readers.Wait() // Wait closes the pipes: only after every read is done
+		// Wait closes the pipes: call it once every read is done, so that nothing
+		// the program wrote before its exit is lost; but a descendant that left
+		// the process group may hold the pipes open for ever: then 1 s after the
+		// exit is enough.
+		select {
+		case <-readersDone:
+		case <-exited:
+			select {
+			case <-readersDone:
+			case <-time.After(time.Second):
+				p.log.Warn("the program exited but its stdout or stderr stays open (a descendant outside its process group?): closing them")
+			}
+		}
 		_ = cmd.Wait()
+		<-readersDone
 		p.state = cmd.ProcessState
 		close(p.exited)
 	}()
@@ -156,7 +172,7 @@ func (p *proc) readStdout(r io.Reader) {
 	for {
 		text, err := mr.next()
 		if err != nil {
-			if err != io.EOF {
+			if err != io.EOF && !errors.Is(err, os.ErrClosed) { // closed: by Wait, after the exit
 				p.err = err
 			}
 			_, _ = io.Copy(io.Discard, r) // let the process finish writing and exit

@@ -10,8 +10,11 @@ its first tuple (or at its handshake):
   noheartbeat  stops reading and answering (hangs)
   undeclared   emits on a stream the component did not declare
   hang         answers the handshake, then sleeps without reading (deaf to EOF)
+  orphan       starts a "sleep" in a session of its own that keeps its stdout and
+               stderr open (its pid in GALE_BAD_MARKER.pid), then exits, status 5
 """
 import os
+import subprocess
 import sys
 import time
 
@@ -44,6 +47,11 @@ def process(tup):
             os._exit(3)
         elif MODE == "noheartbeat":
             time.sleep(3600)
+        elif MODE == "orphan":
+            child = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+            with open(MARKER + ".pid", "w") as f:
+                f.write(str(child.pid))
+            os._exit(5)
         elif MODE == "undeclared":
             galestorm.emit([tup["tuple"][0]], anchors=[tup["id"]], stream="nope")
         time.sleep(3600)  # gale kills us; never ack
