@@ -90,12 +90,19 @@ type procMark struct {
 
 // Emit implements topology.OutputCollector.
 func (b *boltExec) Emit(values tuple.Values, anchors ...*tuple.Tuple) error {
-	return b.emit(tuple.DefaultStream, -1, values, anchors)
+	_, err := b.emit(tuple.DefaultStream, -1, values, anchors, false)
+	return err
 }
 
 // EmitTo implements topology.OutputCollector.
 func (b *boltExec) EmitTo(stream string, values tuple.Values, anchors ...*tuple.Tuple) error {
-	return b.emit(stream, -1, values, anchors)
+	_, err := b.emit(stream, -1, values, anchors, false)
+	return err
+}
+
+// EmitTasks implements topology.TaskEmitter: EmitTo that returns the target tasks.
+func (b *boltExec) EmitTasks(stream string, values tuple.Values, anchors ...*tuple.Tuple) ([]int, error) {
+	return b.emit(stream, -1, values, anchors, true)
 }
 
 // EmitDirect implements topology.OutputCollector.
@@ -103,13 +110,16 @@ func (b *boltExec) EmitDirect(task int, stream string, values tuple.Values, anch
 	if task < 0 {
 		return b.e.refused(fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task))
 	}
-	return b.emit(stream, task, values, anchors)
+	_, err := b.emit(stream, task, values, anchors, false)
+	return err
 }
 
 // ReportError implements topology.OutputCollector.
 func (b *boltExec) ReportError(err error) { b.e.reportError(err) }
 
-func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors []*tuple.Tuple) error {
+// emit routes and sends values; with want it returns a copy of the target tasks
+// (nil when the emit was refused).
+func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors []*tuple.Tuple, want bool) ([]int, error) {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -118,11 +128,15 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 		if len(anchors) > 0 {
 			a = anchors[0]
 		}
-		return fmt.Errorf("%w: %w", topology.ErrStopped, e.misuse(MisuseEmitAfterStop, a))
+		return nil, fmt.Errorf("%w: %w", topology.ErrStopped, e.misuse(MisuseEmitAfterStop, a))
 	}
 	so, targets, err := e.targets(stream, direct, values)
 	if err != nil {
-		return e.refused(err)
+		return nil, e.refused(err)
+	}
+	var out []int
+	if want {
+		out = append(make([]int, 0, len(targets)), targets...)
 	}
 	e.stats.emitted++
 	var misuseErr error
@@ -174,7 +188,7 @@ func (b *boltExec) emit(stream string, direct int, values tuple.Values, anchors 
 		e.enqueue(b.rt.hard, e.edge(task), t)
 	}
 	b.wakeLocked()
-	return misuseErr
+	return out, misuseErr
 }
 
 // addEdge records that the child joined root's tree through edge (Storm's putXor).
@@ -618,7 +632,8 @@ func (c *basicCollector) Emit(values tuple.Values) error {
 	if err != nil {
 		return err
 	}
-	return c.b.emit(tuple.DefaultStream, -1, values, cur[:])
+	_, err = c.b.emit(tuple.DefaultStream, -1, values, cur[:], false)
+	return err
 }
 
 func (c *basicCollector) EmitTo(stream string, values tuple.Values) error {
@@ -626,7 +641,8 @@ func (c *basicCollector) EmitTo(stream string, values tuple.Values) error {
 	if err != nil {
 		return err
 	}
-	return c.b.emit(stream, -1, values, cur[:])
+	_, err = c.b.emit(stream, -1, values, cur[:], false)
+	return err
 }
 
 func (c *basicCollector) EmitDirect(task int, stream string, values tuple.Values) error {
@@ -637,7 +653,8 @@ func (c *basicCollector) EmitDirect(task int, stream string, values tuple.Values
 	if task < 0 {
 		return c.b.e.refused(fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task))
 	}
-	return c.b.emit(stream, task, values, cur[:])
+	_, err = c.b.emit(stream, task, values, cur[:], false)
+	return err
 }
 
 func (c *basicCollector) ResetTimeout() error {

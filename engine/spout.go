@@ -58,12 +58,19 @@ type spoutExec struct {
 
 // Emit implements topology.SpoutCollector.
 func (s *spoutExec) Emit(values tuple.Values, msgID any) error {
-	return s.emit(tuple.DefaultStream, -1, values, msgID)
+	_, err := s.emit(tuple.DefaultStream, -1, values, msgID, false)
+	return err
 }
 
 // EmitTo implements topology.SpoutCollector.
 func (s *spoutExec) EmitTo(stream string, values tuple.Values, msgID any) error {
-	return s.emit(stream, -1, values, msgID)
+	_, err := s.emit(stream, -1, values, msgID, false)
+	return err
+}
+
+// EmitTasks implements topology.SpoutTaskEmitter: EmitTo that returns the target tasks.
+func (s *spoutExec) EmitTasks(stream string, values tuple.Values, msgID any) ([]int, error) {
+	return s.emit(stream, -1, values, msgID, true)
 }
 
 // EmitDirect implements topology.SpoutCollector.
@@ -71,7 +78,8 @@ func (s *spoutExec) EmitDirect(task int, stream string, values tuple.Values, msg
 	if task < 0 {
 		return s.e.refused(fmt.Errorf("%w: EmitDirect to task %d", topology.ErrDirect, task))
 	}
-	return s.emit(stream, task, values, msgID)
+	_, err := s.emit(stream, task, values, msgID, false)
+	return err
 }
 
 // ReportError implements topology.SpoutCollector.
@@ -80,16 +88,22 @@ func (s *spoutExec) ReportError(err error) { s.e.reportError(err) }
 // Pending implements topology.SpoutCollector.
 func (s *spoutExec) Pending() int { return int(s.pending.Load()) }
 
-func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID any) error {
+// emit routes and sends values; with want it returns a copy of the target tasks
+// (nil when the emit was refused).
+func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID any, want bool) ([]int, error) {
 	e := s.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		return fmt.Errorf("%w: spout %q task %d", topology.ErrStopped, e.comp.ID, e.task)
+		return nil, fmt.Errorf("%w: spout %q task %d", topology.ErrStopped, e.comp.ID, e.task)
 	}
 	so, targets, err := e.targets(stream, direct, values)
 	if err != nil {
-		return e.refused(err)
+		return nil, e.refused(err)
+	}
+	var out []int
+	if want {
+		out = append(make([]int, 0, len(targets)), targets...)
 	}
 	e.stats.emitted++
 	tracked := msgID != nil && len(e.acks) > 0 && len(targets) > 0
@@ -130,7 +144,7 @@ func (s *spoutExec) emit(stream string, direct int, values tuple.Values, msgID a
 		// spout is never re-entered.
 		s.immediate = append(s.immediate, msgID)
 	}
-	return nil
+	return out, nil
 }
 
 func (s *spoutExec) ackImmediate() {

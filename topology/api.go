@@ -188,3 +188,16 @@ var (
 	// ErrStopped: the task has shut down; nothing was emitted.
 	ErrStopped = errors.New("gale: task stopped")
 )
+
+// TaskEmitter is implemented by the engine's OutputCollector: EmitTasks is EmitTo that
+// also returns the tasks the tuple was sent to, one per copy, in routing order (a
+// shell bolt's subprocess asks for them: Storm's multilang task ids). Nil with an
+// error when the emit was refused.
+type TaskEmitter interface {
+	EmitTasks(stream string, values tuple.Values, anchors ...*tuple.Tuple) ([]int, error)
+}
+
+// SpoutTaskEmitter is TaskEmitter for the engine's SpoutCollector.
+type SpoutTaskEmitter interface {
+	EmitTasks(stream string, values tuple.Values, msgID any) ([]int, error)
+}
