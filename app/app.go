@@ -16,6 +16,7 @@ import (
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/internal/cli"
+	"github.com/gale-stream/gale/multilang"
 	"github.com/gale-stream/gale/server"
 )
 
@@ -38,6 +39,13 @@ var ErrRegistration = errors.New("gale: registration")
 // reports it, naming what was registered, before running any command.
 func New(opts ...Option) *App {
 	a := &App{c: cli.App{Name: "gale", Extras: map[string]cli.TopologyExtras{}}}
+	// Storm's shell wrappers, so that a Flux file's Python or Node components run
+	// in every gale binary.
+	for _, d := range multilang.Components() {
+		if err := a.c.Components.Register(d); err != nil {
+			a.fail(err)
+		}
+	}
 	for _, o := range opts {
 		if o == nil {
 			a.fail(errors.New("a nil Option"))

@@ -14,6 +14,7 @@ import (
 	"github.com/gale-stream/gale/app"
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/component"
+	"github.com/gale-stream/gale/flux"
 	"github.com/gale-stream/gale/pipelines/events"
 	"github.com/gale-stream/gale/pipelines/orders"
 	"github.com/gale-stream/gale/topology"
@@ -221,12 +222,14 @@ func TestComponents(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "mytool.Discard") || !strings.Contains(stdout, "basic bolt") || !strings.Contains(stdout, "drops what it gets") {
 		t.Errorf("components: exit %d:\n%s", code, stdout)
 	}
-	if got := a.Components(); !slices.Equal(got, []string{"mytool.Discard"}) {
+	if got := a.Components(); !slices.Equal(got, []string{"mytool.Discard", flux.ShellBoltClass, flux.ShellSpoutClass}) {
 		t.Errorf("Components() = %v", got)
 	}
+	// Every binary has Storm's shell wrappers, for Flux files' Python or Node
+	// components.
 	code, stdout, _ = run(t, app.New(), "components")
-	if code != 0 || !strings.Contains(stdout, "no component classes") {
-		t.Errorf("components with none: exit %d: %q", code, stdout)
+	if code != 0 || !strings.Contains(stdout, flux.ShellSpoutClass) || !strings.Contains(stdout, flux.ShellBoltClass) {
+		t.Errorf("components of a bare binary: exit %d: %q", code, stdout)
 	}
 	twice := app.New(app.WithComponent(sink), app.WithComponent(sink))
 	if err := twice.Err(); err == nil || !strings.Contains(err.Error(), `"mytool.Discard"`) {

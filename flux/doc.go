@@ -53,9 +53,9 @@
 //	includes (files), override             taken
 //	${key} with --filter                   taken
 //	${ENV-NAME} with --env-filter          taken
-//	FluxShellSpout, FluxShellBolt          refused ("multilang is not built yet",
-//	                                       ErrMultilang) until a class of that name is
-//	                                       registered: the multilang work does that
+//	FluxShellSpout, FluxShellBolt          taken where registered: every gale binary
+//	                                       does (package app, multilang.Components);
+//	                                       a bare Registry refuses them (ErrMultilang)
 //	includes resource: true                refused (no classpath)
 //	CUSTOM groupings, customClass          refused (a Java class)
 //	topologySource                         refused (a Java class)

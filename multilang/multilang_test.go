@@ -93,6 +93,9 @@ func need(t *testing.T, bins ...string) {
 	t.Helper()
 	for _, b := range bins {
 		if _, err := exec.LookPath(b); err != nil {
+			if os.Getenv("GALE_TEST_MULTILANG") == "1" { // .ci/run installs them
+				t.Fatalf("%s is not installed, and GALE_TEST_MULTILANG=1 asks for the multilang tests", b)
+			}
 			t.Skipf("%s is not installed: the multilang tests run its test clients", b)
 		}
 	}
@@ -140,6 +143,12 @@ func run(t *testing.T, b *topology.Builder, cfg topology.Config) *engine.Runtime
 	if err != nil {
 		t.Fatal(err)
 	}
+	return start(t, topo, cfg)
+}
+
+// start starts topo in this process, its tuples serialised as between processes.
+func start(t *testing.T, topo *topology.Topology, cfg topology.Config) *engine.Runtime {
+	t.Helper()
 	rt, err := engine.Start(context.Background(), topo, cfg, engine.WithSerialization())
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/gale-stream/gale/app"
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/component"
+	"github.com/gale-stream/gale/flux"
 )
 
 // What main registers is taken whole: the topology, the pipeline (a topology of
@@ -22,7 +23,7 @@ func TestOptions(t *testing.T) {
 	if got := a.Topologies(); !slices.Equal(got, []string{TopologyName, PipelineName}) {
 		t.Errorf("topologies %v", got)
 	}
-	if got := a.Components(); !slices.Equal(got, []string{AppendClass, CountClass, LinesClass}) {
+	if got := a.Components(); !slices.Equal(got, []string{flux.ShellBoltClass, flux.ShellSpoutClass, AppendClass, CountClass, LinesClass}) {
 		t.Errorf("components %v", got)
 	}
 }

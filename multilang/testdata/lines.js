@@ -2,13 +2,14 @@
 // line whose tree failed; forgets a line whose tree completed. Syncs after each
 // command; with nothing to emit it waits a little before its sync.
 //
-// The file is GALE_LINES_FILE; GALE_LINES_MAX bounds how many lines are read.
+// The file is the first argument, else GALE_LINES_FILE; the second argument, else
+// GALE_LINES_MAX, bounds how many lines are read.
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
-const file = process.env.GALE_LINES_FILE;
-const max = parseInt(process.env.GALE_LINES_MAX || '0', 10);
+const file = process.argv[2] || process.env.GALE_LINES_FILE;
+const max = parseInt(process.argv[3] || process.env.GALE_LINES_MAX || '0', 10);
 let lines = fs.readFileSync(file, 'utf8').split('\n');
 if (max > 0) lines = lines.slice(0, max);
 
