@@ -22,6 +22,9 @@ const (
 	LinesClass  = "wordlen.Lines"
 	CountClass  = "wordlen.Count"
 	AppendClass = "wordlen.Append"
+	// AppendCountsClass appends (word, count) pairs: the sink of
+	// testdata/shell-wordcount.yaml, whose spout and bolts are Node and Python.
+	AppendCountsClass = "wordlen.AppendCounts"
 )
 
 // declarations are the classes this binary offers: main registers each with
@@ -60,7 +63,17 @@ func declarations() []component.Declaration {
 			if err != nil {
 				return nil, err
 			}
-			return func() topology.Bolt { return &appendBolt{path: path} }, nil
+			return func() topology.Bolt { return &appendBolt{path: path, fields: "line, words, letters", n: 3} }, nil
+		},
+	}, {
+		Class: AppendCountsClass,
+		Doc:   "appends WORD COUNT to the file named by constructorArgs[0] (an absolute path) for each (word, count) in: a running count is written each time it grows, so the last or highest line of a word is its count",
+		Bolt: func(s component.Spec) (func() topology.Bolt, error) {
+			path, err := absArg(s, "the output file")
+			if err != nil {
+				return nil, err
+			}
+			return func() topology.Bolt { return &appendBolt{path: path, fields: "word, count", n: 2} }, nil
 		},
 	}}
 }
@@ -168,8 +181,9 @@ func (b *countBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 	return out.Emit(tuple.Values{n, words, letters})
 }
 
-// appendBolt appends "LINE WORDS LETTERS\n" to its file for each input, and acks
-// it once written. One task with global grouping writes it, each line with one
+// appendBolt appends its input's n values, space-separated, as a line to its file
+// ("LINE WORDS LETTERS" for wordlen.Append, "WORD COUNT" for wordlen.AppendCounts)
+// for each input, and acks it once written. One task with global grouping writes it, each line with one
 // write(2) on a file opened O_APPEND.
 //
 // It is a demonstration: a line replayed after it was written is written again,
@@ -180,8 +194,10 @@ func (b *countBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
 // but a text editor, and so that its test can read what it did.
 type appendBolt struct {
 	topology.BaseBolt
-	path string
-	f    *os.File
+	path   string
+	fields string // what the values are, for an error
+	n      int    // how many values an input has
+	f      *os.File
 }
 
 func (b *appendBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
@@ -198,11 +214,18 @@ func (b *appendBolt) Prepare(ctx context.Context, tc topology.TaskContext, out t
 
 func (b *appendBolt) Execute(t *tuple.Tuple) {
 	vals := t.Values()
-	if len(vals) != 3 {
-		_ = b.Out.FailWith(t, fmt.Errorf("want 3 values (line, words, letters), got %d", len(vals)))
+	if len(vals) != b.n {
+		_ = b.Out.FailWith(t, fmt.Errorf("want %d values (%s), got %d", b.n, b.fields, len(vals)))
 		return
 	}
-	if _, err := fmt.Fprintf(b.f, "%v %v %v\n", vals[0], vals[1], vals[2]); err != nil {
+	var line []byte
+	for i, v := range vals {
+		if i > 0 {
+			line = append(line, ' ')
+		}
+		line = fmt.Append(line, v)
+	}
+	if _, err := b.f.Write(append(line, '\n')); err != nil {
 		_ = b.Out.FailWith(t, err)
 		return
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // What main registers is taken whole: the topology, the pipeline (a topology of
-// the workers too) and the three classes.
+// the workers too) and the four classes.
 func TestOptions(t *testing.T) {
 	a := app.New(options()...)
 	if err := a.Err(); err != nil {
@@ -23,7 +23,7 @@ func TestOptions(t *testing.T) {
 	if got := a.Topologies(); !slices.Equal(got, []string{TopologyName, PipelineName}) {
 		t.Errorf("topologies %v", got)
 	}
-	if got := a.Components(); !slices.Equal(got, []string{flux.ShellBoltClass, flux.ShellSpoutClass, AppendClass, CountClass, LinesClass}) {
+	if got := a.Components(); !slices.Equal(got, []string{flux.ShellBoltClass, flux.ShellSpoutClass, AppendClass, AppendCountsClass, CountClass, LinesClass}) {
 		t.Errorf("components %v", got)
 	}
 }

@@ -3,15 +3,17 @@
 The input is (n, line); a word's occurrence is "n:i", the i-th word of line n, so a
 counter can drop a word emitted twice (a line replayed after a failure).
 
-GALE_SPLIT_FAIL_EVERY=K makes it fail the first attempt of every K-th line, after
+GALE_SPLIT_FAIL_EVERY=K (or K as the first argument, for a command that cannot set
+the environment: a Flux file's FluxShellBolt) makes it fail the first attempt of every K-th line, after
 emitting the first half of its words (what a bolt crashing mid-line does).
 """
 import os
 import re
+import sys
 
 import galestorm
 
-FAIL_EVERY = int(os.environ.get("GALE_SPLIT_FAIL_EVERY", "0"))
+FAIL_EVERY = int(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("GALE_SPLIT_FAIL_EVERY", "0"))
 failed = set()
 WORD = re.compile(r"[A-Za-z']+")
 
