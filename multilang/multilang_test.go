@@ -89,7 +89,7 @@ func TestSubprocessDiesWithGale(t *testing.T) {
 }
 
 // need skips the test when an interpreter is missing (CI installs python3 and node).
-func need(t *testing.T, bins ...string) {
+func need(t testing.TB, bins ...string) {
 	t.Helper()
 	for _, b := range bins {
 		if _, err := exec.LookPath(b); err != nil {
