@@ -37,6 +37,10 @@ type Spec struct {
 	// unpacked --resources directory. A shell component runs its command there,
 	// as Storm runs it in the jar's resources/. "" is the working directory.
 	Dir string
+	// Config is the topology file's config: section, key by key as the file
+	// gives it (Storm hands every component the topology's conf): read-only,
+	// and not subject to Add's check that every value is read.
+	Config map[string]any
 
 	reads *reads // set by Registry.Add: what the class read, for the unread check
 	call  int    // in a Spec that Method returned: 1 + the index of its call in Calls

@@ -280,6 +280,12 @@ func (bd *builder) spec(b *Bean, chain []string) (component.Spec, bool) {
 		return out
 	}
 	s.Dir = bd.f.Dir
+	if len(bd.f.Config) > 0 {
+		s.Config = make(map[string]any, len(bd.f.Config))
+		for _, c := range bd.f.Config {
+			s.Config[c.Key] = c.Value
+		}
+	}
 	s.Args = vals(b.Args)
 	if b.Properties != nil {
 		s.Properties = map[string]any{}
@@ -395,6 +401,7 @@ var StormConfig = []struct{ Key, Sets string }{
 	{"topology.transfer.batch.size", "Config.BatchSize"},
 	{"topology.batch.flush.interval.millis", "Config.FlushInterval"},
 	{"topology.debug", "Built.Debug"},
+	{"topology.subprocess.timeout.secs", "the shell components' subprocess timeout (their Spec.Config)"},
 }
 
 // config applies the file's config to built and returns the keys it ignored.
@@ -471,6 +478,8 @@ func (bd *builder) config(built *Built) []string {
 			if b, ok := boolean(); ok {
 				built.Debug = b
 			}
+		case "topology.subprocess.timeout.secs":
+			duration(1, time.Second) // checked here; the shell classes read it from Spec.Config
 		default:
 			ignored = append(ignored, s.Key)
 		}

@@ -1,6 +1,8 @@
 package multilang
 
 import (
+	"time"
+
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/flux"
 	"github.com/gale-stream/gale/topology"
@@ -22,7 +24,7 @@ func Components() []component.Declaration {
 			if err != nil {
 				return nil, err
 			}
-			return ShellSpout(cmd, s.Dir, Outputs("default", fields...)), nil
+			return ShellSpout(cmd, s.Dir, shellOptions(s, fields)...), nil
 		},
 		Outputs: shellOutputs,
 	}, {
@@ -33,7 +35,7 @@ func Components() []component.Declaration {
 			if err != nil {
 				return nil, err
 			}
-			return ShellBolt(cmd, s.Dir, Outputs("default", fields...)), nil
+			return ShellBolt(cmd, s.Dir, shellOptions(s, fields)...), nil
 		},
 		Outputs: shellOutputs,
 	}}
@@ -62,4 +64,21 @@ func shellOutputs(s component.Spec) ([]component.Output, error) {
 		return nil, nil // a sink bolt
 	}
 	return []component.Output{{Fields: fields}}, nil
+}
+
+// SubprocessTimeoutKey is Storm's config key of the subprocess timeout; in a
+// topology file's config it sets the shell components' Timeout.
+const SubprocessTimeoutKey = "topology.subprocess.timeout.secs"
+
+// shellOptions are a shell class's options: its outputs, and the file's
+// subprocess timeout (flux has checked it is a whole number of seconds >= 1).
+func shellOptions(s component.Spec, fields []string) []Option {
+	opts := []Option{Outputs("default", fields...)}
+	if s.Config != nil {
+		opts = append(opts, Conf(s.Config)) // the topology's conf, as Storm sends it
+	}
+	if n, ok := s.Config[SubprocessTimeoutKey].(int); ok && n > 0 {
+		opts = append(opts, Timeout(time.Duration(n)*time.Second))
+	}
+	return opts
 }
