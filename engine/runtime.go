@@ -429,6 +429,7 @@ func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.T
 		Component: c.ID, TaskID: task, TaskIndex: index, Parallelism: c.Parallelism,
 		ComponentTasks: func(comp string) []int { return slices.Clone(r.tasksOf[comp]) },
 		Logger:         r.log.With("component", c.ID, "task", task),
+		Topology:       r.topo,
 	}
 }
 

@@ -1,6 +1,8 @@
 package multilang
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gale-stream/gale/topology"
@@ -78,7 +80,9 @@ func OnStart(fn func(tc topology.TaskContext, pid int)) Option {
 	return func(o *options) { o.onStart = fn }
 }
 
-// setup is the handshake message for one task.
+// setup is the handshake message for one task: the conf, and Storm's context
+// of the task (every task's component, this component's streams and fields, whom
+// each of its streams goes to and how, and what it reads and how).
 func (o *options) setup(tc topology.TaskContext) map[string]any {
 	conf := map[string]any{}
 	for k, v := range o.conf {
@@ -86,21 +90,51 @@ func (o *options) setup(tc topology.TaskContext) map[string]any {
 	}
 	conf["topology.subprocess.timeout.secs"] = int(o.timeout.Seconds())
 	t2c := map[string]string{}
-	if tc.ComponentTasks != nil {
+	outputs := map[string][]string{}
+	targets := map[string]map[string]any{}
+	sources := map[string]map[string]any{}
+	sourceFields := map[string]map[string][]string{}
+	if topo := tc.Topology; topo != nil {
+		for _, c := range topo.Components {
+			if tc.ComponentTasks != nil {
+				for _, t := range tc.ComponentTasks(c.ID) {
+					t2c[itoa(t)] = c.ID
+				}
+			}
+		}
+		if me := topo.Component(tc.Component); me != nil {
+			for id, st := range me.Streams {
+				outputs[id] = st.Source.Fields.Names()
+				targets[id] = map[string]any{}
+				for _, cons := range topo.Consumers(me.ID, id) {
+					targets[id][cons.Bolt.ID] = groupingJSON(cons.Input.Grouping)
+				}
+			}
+			for _, in := range me.Inputs {
+				if sources[in.Component] == nil {
+					sources[in.Component] = map[string]any{}
+					sourceFields[in.Component] = map[string][]string{}
+				}
+				sources[in.Component][in.Stream] = groupingJSON(in.Grouping)
+				if src := topo.Component(in.Component); src != nil && src.Streams[in.Stream] != nil {
+					sourceFields[in.Component][in.Stream] = src.Streams[in.Stream].Source.Fields.Names()
+				}
+			}
+		}
+	} else if tc.ComponentTasks != nil {
 		for _, t := range tc.ComponentTasks(tc.Component) {
 			t2c[itoa(t)] = tc.Component
 		}
 	}
 	t2c[itoa(tc.TaskID)] = tc.Component
-	outputs := map[string][]string{}
-	var streams []string
-	for s, f := range o.outputs {
+	for s, f := range o.outputs { // what the caller declared wins
 		outputs[s] = f
+	}
+	streams := []string{}
+	for s := range outputs {
 		streams = append(streams, s)
 	}
-	if streams == nil {
-		streams = []string{}
-	}
+	slices.Sort(streams)
 	return map[string]any{
 		"conf": conf,
 		"context": map[string]any{
@@ -109,9 +143,19 @@ func (o *options) setup(tc topology.TaskContext) map[string]any {
 			"componentid":              tc.Component,
 			"streams":                  streams,
 			"stream->outputfields":     outputs,
-			"stream->target->grouping": map[string]any{},
-			"source->stream->grouping": map[string]any{},
-			"source->stream->fields":   map[string]any{},
+			"stream->target->grouping": targets,
+			"source->stream->grouping": sources,
+			"source->stream->fields":   sourceFields,
 		},
 	}
+}
+
+// groupingJSON is a grouping as the handshake's context gives it: its type, and
+// a fields grouping's fields.
+func groupingJSON(g topology.Grouping) map[string]any {
+	m := map[string]any{"type": strings.ReplaceAll(strings.ToUpper(g.Kind.String()), "-", "_")} // Storm's names
+	if g.Kind == topology.FieldsKind {
+		m["fields"] = g.Fields
+	}
+	return m
 }

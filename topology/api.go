@@ -19,6 +19,9 @@ type TaskContext struct {
 	ComponentTasks func(component string) []int
 	// Logger carries component and task attributes.
 	Logger *slog.Logger
+	// Topology is the whole topology, read-only (Storm's TopologyContext: the
+	// other components, their streams and groupings); nil outside the engine.
+	Topology *Topology
 }
 
 // Spout is a source of tuples, as Storm's ISpout. Every method of one task runs on that
