@@ -3,6 +3,7 @@ package component
 import (
 	"errors"
 	"fmt"
+	"github.com/gale-stream/gale/internal/editdist"
 	"slices"
 	"sort"
 	"strconv"
@@ -440,7 +441,7 @@ func nearest(miss string, names []string) []string {
 		case lastPart(ln) != "" && lastPart(ln) == lastPart(lower):
 			score = 1
 		default:
-			if d := distance(lower, ln); d <= 2+len(miss)/10 {
+			if d := editdist.Levenshtein(lower, ln); d <= 2+len(miss)/10 {
 				score = 1 + d
 			}
 		}
@@ -458,28 +459,6 @@ func nearest(miss string, names []string) []string {
 }
 
 func lastPart(s string) string { return s[strings.LastIndexAny(s, "./")+1:] }
-
-// distance is the Levenshtein distance between a and b, in bytes (class names are
-// ASCII in practice).
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
 
 // quoteOr is `"a"`, `"a" or "b"`, `"a", "b" or "c"`.
 func quoteOr(names []string) string {

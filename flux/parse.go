@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/gale-stream/gale/internal/editdist"
 	"io"
 	"regexp"
 	"slices"
@@ -597,30 +598,10 @@ func (p *parser) include(f *File, n *yaml.Node) {
 func nearest(miss string, candidates []string) string {
 	best, bestD := "", 0
 	for _, c := range candidates {
-		d := distance(strings.ToLower(miss), strings.ToLower(c))
+		d := editdist.Levenshtein(strings.ToLower(miss), strings.ToLower(c))
 		if d <= 2+len(miss)/8 && (best == "" || d < bestD) {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
