@@ -3,7 +3,6 @@ package component
 import (
 	"errors"
 	"fmt"
-	"github.com/gale-stream/gale/internal/editdist"
 	"slices"
 	"sort"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gale-stream/gale/internal/editdist"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )

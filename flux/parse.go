@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/gale-stream/gale/internal/editdist"
 	"io"
 	"regexp"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gale-stream/gale/internal/editdist"
 )
 
 // Parse parses an already-resolved document (no substitution, no includes): what a
