@@ -169,39 +169,7 @@ func TestFileTopology(t *testing.T) {
 	}
 
 	// The cluster: NATS and two workers, each in its own directory.
-	natsData := filepath.Join(dir, "nats")
-	nats := start(t, dir, "nats", "nats", "--data", natsData, "--listen", "127.0.0.1:0")
-	var url string
-	urlRE := regexp.MustCompile(`(?m)^(nats://\S+) \(credentials`)
-	poll(t, 30*time.Second, "nats's client URL on its stdout", func() string {
-		if m := urlRE.FindStringSubmatch(nats.stdout.String()); m != nil {
-			url = m[1]
-			return ""
-		}
-		return fmt.Sprintf("stdout %q", nats.stdout.String())
-	}, nats)
-	client := []string{"--nats", url, "--nats-data", natsData}
-	workers := map[string]*proc{}
-	for _, name := range []string{"w1", "w2"} {
-		wdir := filepath.Join(dir, name)
-		if err := os.Mkdir(wdir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		workers[name] = start(t, wdir, name, append([]string{"worker", "--name", name}, client...)...)
-	}
-	status := func() string {
-		out, err := run(t, 30*time.Second, append([]string{"cluster", "status"}, client...)...)
-		if err != nil {
-			return err.Error()
-		}
-		return out
-	}
-	poll(t, 30*time.Second, "both workers in cluster status", func() string {
-		if out := status(); len(regexp.MustCompile(`(?m)^w[12]\s`).FindAllString(out, -1)) != 2 {
-			return out
-		}
-		return ""
-	}, nats, workers["w1"], workers["w2"])
+	nats, workers, client, status := startCluster(t, dir)
 
 	// Submitted with its resources; --workers from the file's topology.workers.
 	submitted, err := run(t, time.Minute, append([]string{"submit", "--file", file, "--filter", filter, "--resources", resources}, client...)...)

@@ -179,39 +179,7 @@ func TestShellFileOnTwoWorkers(t *testing.T) {
 	dir := filepath.Dir(res)
 	file := "testdata/shell-wordcount.yaml"
 
-	natsData := filepath.Join(dir, "nats")
-	nats := start(t, dir, "nats", "nats", "--data", natsData, "--listen", "127.0.0.1:0")
-	var url string
-	urlRE := regexp.MustCompile(`(?m)^(nats://\S+) \(credentials`)
-	poll(t, 30*time.Second, "nats's client URL on its stdout", func() string {
-		if m := urlRE.FindStringSubmatch(nats.stdout.String()); m != nil {
-			url = m[1]
-			return ""
-		}
-		return fmt.Sprintf("stdout %q", nats.stdout.String())
-	}, nats)
-	client := []string{"--nats", url, "--nats-data", natsData}
-	workers := map[string]*proc{}
-	for _, w := range []string{"w1", "w2"} {
-		wdir := filepath.Join(dir, w)
-		if err := os.Mkdir(wdir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		workers[w] = start(t, wdir, w, append([]string{"worker", "--name", w}, client...)...)
-	}
-	status := func() string {
-		out, err := run(t, 30*time.Second, append([]string{"cluster", "status"}, client...)...)
-		if err != nil {
-			return err.Error()
-		}
-		return out
-	}
-	poll(t, 30*time.Second, "both workers in cluster status", func() string {
-		if out := status(); len(regexp.MustCompile(`(?m)^w[12]\s`).FindAllString(out, -1)) != 2 {
-			return out
-		}
-		return ""
-	}, nats, workers["w1"], workers["w2"])
+	nats, workers, client, status := startCluster(t, dir)
 
 	submitted, err := run(t, time.Minute, append([]string{"submit", "--file", file, "--filter", filter, "--resources", res}, client...)...)
 	if err != nil {

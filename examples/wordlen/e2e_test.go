@@ -231,18 +231,7 @@ func expected(t *testing.T) (map[int]counts, []int) {
 func TestTopologyOnTwoWorkers(t *testing.T) {
 	want, _ := expected(t)
 	dir := t.TempDir()
-	natsData := filepath.Join(dir, "nats")
-	nats := start(t, dir, "nats", "nats", "--data", natsData, "--listen", "127.0.0.1:0")
-	var url string
-	urlRE := regexp.MustCompile(`(?m)^(nats://\S+) \(credentials`)
-	poll(t, 30*time.Second, "nats's client URL on its stdout", func() string {
-		if m := urlRE.FindStringSubmatch(nats.stdout.String()); m != nil {
-			url = m[1]
-			return ""
-		}
-		return fmt.Sprintf("stdout %q", nats.stdout.String())
-	}, nats)
-	client := []string{"--nats", url, "--nats-data", natsData}
+	nats, client := startNATS(t, dir)
 
 	var workers []*proc
 	for _, name := range []string{"w1", "w2"} {
@@ -471,4 +460,53 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// startNATS starts the binary's nats in dir on a free loopback port and returns
+// it with the flags that reach it (its URL, read from its stdout, and its
+// credentials' directory).
+func startNATS(t *testing.T, dir string) (*proc, []string) {
+	t.Helper()
+	natsData := filepath.Join(dir, "nats")
+	nats := start(t, dir, "nats", "nats", "--data", natsData, "--listen", "127.0.0.1:0")
+	var url string
+	urlRE := regexp.MustCompile(`(?m)^(nats://\S+) \(credentials`)
+	poll(t, 30*time.Second, "nats's client URL on its stdout", func() string {
+		if m := urlRE.FindStringSubmatch(nats.stdout.String()); m != nil {
+			url = m[1]
+			return ""
+		}
+		return fmt.Sprintf("stdout %q", nats.stdout.String())
+	}, nats)
+	return nats, []string{"--nats", url, "--nats-data", natsData}
+}
+
+// startCluster is startNATS and two workers, w1 and w2, each in its own
+// directory under dir, once both are in cluster status; status runs cluster
+// status (its output, or the error).
+func startCluster(t *testing.T, dir string) (nats *proc, workers map[string]*proc, client []string, status func() string) {
+	t.Helper()
+	nats, client = startNATS(t, dir)
+	workers = map[string]*proc{}
+	for _, name := range []string{"w1", "w2"} {
+		wdir := filepath.Join(dir, name)
+		if err := os.Mkdir(wdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		workers[name] = start(t, wdir, name, append([]string{"worker", "--name", name}, client...)...)
+	}
+	status = func() string {
+		out, err := run(t, 30*time.Second, append([]string{"cluster", "status"}, client...)...)
+		if err != nil {
+			return err.Error()
+		}
+		return out
+	}
+	poll(t, 30*time.Second, "both workers in cluster status", func() string {
+		if out := status(); len(regexp.MustCompile(`(?m)^w[12]\s`).FindAllString(out, -1)) != 2 {
+			return out
+		}
+		return ""
+	}, nats, workers["w1"], workers["w2"])
+	return nats, workers, client, status
 }
