@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,7 +129,7 @@ func TestResetTimeoutMisuse(t *testing.T) {
 // Every goroutine the runtime starts has an owner that stops it: after Done, the count
 // is back where it was (ticks, ackers and async timers included).
 func TestNoGoroutineLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before, _ := leaktest.Count()
 	for range 3 {
 		rec := newRecorder()
 		b := topology.NewBuilder()

@@ -1,7 +1,6 @@
 package natstransport_test
 
 import (
-	"runtime"
 	"testing"
 
 	"github.com/gale-stream/gale/acker"
@@ -12,7 +11,7 @@ import (
 // Nothing is left running once the transports, connections and server are closed
 // (TestMain checks the same of the whole package).
 func TestNoGoroutineLeft(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before, _ := leaktest.Count()
 	t.Run("run", func(t *testing.T) {
 		url := runServer(t).ClientURL()
 		prefix := newPrefix()
