@@ -489,6 +489,7 @@ func (r *Runtime) build(ctx context.Context) (err error) {
 				e.stats.latency = &Histogram{}
 				s.spout = c.Spout()
 				s.finite, _ = s.spout.(topology.FiniteSpout)
+				s.activating, _ = s.spout.(topology.ActivatingSpout)
 				if err := callErr(func() error { return s.spout.Open(ctx, tc, s) }); err != nil {
 					return fmt.Errorf("spout %q task %d: Open: %w", c.ID, task, err)
 				}

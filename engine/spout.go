@@ -50,8 +50,12 @@ type spoutExec struct {
 	// finite is the spout as a topology.FiniteSpout (nil if it is not one);
 	// exhausted (task goroutine only) latches once it said so with no tree in
 	// flight, and exhaustedPub publishes it for Stats.
-	finite       topology.FiniteSpout
-	exhausted    bool
+	finite    topology.FiniteSpout
+	exhausted bool
+	// activating is the spout as a topology.ActivatingSpout (nil if it is not
+	// one); active is whether Activate was called and Deactivate not yet.
+	activating   topology.ActivatingSpout
+	active       bool
 	exhaustedPub atomic.Bool
 	loops        atomic.Int64 // loop iterations, for tests that the idle spout waits
 }
@@ -364,6 +368,10 @@ func (s *spoutExec) run() {
 	// refused, and its tree would wait out the message timeout.
 	select {
 	case <-rt.ready:
+		if s.activating != nil && !rt.stopping.Load() && rt.hard.Err() == nil {
+			s.active = true
+			s.call("Activate", s.activating.Activate)
+		}
 	case <-rt.stopCh:
 	case <-rt.hard.Done():
 	}
@@ -383,6 +391,10 @@ loop:
 			break
 		}
 		stopping := rt.stopping.Load()
+		if stopping && s.active {
+			s.active = false
+			s.call("Deactivate", s.activating.Deactivate)
+		}
 		emitted := false
 		if s.skip.on && !s.state.Full() { // (only this goroutine writes on)
 			s.endSkip()

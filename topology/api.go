@@ -90,6 +90,19 @@ type FiniteSpout interface {
 	Exhausted() bool
 }
 
+// ActivatingSpout is a Spout that wants Storm's activate and deactivate calls.
+// Activate is called once every host of the topology is up, before the first
+// NextTuple; Deactivate once when a stop begins (NextTuple is called no more, while
+// Ack and Fail still come for the trees that drain), and only after Activate. Both
+// run on the task's goroutine. On a cluster, gale deactivate drains and stops the
+// run (Deactivate, then Close) and gale activate starts a new one (Open, then
+// Activate), so a spout sees each pair at most once per Open.
+type ActivatingSpout interface {
+	Spout
+	Activate()
+	Deactivate()
+}
+
 // SpoutCollector is how a spout emits. It is not safe for concurrent use: call it from
 // Open, NextTuple, Ack and Fail only (as Storm's SpoutOutputCollector).
 type SpoutCollector interface {
