@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,9 @@ type shellBolt struct {
 	// may wait for downstream room for long: the program is not silent then, gale is.
 	emitting atomic.Bool
 	restarts atomic.Int64
+	// stopping is set by the stop's first Drain: from then on a program that ends
+	// is the stop's business, not its inputs' (see supervise).
+	stopping atomic.Bool
 }
 
 func (b *shellBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
@@ -89,6 +93,11 @@ func (b *shellBolt) Cleanup() error {
 	return nil
 }
 
+// Drain implements topology.Drainer: the engine calls it once a stop has begun (and
+// whenever this task's queue runs empty during it). The program has nothing to
+// flush; what the call tells is that the stop is on.
+func (b *shellBolt) Drain() { b.stopping.Store(true) }
+
 // Restarts is how many times the subprocess was restarted; reach it with
 // bolt.(interface{ Restarts() int64 }).
 func (b *shellBolt) Restarts() int64 { return b.restarts.Load() }
@@ -106,6 +115,7 @@ func (b *shellBolt) Held() int {
 func (b *shellBolt) supervise(p *proc) {
 	defer close(b.done)
 	backoff := 10 * time.Millisecond
+	stopBackoff := 10 * time.Millisecond
 	for {
 		if p == nil {
 			var err error
@@ -125,6 +135,10 @@ func (b *shellBolt) supervise(p *proc) {
 						wait.Stop()
 						return
 					case t := <-b.in:
+						if b.stopping.Load() {
+							b.hold(t) // the next program gets it: a stop charges nothing
+							continue
+						}
 						_ = b.out.FailWith(t, fmt.Errorf("multilang: subprocess not running: %w", err))
 					case <-wait.C:
 						break waiting
@@ -143,8 +157,40 @@ func (b *shellBolt) supervise(p *proc) {
 			return // stopped
 		}
 		b.restarts.Add(1)
-		b.report(b.errorf("%w; subprocess pid %d killed and restarted, %d held input(s) failed", reason, p.pid, b.failHeld(reason)))
+		if b.stopping.Load() {
+			// An exit during the stop's drain is not charged to the inputs: the next
+			// program is sent them again (serve's writer starts with what is held).
+			// If they cannot finish, the stop's deadline abandons their trees.
+			// A pause between such restarts keeps an input that kills every program
+			// from spawning one after another until the deadline.
+			b.report(b.errorf("%w; subprocess pid %d ended during the stop: restarted, its %d held input(s) sent again (a stop charges nothing)", reason, p.pid, b.Held()))
+			if !b.pause(stopBackoff) {
+				return
+			}
+			stopBackoff = min(2*stopBackoff, time.Second)
+		} else {
+			b.report(b.errorf("%w; subprocess pid %d killed and restarted, %d held input(s) failed", reason, p.pid, b.failHeld(reason)))
+		}
 		p = nil
+	}
+}
+
+// pause waits d, holding the inputs that come meanwhile for the next program; false
+// if Cleanup or a hard stop came first.
+func (b *shellBolt) pause(d time.Duration) bool {
+	wait := time.NewTimer(d)
+	defer wait.Stop()
+	for {
+		select {
+		case <-b.stopCh:
+			return false
+		case <-b.ctx.Done():
+			return false
+		case t := <-b.in:
+			b.hold(t)
+		case <-wait.C:
+			return true
+		}
 	}
 }
 
@@ -236,6 +282,13 @@ func (b *shellBolt) serve(p *proc) error {
 func (b *shellBolt) write(r *run) error {
 	hb := time.NewTicker(b.o.heartbeat)
 	defer hb.Stop()
+	// What is held here was held by a program that ended during a stop: this one
+	// gets it again, in the order it came, under the same ids.
+	for _, js := range b.heldAgain() {
+		if err := r.p.send(js); err != nil {
+			return err
+		}
+	}
 	for {
 		r.mu.Lock()
 		ids := r.ids
@@ -271,6 +324,32 @@ func (b *shellBolt) hold(t *tuple.Tuple) []byte {
 	id := strconv.FormatUint(b.next, 10)
 	b.held[id] = t
 	b.mu.Unlock()
+	return message(id, t)
+}
+
+// heldAgain is the messages of the inputs held, by their ids in order.
+func (b *shellBolt) heldAgain() [][]byte {
+	b.mu.Lock()
+	ids := make([]uint64, 0, len(b.held))
+	for id := range b.held {
+		n, _ := strconv.ParseUint(id, 10, 64)
+		ids = append(ids, n)
+	}
+	slices.Sort(ids)
+	held := make([]*tuple.Tuple, len(ids))
+	for i, n := range ids {
+		held[i] = b.held[strconv.FormatUint(n, 10)]
+	}
+	b.mu.Unlock()
+	msgs := make([][]byte, len(ids))
+	for i, t := range held {
+		msgs[i] = message(strconv.FormatUint(ids[i], 10), t)
+	}
+	return msgs
+}
+
+// message is the JSON of an input sent to the program under id.
+func message(id string, t *tuple.Tuple) []byte {
 	task := t.SourceTask()
 	if t.IsTick() {
 		task = -1

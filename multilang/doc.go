@@ -50,7 +50,11 @@
 //
 // The setup's context carries the task's own component's tasks only, and the
 // streams' output fields given with Outputs; gale checks emits against the
-// topology's declarations. Activate and deactivate are never sent (gale has no such
-// calls). A restarted spout program starts from scratch: it may be told ack or fail
-// of ids a previous run emitted.
+// topology's declarations. A spout program is sent activate before its first next
+// (a restarted one too) and deactivate when a stop begins; gale deactivate and
+// activate on a cluster stop the run and start a new one, so a program sees each at
+// most once. A restarted spout program starts from scratch: it may be told ack or
+// fail of ids a previous run emitted. A bolt program that ends during a stop's drain
+// charges nothing: the next program is sent the inputs it held, under the same ids
+// (Storm's worker would die with it, and the inputs time out).
 package multilang

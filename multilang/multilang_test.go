@@ -554,6 +554,14 @@ func TestMisbehavingSpouts(t *testing.T) {
 			if !strings.Contains(log, `multilang: component \"nums\" task 1: `) || !strings.Contains(log, "killed and restarted") {
 				t.Errorf("the error does not name the component and task, or no restart")
 			}
+			// Each program is activated before its first next (the restarted one too),
+			// and the last is deactivated by the stop.
+			if a := strings.Count(log, "state active"); a != 2 || strings.Contains(log, "next while not active") {
+				t.Errorf("%d programs activated, want 2, or a next came before an activate", a)
+			}
+			if !strings.Contains(log, "state inactive") {
+				t.Errorf("the program was not deactivated at the stop")
+			}
 		})
 	}
 }
@@ -660,4 +668,81 @@ func TestSlowProgramBackpressures(t *testing.T) {
 	wait(t, all, "every number through the slow program")
 	wait(t, spout.done, "every tree acked")
 	stop(t, rt)
+}
+
+// drainSeen wraps a shell bolt and closes drained at the engine's first Drain call:
+// the stop has reached the task.
+type drainSeen struct {
+	topology.Bolt
+	once    sync.Once
+	drained chan struct{}
+}
+
+func (d *drainSeen) Drain() {
+	d.Bolt.(topology.Drainer).Drain()
+	d.once.Do(func() { close(d.drained) })
+}
+
+// A program that ends while the engine runs charges one attempt to each input it
+// held (they fail, and are replayed); one that ends during a stop's drain charges
+// nothing: the next program is sent them again and the stop completes with every
+// tree acked, none failed.
+func TestBoltEndingDuringTheStopChargesNothing(t *testing.T) {
+	need(t, "python3")
+	const n = 20
+	for _, during := range []bool{false, true} {
+		t.Run(map[bool]string{false: "running", true: "stopping"}[during], func(t *testing.T) {
+			cfg, lb := config(t)
+			pids := make(chan int, 8)
+			var inner topology.Bolt
+			wrapped := &drainSeen{drained: make(chan struct{})}
+			spout := &numSpout{n: n, done: make(chan struct{})}
+			b := topology.NewBuilder()
+			b.SetSpout("nums", func() topology.Spout { return spout }, 1).Output("n")
+			shell := multilang.ShellBolt([]string{"python3", "holdfirst.py"}, "testdata",
+				multilang.Env("GALE_MARKER="+filepath.Join(t.TempDir(), "m")),
+				multilang.OnStart(func(_ topology.TaskContext, pid int) { pids <- pid }))
+			b.SetBolt("hold", func() topology.Bolt {
+				inner = shell()
+				wrapped.Bolt = inner
+				return wrapped
+			}, 1).ShuffleGrouping("nums")
+			rt := run(t, b, cfg)
+			held := inner.(interface{ Held() int })
+			waitfor.True(t, time.Minute, "every input held by the first program", func() bool { return held.Held() == n })
+			first := <-pids
+			stopped := make(chan error, 1)
+			if during {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					stopped <- rt.Stop(ctx)
+				}()
+				wait(t, wrapped.drained, "the stop to reach the bolt")
+			}
+			if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			wait(t, spout.done, "every tree acked")
+			if during {
+				if err := <-stopped; err != nil {
+					t.Fatalf("Stop: %v", err)
+				}
+				<-rt.Done()
+			} else {
+				stop(t, rt)
+			}
+			c := rt.Stats().Components["nums"]
+			wantFailed := uint64(n)
+			if during {
+				wantFailed = 0
+			}
+			if c.Acked != n || c.Failed != wantFailed {
+				t.Errorf("spout acked %d, failed %d; want %d and %d", c.Acked, c.Failed, n, wantFailed)
+			}
+			if want := "ended during the stop: restarted, its 20 held input(s) sent again"; during != strings.Contains(lb.String(), want) {
+				t.Errorf("log has %q: %v, want %v", want, !during, during)
+			}
+		})
+	}
 }

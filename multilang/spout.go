@@ -38,6 +38,7 @@ type shellSpout struct {
 	te  topology.SpoutTaskEmitter
 
 	p        *proc
+	active   bool      // Activate called, Deactivate not yet: a new program is activated too
 	retryAt  time.Time // when to try starting again after a failed start
 	backoff  time.Duration
 	restarts atomic.Int64
@@ -81,6 +82,21 @@ func (s *shellSpout) ensure() error {
 
 func (s *shellSpout) NextTuple() { s.call(map[string]any{"command": "next"}) }
 
+// Activate implements topology.ActivatingSpout: Storm's activate command.
+func (s *shellSpout) Activate() {
+	s.active = true
+	s.call(map[string]any{"command": "activate"})
+}
+
+// Deactivate implements topology.ActivatingSpout: Storm's deactivate command, sent
+// only to a running program (one started since has never been activated).
+func (s *shellSpout) Deactivate() {
+	s.active = false
+	if s.p != nil {
+		s.call(map[string]any{"command": "deactivate"})
+	}
+}
+
 func (s *shellSpout) Ack(msgID any) { s.outcome("ack", msgID) }
 
 func (s *shellSpout) Fail(msgID any) { s.outcome("fail", msgID) }
@@ -109,9 +125,21 @@ func (s *shellSpout) Restarts() int64 { return s.restarts.Load() }
 // program that ends, breaks the protocol or does not sync within the timeout is
 // killed, and started again at a later call.
 func (s *shellSpout) call(m map[string]any) {
+	fresh := s.p == nil
 	if s.ensure() != nil {
 		return
 	}
+	// A program started again while the topology is active is activated first, as
+	// Storm activates a spout after its open.
+	if fresh && s.active && m["command"] != "activate" && !s.exchange(map[string]any{"command": "activate"}) {
+		return
+	}
+	s.exchange(m)
+}
+
+// exchange sends one command and takes the program's messages until its sync; on
+// an error the program is killed and false returned.
+func (s *shellSpout) exchange(m map[string]any) bool {
 	js, _ := json.Marshal(m)
 	err := s.p.send(js)
 	if err == nil {
@@ -122,7 +150,9 @@ func (s *shellSpout) call(m map[string]any) {
 		s.p = nil
 		s.restarts.Add(1)
 		s.out.ReportError(s.errorf("%w; subprocess killed and restarted", err))
+		return false
 	}
+	return true
 }
 
 func (s *shellSpout) untilSync() error {

@@ -4,7 +4,9 @@ third next, as GALE_BAD says:
   nosync   stops answering (hangs)
   exit     exits at once, status 4
   garbage  writes a message that is not JSON
-A restarted run starts over from 0."""
+A restarted run starts over from 0. It logs "state active" when activated, "state
+inactive" when deactivated, and "next while not active" for a next that comes before
+its activate or after a deactivate."""
 import os
 import sys
 import time
@@ -19,10 +21,19 @@ if bad:
     open(MARKER, "w").close()
 nexts = 0
 todo = list(range(N))
+active = False
+
+
+def set_active(on):
+    global active
+    active = on
+    galestorm.log("state active" if on else "state inactive")
 
 
 def next_tuple():
     global nexts
+    if not active:
+        galestorm.log("next while not active")
     nexts += 1
     if bad and nexts == 3:
         if MODE == "nosync":
@@ -40,4 +51,5 @@ def next_tuple():
         time.sleep(0.005)
 
 
-galestorm.run_spout(next_tuple, fail=lambda i: todo.append(i))
+galestorm.run_spout(next_tuple, fail=lambda i: todo.append(i),
+                    activate=lambda: set_active(True), deactivate=lambda: set_active(False))

@@ -107,9 +107,10 @@ def run_bolt(process):
             ack(tup)
 
 
-def run_spout(next_tuple, ack=None, fail=None):
-    """Runs a spout: for each command calls next_tuple(), ack(id) or fail(id), then
-    syncs. Task-id lists after emits are read and dropped."""
+def run_spout(next_tuple, ack=None, fail=None, activate=None, deactivate=None):
+    """Runs a spout: for each command calls next_tuple(), ack(id), fail(id),
+    activate() or deactivate(), then syncs. Task-id lists after emits are read and
+    dropped."""
     handshake()
     while True:
         try:
@@ -125,6 +126,10 @@ def run_spout(next_tuple, ack=None, fail=None):
             ack(m["id"])
         elif cmd == "fail" and fail:
             fail(m["id"])
+        elif cmd == "activate" and activate:
+            activate()
+        elif cmd == "deactivate" and deactivate:
+            deactivate()
         send({"command": "sync"})
 
 
