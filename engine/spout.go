@@ -50,14 +50,15 @@ type spoutExec struct {
 	// finite is the spout as a topology.FiniteSpout (nil if it is not one);
 	// exhausted (task goroutine only) latches once it said so with no tree in
 	// flight, and exhaustedPub publishes it for Stats.
-	finite    topology.FiniteSpout
-	exhausted bool
-	// activating is the spout as a topology.ActivatingSpout (nil if it is not
-	// one); active is whether Activate was called and Deactivate not yet.
-	activating   topology.ActivatingSpout
-	active       bool
+	finite       topology.FiniteSpout
+	exhausted    bool
 	exhaustedPub atomic.Bool
-	loops        atomic.Int64 // loop iterations, for tests that the idle spout waits
+	// activating is the spout as a topology.ActivatingSpout (nil if it is not
+	// one); active (task goroutine only) is whether Activate was called and
+	// Deactivate not yet.
+	activating topology.ActivatingSpout
+	active     bool
+	loops      atomic.Int64 // loop iterations, for tests that the idle spout waits
 }
 
 // Emit implements topology.SpoutCollector.
