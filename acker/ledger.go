@@ -266,10 +266,12 @@ func (l *Ledger) Rotate() (expired, orphans int) {
 	l.stats.Expired += uint64(expired)
 	l.stats.Orphans += uint64(orphans)
 	l.noInit -= orphans
-	old := l.buckets[last]
 	copy(l.buckets[1:], l.buckets[:last])
-	clear(old)
-	l.buckets[0] = old
+	// A fresh map, not the last one cleared: a Go map keeps the room it once grew
+	// to, and a bucket that took many short-lived trees grows past the trees it
+	// ever held at once, so reused buckets let the heap creep up with the trees
+	// passed.
+	l.buckets[0] = make(map[uint64]entry)
 	return expired, orphans
 }
 

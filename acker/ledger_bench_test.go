@@ -60,3 +60,35 @@ func BenchmarkPendingTreeBytes(b *testing.B) {
 	}
 	b.ReportMetric(perTree, "bytes/tree")
 }
+
+// BenchmarkLedgerHeapUnderChurn passes b.N trees through a ledger with 5,000 in
+// flight (each an init and a completing ack), rotating every 300,000 trees (40,000
+// trees/s with rotations every 7.5 s), and reports the live heap after them: the
+// same at 1 million and at 30 million trees, or the ledger's maps creep up with the
+// trees passed. Run it at both: -benchtime 1000000x and 30000000x.
+func BenchmarkLedgerHeapUnderChurn(b *testing.B) {
+	const live, rotateEvery = 5000, 300_000
+	r := rand.New(rand.NewPCG(3, 3))
+	l := New(5)
+	var ring [live]uint64
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%rotateEvery == rotateEvery-1 {
+			l.Rotate()
+		}
+		if root := ring[i%live]; root != 0 {
+			l.Step(int64(i), Msg{Kind: Ack, Root: root, Val: 1})
+		}
+		root := r.Uint64() | 1
+		ring[i%live] = root
+		l.Step(int64(i), Msg{Kind: Init, Root: root, Val: 1, Task: 1})
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1024, "live-heap-KiB")
+	runtime.KeepAlive(l)
+}

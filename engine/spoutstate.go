@@ -213,7 +213,10 @@ func (s *spoutState) Tick(now int64) []spoutEvent {
 	last := len(s.buckets) - 1
 	old := s.buckets[last]
 	copy(s.buckets[1:], s.buckets[:last])
-	s.buckets[0] = old
+	// A fresh map, not old cleared: a Go map keeps the room it once grew to, and a
+	// bucket that took many short-lived trees grows past the trees it ever held at
+	// once, so reused buckets let the heap creep up with the trees passed.
+	s.buckets[0] = make(map[uint64]spoutEntry)
 	if len(old) == 0 {
 		return nil
 	}
@@ -230,7 +233,6 @@ func (s *spoutState) Tick(now int64) []spoutEvent {
 	for i, x := range exp {
 		evs[i] = spoutEvent{Kind: spoutTimedOut, Root: x.root, MsgID: x.ent.msgID, Start: x.ent.start, Reason: s.timeoutReason}
 	}
-	clear(old)
 	s.pending -= len(evs)
 	s.c.TimedOut += uint64(len(evs))
 	return evs
