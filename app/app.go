@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gale-stream/gale/builtin"
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/internal/cli"
@@ -40,8 +42,8 @@ var ErrRegistration = errors.New("gale: registration")
 func New(opts ...Option) *App {
 	a := &App{c: cli.App{Name: "gale", Extras: map[string]cli.TopologyExtras{}}}
 	// Storm's shell wrappers, so that a Flux file's Python or Node components run
-	// in every gale binary.
-	for _, d := range multilang.Components() {
+	// in every gale binary, and gale's built-in components.
+	for _, d := range slices.Concat(multilang.Components(), builtin.Components()) {
 		if err := a.c.Components.Register(d); err != nil {
 			a.fail(err)
 		}

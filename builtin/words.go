@@ -1,0 +1,5 @@
+package builtin
+
+import "github.com/gale-stream/gale/component"
+
+func wordComponents() []component.Declaration { return nil }
