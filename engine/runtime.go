@@ -430,6 +430,7 @@ func (r *Runtime) taskContext(c *topology.Component, task, index int) topology.T
 		ComponentTasks: func(comp string) []int { return slices.Clone(r.tasksOf[comp]) },
 		Logger:         r.log.With("component", c.ID, "task", task),
 		Topology:       r.topo,
+		Stopping:       r.stopCh,
 	}
 }
 

@@ -48,7 +48,9 @@ type shellBolt struct {
 	emitting atomic.Bool
 	restarts atomic.Int64
 	// stopping is set by the stop's first Drain: from then on a program that ends
-	// is the stop's business, not its inputs' (see supervise).
+	// is the stop's business, not its inputs' (see supervise). The engine's
+	// TaskContext.Stopping tells it sooner: a task stuck in Execute during the stop
+	// (a program that does not read) gets no Drain.
 	stopping atomic.Bool
 }
 
@@ -98,6 +100,19 @@ func (b *shellBolt) Cleanup() error {
 // flush; what the call tells is that the stop is on.
 func (b *shellBolt) Drain() { b.stopping.Store(true) }
 
+// isStopping says whether a stop has begun: the engine said so, or Drain was called.
+func (b *shellBolt) isStopping() bool {
+	if b.stopping.Load() {
+		return true
+	}
+	select {
+	case <-b.tc.Stopping: // (nil outside the engine: never ready)
+		return true
+	default:
+		return false
+	}
+}
+
 // Restarts is how many times the subprocess was restarted; reach it with
 // bolt.(interface{ Restarts() int64 }).
 func (b *shellBolt) Restarts() int64 { return b.restarts.Load() }
@@ -135,7 +150,7 @@ func (b *shellBolt) supervise(p *proc) {
 						wait.Stop()
 						return
 					case t := <-b.in:
-						if b.stopping.Load() {
+						if b.isStopping() {
 							b.hold(t) // the next program gets it: a stop charges nothing
 							continue
 						}
@@ -157,7 +172,7 @@ func (b *shellBolt) supervise(p *proc) {
 			return // stopped
 		}
 		b.restarts.Add(1)
-		if b.stopping.Load() {
+		if b.isStopping() {
 			// An exit during the stop's drain is not charged to the inputs: the next
 			// program is sent them again (serve's writer starts with what is held).
 			// If they cannot finish, the stop's deadline abandons their trees.

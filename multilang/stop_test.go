@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/multilang"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
 )
 
 // pidLog records every program started, never blocking OnStart.
@@ -100,5 +102,96 @@ func TestBoltProgramsDyingThroughoutTheStop(t *testing.T) {
 	}
 	if got := int64(len(pids.get())); got != restarts && got != restarts+1 {
 		t.Errorf("%d programs started for %d restarts", got, restarts)
+	}
+}
+
+// bigSpout emits n tuples of one large string each, and tells when its stop began
+// (Deactivate).
+type bigSpout struct {
+	topology.BaseSpout
+	n, next     int
+	size        int
+	deactivated chan struct{}
+}
+
+func (s *bigSpout) NextTuple() {
+	if s.next < s.n {
+		_ = s.Out.Emit(tuple.Values{strings.Repeat("x", s.size)}, s.next)
+		s.next++
+	}
+}
+
+func (s *bigSpout) Activate()   {}
+func (s *bigSpout) Deactivate() { close(s.deactivated) }
+
+// execProbe counts the Execute calls entered.
+type execProbe struct {
+	drainSeen
+	entered atomic.Int64
+}
+
+func (p *execProbe) Execute(t *tuple.Tuple) {
+	p.entered.Add(1)
+	p.Bolt.Execute(t)
+}
+
+// A stop that finds the bolt's task inside Execute, waiting on a program that does
+// not read (its pipe full), cannot call Drain. A program that ends then ends
+// during the stop all the same: it charges nothing.
+func TestBoltEndingDuringTheStopBeforeAnyDrain(t *testing.T) {
+	need(t, "python3")
+	const n = 4
+	cfg, lb := config(t)
+	var pids pidLog
+	var inner topology.Bolt
+	probe := &execProbe{drainSeen: drainSeen{drained: make(chan struct{})}}
+	// One message is more than the pipe and the program's read buffer hold.
+	spout := &bigSpout{n: n, size: 256 << 10, deactivated: make(chan struct{})}
+	b := topology.NewBuilder()
+	b.SetSpout("big", func() topology.Spout { return spout }, 1).Output("s")
+	shell := multilang.ShellBolt([]string{"python3", "stopdie.py"}, "testdata",
+		multilang.Env("GALE_MODE=deaf", "GALE_MARKER="+filepath.Join(t.TempDir(), "m")),
+		multilang.OnStart(pids.add))
+	b.SetBolt("deaf", func() topology.Bolt {
+		inner = shell()
+		probe.Bolt = inner
+		return probe
+	}, 1).ShuffleGrouping("big")
+	rt := run(t, b, cfg)
+	held := inner.(interface{ Held() int })
+	// The writer is stuck sending the first input; Execute of the second waits on it.
+	waitfor.True(t, time.Minute, "Execute to wait on the deaf program", func() bool {
+		return held.Held() == 1 && probe.entered.Load() == 2
+	})
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		stopped <- rt.Stop(ctx)
+	}()
+	wait(t, spout.deactivated, "the stop to begin")
+	select {
+	case <-probe.drained:
+		t.Fatal("Drain was called: the scenario is a task stuck in Execute")
+	default:
+	}
+	if err := syscall.Kill(pids.get()[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Stop did not return")
+	}
+	<-rt.Done()
+	c := rt.Stats().Components["big"]
+	if c.Acked != n || c.Failed != 0 {
+		t.Errorf("spout acked %d, failed %d; want %d and 0", c.Acked, c.Failed, n)
+	}
+	if want := "ended during the stop: restarted"; !strings.Contains(lb.String(), want) {
+		t.Errorf("the log does not say %q", want)
 	}
 }

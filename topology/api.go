@@ -22,6 +22,10 @@ type TaskContext struct {
 	// Topology is the whole topology, read-only (Storm's TopologyContext: the
 	// other components, their streams and groupings); nil outside the engine.
 	Topology *Topology
+	// Stopping is closed once a stop of the topology begins (Stop on any of its
+	// hosts, or the end of Start's context), even while the task is inside Execute
+	// (where no Drain can reach it); nil outside the engine.
+	Stopping <-chan struct{}
 }
 
 // Spout is a source of tuples, as Storm's ISpout. Every method of one task runs on that
