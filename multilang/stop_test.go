@@ -195,3 +195,87 @@ func TestBoltEndingDuringTheStopBeforeAnyDrain(t *testing.T) {
 		t.Errorf("the log does not say %q", want)
 	}
 }
+
+// heldSink hands its inputs to the test, which acks them.
+type heldSink struct {
+	topology.BaseBolt
+	in chan *tuple.Tuple
+}
+
+func (s *heldSink) Execute(t *tuple.Tuple) { s.in <- t }
+
+// A spout program that dies at its activate is restarted and activated before its
+// first next; one that dies at (or never answers) its deactivate does not hold the
+// stop up past the timeout, and charges nothing: the trees in flight are acked, and
+// the program started for their acks is neither activated nor asked for a next.
+func TestSpoutProgramDyingAtActivateOrDeactivate(t *testing.T) {
+	need(t, "python3")
+	const n = 3
+	for _, mode := range []string{"activate", "deactivate", "deaf"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg, lb := config(t)
+			var inner topology.Spout
+			shell := multilang.ShellSpout([]string{"python3", "actspout.py"}, "testdata",
+				multilang.Env("GALE_BAD="+mode, "GALE_MARKER="+filepath.Join(t.TempDir(), "m"), "GALE_N=3"),
+				multilang.Timeout(time.Second))
+			sink := &heldSink{in: make(chan *tuple.Tuple, n)}
+			b := topology.NewBuilder()
+			b.SetSpout("nums", func() topology.Spout { inner = shell(); return inner }, 1).Output("n")
+			b.SetBolt("sink", func() topology.Bolt { return sink }, 1).ShuffleGrouping("nums")
+			rt := run(t, b, cfg)
+			var ins []*tuple.Tuple
+			for range n {
+				select {
+				case in := <-sink.in:
+					ins = append(ins, in)
+				case <-time.After(2 * time.Minute):
+					t.Fatal("the inputs did not come")
+				}
+			}
+			stopped := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				stopped <- rt.Stop(ctx)
+			}()
+			restarts := inner.(interface{ Restarts() int64 })
+			if mode != "activate" {
+				// The trees stay in flight until the deactivate has killed the program.
+				waitfor.True(t, time.Minute, "the program killed at its deactivate", func() bool { return restarts.Restarts() == 1 })
+			}
+			for _, in := range ins {
+				_ = sink.Out.Ack(in)
+			}
+			select {
+			case err := <-stopped:
+				if err != nil {
+					t.Errorf("Stop: %v", err)
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatal("Stop did not return")
+			}
+			<-rt.Done()
+			c := rt.Stats().Components["nums"]
+			if c.Acked != n || c.Failed != 0 || c.Abandoned != 0 {
+				t.Errorf("spout acked %d, failed %d, abandoned %d; want %d, 0, 0", c.Acked, c.Failed, c.Abandoned, n)
+			}
+			log := lb.String()
+			if r := restarts.Restarts(); r != 1 {
+				t.Errorf("%d restarts, want 1", r)
+			}
+			if strings.Contains(log, "next while not active") {
+				t.Errorf("a program was asked for a next while not active")
+			}
+			wantActive, wantInactive := 1, 0 // the second program, or the first
+			if mode == "activate" {
+				wantInactive = 1
+			}
+			if a, i := strings.Count(log, "state active"), strings.Count(log, "state inactive"); a != wantActive || i != wantInactive {
+				t.Errorf("activated %d, deactivated %d times; want %d and %d", a, i, wantActive, wantInactive)
+			}
+			if mode != "activate" && strings.Count(log, "acked ") != n {
+				t.Errorf("the program started for the acks logged %d of them, want %d", strings.Count(log, "acked "), n)
+			}
+		})
+	}
+}
