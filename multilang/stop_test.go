@@ -37,71 +37,93 @@ func (l *pidLog) get() []int {
 }
 
 // An input that kills every program it is sent to, during the stop: each program
-// restarted after the first dies on the re-send. The stop still ends at its
-// deadline, the inputs abandoned (neither acked nor failed), the restarts paced by
-// the pause and ended by Cleanup, and no program outlives the run.
+// restarted after the first dies on the re-send. The stop still ends, at its
+// deadline or at a hard stop (Start's context ended during the restarts), the
+// inputs abandoned (neither acked nor failed), the restarts paced by the pause and
+// ended by Cleanup or the hard stop, and no program outlives the run.
 func TestBoltProgramsDyingThroughoutTheStop(t *testing.T) {
 	need(t, "python3")
 	const n = 5
-	cfg, lb := config(t)
-	var pids pidLog
-	var inner topology.Bolt
-	wrapped := &drainSeen{drained: make(chan struct{})}
-	spout := &numSpout{n: n, done: make(chan struct{})}
-	b := topology.NewBuilder()
-	b.SetSpout("nums", func() topology.Spout { return spout }, 1).Output("n")
-	shell := multilang.ShellBolt([]string{"python3", "stopdie.py"}, "testdata",
-		multilang.Env("GALE_MODE=poison", "GALE_MARKER="+filepath.Join(t.TempDir(), "m")),
-		multilang.StopGrace(200*time.Millisecond), multilang.OnStart(pids.add))
-	b.SetBolt("hold", func() topology.Bolt {
-		inner = shell()
-		wrapped.Bolt = inner
-		return wrapped
-	}, 1).ShuffleGrouping("nums")
-	rt := run(t, b, cfg)
-	held := inner.(interface{ Held() int })
-	waitfor.True(t, time.Minute, "every input held by the first program", func() bool { return held.Held() == n })
-	stopped := make(chan error, 1)
-	go func() {
-		// The stop's deadline is the scenario (the inputs never finish), not a
-		// timing assertion.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		stopped <- rt.Stop(ctx)
-	}()
-	wait(t, wrapped.drained, "the stop to reach the bolt")
-	if err := syscall.Kill(pids.get()[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	select {
-	case err = <-stopped:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("Stop did not return")
-	}
-	if !errors.Is(err, engine.ErrShutdownTimeout) || !strings.Contains(err.Error(), "5 trees") {
-		t.Errorf("Stop: %v, want %v for 5 trees", err, engine.ErrShutdownTimeout)
-	}
-	select {
-	case <-rt.Done():
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the runtime did not end")
-	}
-	c := rt.Stats().Components["nums"]
-	if c.Acked != 0 || c.Failed != 0 || c.Abandoned != n {
-		t.Errorf("spout acked %d, failed %d, abandoned %d; want 0, 0 and %d", c.Acked, c.Failed, c.Abandoned, n)
-	}
-	restarts := inner.(interface{ Restarts() int64 }).Restarts()
-	if restarts < 2 || !strings.Contains(lb.String(), "poisoned by 1") {
-		t.Errorf("%d restarts, want the first program's and at least one poisoned one's", restarts)
-	}
-	for _, pid := range pids.get() {
-		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
-			t.Errorf("pid %d still exists after the run (%v)", pid, err)
-		}
-	}
-	if got := int64(len(pids.get())); got != restarts && got != restarts+1 {
-		t.Errorf("%d programs started for %d restarts", got, restarts)
+	for _, hard := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deadline", true: "hard"}[hard], func(t *testing.T) {
+			cfg, lb := config(t)
+			var pids pidLog
+			var inner topology.Bolt
+			wrapped := &drainSeen{drained: make(chan struct{})}
+			spout := &numSpout{n: n, done: make(chan struct{})}
+			b := topology.NewBuilder()
+			b.SetSpout("nums", func() topology.Spout { return spout }, 1).Output("n")
+			shell := multilang.ShellBolt([]string{"python3", "stopdie.py"}, "testdata",
+				multilang.Env("GALE_MODE=poison", "GALE_MARKER="+filepath.Join(t.TempDir(), "m")),
+				multilang.StopGrace(200*time.Millisecond), multilang.OnStart(pids.add))
+			b.SetBolt("hold", func() topology.Bolt {
+				inner = shell()
+				wrapped.Bolt = inner
+				return wrapped
+			}, 1).ShuffleGrouping("nums")
+			topo, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			startCtx, cancelStart := context.WithCancel(context.Background())
+			defer cancelStart()
+			rt, err := engine.Start(startCtx, topo, cfg, engine.WithSerialization())
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := inner.(interface{ Held() int })
+			restarts := inner.(interface{ Restarts() int64 })
+			waitfor.True(t, time.Minute, "every input held by the first program", func() bool { return held.Held() == n })
+			stopped := make(chan error, 1)
+			go func() {
+				// The stop's deadline is the scenario (the inputs never finish), not a
+				// timing assertion; the hard stop comes long before it.
+				d := 2 * time.Second
+				if hard {
+					d = time.Minute
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				defer cancel()
+				stopped <- rt.Stop(ctx)
+			}()
+			wait(t, wrapped.drained, "the stop to reach the bolt")
+			if err := syscall.Kill(pids.get()[0], syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if hard {
+				waitfor.True(t, time.Minute, "a poisoned program to die", func() bool { return restarts.Restarts() >= 2 })
+				cancelStart()
+			}
+			select {
+			case err = <-stopped:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("Stop did not return")
+			}
+			if !errors.Is(err, engine.ErrShutdownTimeout) || !strings.Contains(err.Error(), "5 trees") {
+				t.Errorf("Stop: %v, want %v for 5 trees", err, engine.ErrShutdownTimeout)
+			}
+			select {
+			case <-rt.Done():
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the runtime did not end")
+			}
+			c := rt.Stats().Components["nums"]
+			if c.Acked != 0 || c.Failed != 0 || c.Abandoned != n {
+				t.Errorf("spout acked %d, failed %d, abandoned %d; want 0, 0 and %d", c.Acked, c.Failed, c.Abandoned, n)
+			}
+			r := restarts.Restarts()
+			if r < 2 || !strings.Contains(lb.String(), "poisoned by 1") {
+				t.Errorf("%d restarts, want the first program's and at least one poisoned one's", r)
+			}
+			for _, pid := range pids.get() {
+				if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+					t.Errorf("pid %d still exists after the run (%v)", pid, err)
+				}
+			}
+			if got := int64(len(pids.get())); got != r && got != r+1 {
+				t.Errorf("%d programs started for %d restarts", got, r)
+			}
+		})
 	}
 }
 
