@@ -38,7 +38,7 @@ func (l *pidLog) get() []int {
 
 // An input that kills every program it is sent to, during the stop: each program
 // restarted after the first dies on the re-send. The stop still ends, at its
-// deadline or at a hard stop (Start's context ended during the restarts), the
+// deadline (its context ended) or at a hard stop (Start's context ended), the
 // inputs abandoned (neither acked nor failed), the restarts paced by the pause and
 // ended by Cleanup or the hard stop, and no program outlives the run.
 func TestBoltProgramsDyingThroughoutTheStop(t *testing.T) {
@@ -74,25 +74,21 @@ func TestBoltProgramsDyingThroughoutTheStop(t *testing.T) {
 			held := inner.(interface{ Held() int })
 			restarts := inner.(interface{ Restarts() int64 })
 			waitfor.True(t, time.Minute, "every input held by the first program", func() bool { return held.Held() == n })
+			// The stop's end (its context's, as at its deadline, or Start's) comes
+			// once the programs started during it have died on the inputs.
+			stopCtx, endStop := context.WithCancel(context.Background())
+			defer endStop()
 			stopped := make(chan error, 1)
-			go func() {
-				// The stop's deadline is the scenario (the inputs never finish), not a
-				// timing assertion; the hard stop comes long before it.
-				d := 2 * time.Second
-				if hard {
-					d = time.Minute
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), d)
-				defer cancel()
-				stopped <- rt.Stop(ctx)
-			}()
+			go func() { stopped <- rt.Stop(stopCtx) }()
 			wait(t, wrapped.drained, "the stop to reach the bolt")
 			if err := syscall.Kill(pids.get()[0], syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
+			waitfor.True(t, time.Minute, "two poisoned programs to die", func() bool { return restarts.Restarts() >= 3 })
 			if hard {
-				waitfor.True(t, time.Minute, "a poisoned program to die", func() bool { return restarts.Restarts() >= 2 })
 				cancelStart()
+			} else {
+				endStop()
 			}
 			select {
 			case err = <-stopped:
@@ -112,8 +108,8 @@ func TestBoltProgramsDyingThroughoutTheStop(t *testing.T) {
 				t.Errorf("spout acked %d, failed %d, abandoned %d; want 0, 0 and %d", c.Acked, c.Failed, c.Abandoned, n)
 			}
 			r := restarts.Restarts()
-			if r < 2 || !strings.Contains(lb.String(), "poisoned by 1") {
-				t.Errorf("%d restarts, want the first program's and at least one poisoned one's", r)
+			if !strings.Contains(lb.String(), "poisoned by 1") {
+				t.Errorf("no program logged its poisoning")
 			}
 			for _, pid := range pids.get() {
 				if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
