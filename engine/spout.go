@@ -392,7 +392,9 @@ loop:
 			break
 		}
 		stopping := rt.stopping.Load()
-		if stopping && s.active {
+		// (Start's context read again: its end sets stopping a moment before the
+		// hard stop, and a hard stop deactivates nothing.)
+		if stopping && s.active && rt.start.Err() == nil && rt.hard.Err() == nil {
 			s.active = false
 			s.call("Deactivate", s.activating.Deactivate)
 		}
