@@ -160,6 +160,9 @@ func sqlSinkDecl() component.Declaration {
 		TickEvery: sink.DefaultBatchDelay, // a batch is written at the tick after it is BatchDelay old
 		Doc:       "writes each input as one row of a SQL table (SQLite, PostgreSQL; columns = fields of the same names): insert-once or versioned upsert, acked after COMMIT",
 		Bolt: func(s component.Spec) (func() topology.Bolt, error) {
+			if err := s.Require("url", "table", "columns", "conflict"); err != nil {
+				return nil, err
+			}
 			u, err := databaseURL(s, "url")
 			if err != nil {
 				return nil, err

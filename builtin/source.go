@@ -93,8 +93,10 @@ func kafkaSourceOf(s component.Spec) (*kafka.Source, error) {
 		return nil, err
 	}
 	switch {
+	case dlt != "" && attempts < 1:
+		return nil, propError("maxAttempts", "%d: want at least 1 (the emits a record gets before its dead letter)", attempts)
 	case dlt != "":
-		add("maxAttempts", kafka.WithDeadLetter(dlt, attempts))
+		add("deadLetterTopic", kafka.WithDeadLetter(dlt, attempts))
 	case hasAttempts:
 		return nil, propError("maxAttempts", "needs deadLetterTopic: without a dead-letter topic a record is replayed until its tree completes")
 	}
