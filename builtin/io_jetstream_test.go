@@ -1,17 +1,24 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	natsjs "github.com/gale-stream/gale/connect/jetstream"
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/natstest"
 	"github.com/gale-stream/gale/internal/waitfor"
+	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/topology"
 )
 
 // jetStream starts an embedded JetStream server with stream name capturing
@@ -170,4 +177,107 @@ streams:
 	if len(byID) > 0 {
 		t.Errorf("%d lines not in the stream", len(byID))
 	}
+}
+
+// TestGoTopologyJetStreamToSQL builds, in Go, a JetStreamSpout reading 300 lines
+// of a book into an SQLSink (insert-once by stream sequence), with the URLs given
+// as plain strings: the classes' Go values. Every line is one row, and the sink's
+// counters say so.
+func TestGoTopologyJetStreamToSQL(t *testing.T) {
+	url, js := jetStream(t, "BOOK", "book.lines")
+	lines := bookLines(t, 300)
+	for _, l := range lines {
+		if _, err := js.Publish(context.Background(), "book.lines", []byte(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := topology.DefaultConfig()
+	cfg.MessageTimeout = 10 * time.Second
+	cfg.MaxSpoutPending = 100
+	src, err := NewJetStreamSpout(url, "BOOK", "go", cfg,
+		natsjs.WithFields(natsjs.SequenceField("seq"), natsjs.TextField("line")), natsjs.WithFetch(64, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "book.db")
+	snk, err := NewSQLSink(dbURL, sink.Table{Name: "book", Columns: []string{"seq", "line"}, Conflict: []string{"seq"}, Mode: sink.InsertOnce},
+		WithCreate("CREATE TABLE IF NOT EXISTS book (seq BIGINT PRIMARY KEY, line TEXT NOT NULL)"), WithMessageTimeout(cfg.MessageTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("lines", src.Spout, 1).Output(src.Fields()...)
+	b.SetBolt("book", snk.Bolt, 2).ShuffleGrouping("lines").TickEvery(sink.DefaultBatchDelay)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := engine.Start(context.Background(), topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, 60*time.Second, func() error {
+		if n := snk.Counters().Rows.Load(); n != uint64(len(lines)) {
+			return fmt.Errorf("%d rows written, want %d", n, len(lines))
+		}
+		return nil
+	})
+	stopRuntime(t, rt)
+
+	db, err := sink.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rs, err := db.SQL.Query(`SELECT seq, line FROM book ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	n := 0
+	for rs.Next() {
+		var seq int
+		var line string
+		if err := rs.Scan(&seq, &line); err != nil {
+			t.Fatal(err)
+		}
+		if seq != n+1 || line != lines[n] {
+			t.Errorf("row %d: (%d, %q), want (%d, %q)", n, seq, line, n+1, lines[n])
+		}
+		n++
+	}
+	if n != len(lines) {
+		t.Errorf("%d rows, want %d", n, len(lines))
+	}
+}
+
+// TestGoValuesRefuseSecretsInClear: the Go constructors apply the classes' rule.
+func TestGoValuesRefuseSecretsInClear(t *testing.T) {
+	cfg := topology.DefaultConfig()
+	if _, err := NewJetStreamSpout("nats://gale:hunter2@127.0.0.1:4222", "S", "d", cfg); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("NewJetStreamSpout with a password: %v, want a refusal that does not echo it", err)
+	}
+	if _, err := NewJetStreamSink("nats://tok@127.0.0.1:4222", "s.out"); err == nil || strings.Contains(err.Error(), "tok@") {
+		t.Errorf("NewJetStreamSink with a token: %v, want a refusal that does not echo it", err)
+	}
+	tb := sink.Table{Name: "t", Columns: []string{"a"}, Conflict: []string{"a"}, Mode: sink.InsertOnce}
+	if _, err := NewSQLSink("postgres://gale:hunter2@db/gale", tb); !errors.Is(err, sink.ErrSecretInURL) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("NewSQLSink with a password: %v, want sink.ErrSecretInURL without it", err)
+	}
+	if _, err := NewSQLSink("env:GALE_DB", tb, WithCreate("CREATE TABLE u (a TEXT)")); err == nil || !strings.Contains(err.Error(), "creates table u, but the sink writes table t") {
+		t.Errorf("NewSQLSink creating another table: %v", err)
+	}
+	if _, err := NewWriterSink(&bytes.Buffer{}, WithSync()); err == nil {
+		t.Error("a writer sink with sync: built, want refused (sync is for a file)")
+	}
+}
+
+func stopRuntime(t *testing.T, rt *engine.Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rt.Stop(ctx); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	<-rt.Done()
 }
