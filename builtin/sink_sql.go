@@ -302,7 +302,7 @@ func (b *sqlBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topo
 		return fmt.Errorf("%s: %w", SQLSinkClass, err)
 	}
 	if b.snk.create != "" {
-		if _, err := db.db.SQL.ExecContext(ctx, b.snk.create); err != nil {
+		if err := db.create(ctx, b.snk.create); err != nil {
 			db.release()
 			return fmt.Errorf("%s: create table %s: %w", SQLSinkClass, b.snk.table.Name, err)
 		}
@@ -347,6 +347,36 @@ type sharedDB struct {
 	key  string
 	db   *sink.DB
 	refs int
+
+	createMu sync.Mutex
+	created  map[string]bool
+}
+
+// create runs a CREATE TABLE IF NOT EXISTS once per process and database, the
+// tasks' in turn: PostgreSQL may fail one of two such statements run at once (a
+// unique violation in its catalog), and a task started in another process at the
+// same moment can still make this one fail, so a failure is tried again, when the
+// other's table makes it a no-op.
+func (d *sharedDB) create(ctx context.Context, stmt string) error {
+	d.createMu.Lock()
+	defer d.createMu.Unlock()
+	if d.created[stmt] {
+		return nil
+	}
+	var err error
+	for range 3 {
+		if _, err = d.db.SQL.ExecContext(ctx, stmt); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if d.created == nil {
+		d.created = map[string]bool{}
+	}
+	d.created[stmt] = true
+	return nil
 }
 
 func openShared(ctx context.Context, ref string) (*sharedDB, error) {

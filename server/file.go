@@ -16,7 +16,8 @@ import (
 // TableSinkClass is the sink class a pipeline file names for its sink bolts: a
 // bolt that writes each input tuple as one row of a table, the columns taken
 // from the tuple's fields of the same names, idempotently (insert-once by the
-// conflict columns, or a versioned upsert). Its properties:
+// conflict columns, or a versioned upsert). Its properties are those of
+// builtin.ReadTable, as gale.sink.SQL's (which names its database by url):
 //
 //	table     the table (required)
 //	columns   the columns, each a field of the input (required)
