@@ -34,9 +34,9 @@ func ioComponents() []component.Declaration {
 	}
 }
 
-// propError is a *component.SpecError placed at property key, so that a Flux
+// ioPropError is a *component.SpecError placed at property key, so that a Flux
 // file's reader points at the property's line.
-func propError(key, format string, a ...any) error {
+func ioPropError(key, format string, a ...any) error {
 	return &component.SpecError{Arg: -1, Call: -1, Prop: key, Msg: fmt.Sprintf("property %q: ", key) + fmt.Sprintf(format, a...)}
 }
 
@@ -53,11 +53,11 @@ func checkRef(key, v string) error {
 	case !sink.IsRef(v):
 		return nil
 	case strings.Contains(v, "://"):
-		return propError(key, "a reference (env:NAME or @PATH) holds a URL: give the variable's name or the secret file's path, not the URL itself")
+		return ioPropError(key, "a reference (env:NAME or @PATH) holds a URL: give the variable's name or the secret file's path, not the URL itself")
 	case v == "env:":
-		return propError(key, "env: names no environment variable (want env:NAME)")
+		return ioPropError(key, "env: names no environment variable (want env:NAME)")
 	case v == "@":
-		return propError(key, "@ names no file (want @PATH)")
+		return ioPropError(key, "@ names no file (want @PATH)")
 	}
 	return nil
 }
@@ -70,13 +70,13 @@ func databaseURL(s component.Spec, key string) (string, error) {
 		return "", err
 	}
 	if v == "" {
-		return "", propError(key, "empty: want the database URL, or env:NAME / @PATH naming it")
+		return "", ioPropError(key, "empty: want the database URL, or env:NAME / @PATH naming it")
 	}
 	if err := checkRef(key, v); err != nil {
 		return "", err
 	}
 	if sink.HoldsSecret(v) {
-		return "", propError(key, "the database URL holds a password, which would travel in clear with the file: give it by reference, env:NAME or @PATH")
+		return "", ioPropError(key, "the database URL holds a password, which would travel in clear with the file: give it by reference, env:NAME or @PATH")
 	}
 	return v, nil
 }
@@ -116,7 +116,7 @@ func natsURL(s component.Spec, key string) (string, error) {
 		return "", err
 	}
 	if err := checkNATSURL(v); err != nil {
-		return "", propError(key, "%v", err)
+		return "", ioPropError(key, "%v", err)
 	}
 	return v, nil
 }
@@ -134,11 +134,11 @@ func redactNATS(v string) string {
 	return strings.Join(parts, ",")
 }
 
-// topologyConfig is the topology config a class needs to size itself against
+// ioTopologyConfig is the topology config a class needs to size itself against
 // (message timeout, max spout pending, ackers): topology.DefaultConfig with the
 // Storm keys of the file's config: section applied, as the file's reader applies
 // them to the run (their values were checked there, at their lines).
-func topologyConfig(s component.Spec) topology.Config {
+func ioTopologyConfig(s component.Spec) topology.Config {
 	c := topology.DefaultConfig()
 	num := func(v any) (int, bool) {
 		switch n := v.(type) {
@@ -174,9 +174,9 @@ func topologyConfig(s component.Spec) topology.Config {
 	return c
 }
 
-// durations reads a pair of duration properties (a backoff's first and last), each
+// ioDurations reads a pair of duration properties (a backoff's first and last), each
 // defaulting to its def.
-func durations(s component.Spec, k1 string, d1 time.Duration, k2 string, d2 time.Duration) (time.Duration, time.Duration, error) {
+func ioDurations(s component.Spec, k1 string, d1 time.Duration, k2 string, d2 time.Duration) (time.Duration, time.Duration, error) {
 	a, err := s.Duration(k1, d1)
 	if err != nil {
 		return 0, 0, err
@@ -188,8 +188,8 @@ func durations(s component.Spec, k1 string, d1 time.Duration, k2 string, d2 time
 	return a, b, nil
 }
 
-// optionError places an error of a connector's option check (NewSource, NewSink)
+// ioOptionError places an error of a connector's option check (NewSource, NewSink)
 // at the property it came from.
-func optionError(key string, err error) error {
-	return propError(key, "%v", err)
+func ioOptionError(key string, err error) error {
+	return ioPropError(key, "%v", err)
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/gale-stream/gale/tuple"
 )
 
-// orderLine is one invoice line of testdata/retail.
-type orderLine struct {
+// ioOrder is one invoice line of testdata/retail.
+type ioOrder struct {
 	lineNo      int // 1 = the first data row of the file
 	invoice     string
 	stockCode   string
@@ -30,8 +30,8 @@ type orderLine struct {
 	raw         string // the CSV line as in the file
 }
 
-// retailLines reads the first n invoice lines of testdata/retail/2010-12-01.csv.
-func retailLines(t testing.TB, n int) []orderLine {
+// ioRetailLines reads the first n invoice lines of testdata/retail/2010-12-01.csv.
+func ioRetailLines(t testing.TB, n int) []ioOrder {
 	t.Helper()
 	data, err := os.ReadFile("../testdata/retail/2010-12-01.csv")
 	if err != nil {
@@ -46,7 +46,7 @@ func retailLines(t testing.TB, n int) []orderLine {
 	if len(recs) != len(raws) || len(recs) < n {
 		t.Fatalf("%d records, %d lines: want at least %d, one record a line", len(recs), len(raws), n)
 	}
-	out := make([]orderLine, n)
+	out := make([]ioOrder, n)
 	for i, r := range recs[:n] {
 		q, err := strconv.Atoi(r[3])
 		if err != nil {
@@ -56,23 +56,23 @@ func retailLines(t testing.TB, n int) []orderLine {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = orderLine{lineNo: i + 1, invoice: r[0], stockCode: r[1], description: r[2], quantity: q, price: p, raw: raws[i]}
+		out[i] = ioOrder{lineNo: i + 1, invoice: r[0], stockCode: r[1], description: r[2], quantity: q, price: p, raw: raws[i]}
 	}
 	return out
 }
 
-// orderFields are the fields of test.Orders' tuples.
-var orderFields = []string{"line_no", "event_id", "invoice", "stock_code", "description", "quantity", "price", "line"}
+// ioOrderFields are the fields of test.Orders' tuples.
+var ioOrderFields = []string{"line_no", "event_id", "invoice", "stock_code", "description", "quantity", "price", "line"}
 
-func (o orderLine) values() tuple.Values {
+func (o ioOrder) values() tuple.Values {
 	return tuple.Values{o.lineNo, fmt.Sprintf("retail-%d", o.lineNo), o.invoice, o.stockCode, o.description, o.quantity, o.price, o.raw}
 }
 
-// ordersSpout emits each line `times` times (each a tree of its own: a second
+// ioOrdersSpout emits each line `times` times (each a tree of its own: a second
 // emit is what a replay after a lost ack would be), replays a failed tree, and is
 // exhausted once every tree completed.
-type ordersSpout struct {
-	lines   []orderLine
+type ioOrdersSpout struct {
+	lines   []ioOrder
 	times   int
 	out     topology.SpoutCollector
 	next    int
@@ -80,12 +80,12 @@ type ordersSpout struct {
 	pending int
 }
 
-func (s *ordersSpout) Open(_ context.Context, _ topology.TaskContext, out topology.SpoutCollector) error {
+func (s *ioOrdersSpout) Open(_ context.Context, _ topology.TaskContext, out topology.SpoutCollector) error {
 	s.out = out
 	return nil
 }
 
-func (s *ordersSpout) NextTuple() {
+func (s *ioOrdersSpout) NextTuple() {
 	var i int
 	switch {
 	case len(s.todo) > 0:
@@ -101,15 +101,15 @@ func (s *ordersSpout) NextTuple() {
 	}
 }
 
-func (s *ordersSpout) Ack(any)      { s.pending-- }
-func (s *ordersSpout) Fail(id any)  { s.pending--; s.todo = append(s.todo, id.(int)) }
-func (s *ordersSpout) Close() error { return nil }
-func (s *ordersSpout) Exhausted() bool {
+func (s *ioOrdersSpout) Ack(any)      { s.pending-- }
+func (s *ioOrdersSpout) Fail(id any)  { s.pending--; s.todo = append(s.todo, id.(int)) }
+func (s *ioOrdersSpout) Close() error { return nil }
+func (s *ioOrdersSpout) Exhausted() bool {
 	return s.next == len(s.lines)*s.times && len(s.todo) == 0 && s.pending == 0
 }
 
-// registry is every built-in class, and test.Orders emitting lines (times each).
-func registry(t testing.TB, lines []orderLine, times int) *component.Registry {
+// ioRegistry is every built-in class, and test.Orders emitting lines (times each).
+func ioRegistry(t testing.TB, lines []ioOrder, times int) *component.Registry {
 	t.Helper()
 	reg := &component.Registry{}
 	for _, d := range Components() {
@@ -121,10 +121,10 @@ func registry(t testing.TB, lines []orderLine, times int) *component.Registry {
 		Class: "test.Orders",
 		Doc:   "emits retail invoice lines",
 		Spout: func(component.Spec) (func() topology.Spout, error) {
-			return func() topology.Spout { return &ordersSpout{lines: lines, times: times} }, nil
+			return func() topology.Spout { return &ioOrdersSpout{lines: lines, times: times} }, nil
 		},
 		Outputs: func(component.Spec) ([]component.Output, error) {
-			return []component.Output{{Fields: orderFields}}, nil
+			return []component.Output{{Fields: ioOrderFields}}, nil
 		},
 	})
 	if err != nil {
@@ -133,8 +133,8 @@ func registry(t testing.TB, lines []orderLine, times int) *component.Registry {
 	return reg
 }
 
-// build writes doc as a Flux file in dir and builds it with reg.
-func build(t testing.TB, dir, doc string, reg *component.Registry) *flux.Built {
+// ioBuild writes doc as a Flux file in dir and builds it with reg.
+func ioBuild(t testing.TB, dir, doc string, reg *component.Registry) *flux.Built {
 	t.Helper()
 	path := filepath.Join(dir, "topology.yaml")
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
@@ -151,8 +151,8 @@ func build(t testing.TB, dir, doc string, reg *component.Registry) *flux.Built {
 	return b
 }
 
-// start runs b's topology in process; stop (also run when the test ends) stops it.
-func start(t testing.TB, b *flux.Built) (rt *engine.Runtime, stop func()) {
+// ioStart runs b's topology in process; stop (also run when the test ends) stops it.
+func ioStart(t testing.TB, b *flux.Built) (rt *engine.Runtime, stop func()) {
 	t.Helper()
 	rt, err := engine.Start(context.Background(), b.Topology, b.Config)
 	if err != nil {
@@ -173,11 +173,11 @@ func start(t testing.TB, b *flux.Built) (rt *engine.Runtime, stop func()) {
 	return rt, stop
 }
 
-// runToEnd runs b's topology until its spouts are exhausted (every tree
+// ioRunToEnd runs b's topology until its spouts are exhausted (every tree
 // completed), then stops it.
-func runToEnd(t testing.TB, b *flux.Built) {
+func ioRunToEnd(t testing.TB, b *flux.Built) {
 	t.Helper()
-	rt, stop := start(t, b)
+	rt, stop := ioStart(t, b)
 	select {
 	case <-rt.Exhausted():
 	case <-rt.Done():

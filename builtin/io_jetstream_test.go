@@ -21,9 +21,9 @@ import (
 	"github.com/gale-stream/gale/topology"
 )
 
-// jetStream starts an embedded JetStream server with stream name capturing
+// ioJetStream starts an embedded JetStream server with stream name capturing
 // subject, and returns its URL and a JetStream context on it.
-func jetStream(t *testing.T, stream, subject string) (string, jetstream.JetStream) {
+func ioJetStream(t *testing.T, stream, subject string) (string, jetstream.JetStream) {
 	t.Helper()
 	s := natstest.Run(t, natstest.JetStream(t, ""))
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
@@ -36,8 +36,8 @@ func jetStream(t *testing.T, stream, subject string) (string, jetstream.JetStrea
 	return s.ClientURL(), js
 }
 
-// bookLines are the first n non-blank lines of Persuasion (testdata/books/105.txt).
-func bookLines(t *testing.T, n int) []string {
+// ioBookLines are the first n non-blank lines of Persuasion (testdata/books/105.txt).
+func ioBookLines(t *testing.T, n int) []string {
 	t.Helper()
 	data, err := os.ReadFile("../testdata/books/105.txt")
 	if err != nil {
@@ -61,20 +61,20 @@ func bookLines(t *testing.T, n int) []string {
 // as tab-separated (stream sequence, line), and checks standard output line by
 // line and that the durable consumer acked everything.
 func TestJetStreamSpoutToStdout(t *testing.T) {
-	url, js := jetStream(t, "LINES", "lines.in")
+	url, js := ioJetStream(t, "LINES", "lines.in")
 	t.Setenv("GALE_IO_TEST_NATS", url)
-	lines := bookLines(t, 400)
+	lines := ioBookLines(t, 400)
 	for _, l := range lines {
 		if _, err := js.Publish(context.Background(), "lines.in", []byte(l)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	out := &syncBuffer{}
-	old := stdout
-	stdout = out
-	t.Cleanup(func() { stdout = old })
+	out := &ioBuffer{}
+	old := ioStdout
+	ioStdout = out
+	t.Cleanup(func() { ioStdout = old })
 
-	b := build(t, t.TempDir(), `name: jetstream-spout
+	b := ioBuild(t, t.TempDir(), `name: jetstream-spout
 config:
   topology.message.timeout.secs: 10
   topology.max.spout.pending: 100
@@ -94,8 +94,8 @@ bolts:
       - {name: format, value: tsv}
 streams:
   - {from: lines, to: print, grouping: {type: SHUFFLE}}
-`, registry(t, nil, 0))
-	_, stop := start(t, b)
+`, ioRegistry(t, nil, 0))
+	_, stop := ioStart(t, b)
 	waitfor.Until(t, 60*time.Second, func() error {
 		c, err := js.Consumer(context.Background(), "LINES", "io")
 		if err != nil {
@@ -120,16 +120,16 @@ streams:
 	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
 		got[l]++
 	}
-	checkLines(t, "stdout", got, want)
+	ioCheckLines(t, "stdout", got, want)
 }
 
 // TestJetStreamSinkFromOrders publishes 300 retail lines, each emitted twice (a
 // replay), with gale.sink.JetStream: the stream stores each once (Nats-Msg-Id,
 // the event id), with its payload and a header from a field.
 func TestJetStreamSinkFromOrders(t *testing.T) {
-	url, js := jetStream(t, "ORDERS", "orders.out")
-	lines := retailLines(t, 300)
-	runToEnd(t, build(t, t.TempDir(), fmt.Sprintf(`name: jetstream-sink
+	url, js := ioJetStream(t, "ORDERS", "orders.out")
+	lines := ioRetailLines(t, 300)
+	ioRunToEnd(t, ioBuild(t, t.TempDir(), fmt.Sprintf(`name: jetstream-sink
 spouts:
   - {id: orders, className: test.Orders}
 bolts:
@@ -142,7 +142,7 @@ bolts:
       - {name: headers, value: [stock_code=Stock-Code]}
 streams:
   - {from: orders, to: out, grouping: {type: SHUFFLE}}
-`, url), registry(t, lines, 2)))
+`, url), ioRegistry(t, lines, 2)))
 
 	st, err := js.Stream(context.Background(), "ORDERS")
 	if err != nil {
@@ -155,7 +155,7 @@ streams:
 	if info.State.Msgs != uint64(len(lines)) {
 		t.Fatalf("the stream holds %d messages, want %d (each line once, its replay dropped)", info.State.Msgs, len(lines))
 	}
-	byID := map[string]orderLine{}
+	byID := map[string]ioOrder{}
 	for _, o := range lines {
 		byID[fmt.Sprintf("retail-%d", o.lineNo)] = o
 	}
@@ -184,8 +184,8 @@ streams:
 // as plain strings: the classes' Go values. Every line is one row, and the sink's
 // counters say so.
 func TestGoTopologyJetStreamToSQL(t *testing.T) {
-	url, js := jetStream(t, "BOOK", "book.lines")
-	lines := bookLines(t, 300)
+	url, js := ioJetStream(t, "BOOK", "book.lines")
+	lines := ioBookLines(t, 300)
 	for _, l := range lines {
 		if _, err := js.Publish(context.Background(), "book.lines", []byte(l)); err != nil {
 			t.Fatal(err)
@@ -222,7 +222,7 @@ func TestGoTopologyJetStreamToSQL(t *testing.T) {
 		}
 		return nil
 	})
-	stopRuntime(t, rt)
+	ioStopRuntime(t, rt)
 
 	db, err := sink.Open(context.Background(), dbURL)
 	if err != nil {
@@ -272,7 +272,7 @@ func TestGoValuesRefuseSecretsInClear(t *testing.T) {
 	}
 }
 
-func stopRuntime(t *testing.T, rt *engine.Runtime) {
+func ioStopRuntime(t *testing.T, rt *engine.Runtime) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

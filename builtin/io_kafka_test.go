@@ -17,7 +17,7 @@ import (
 	"github.com/gale-stream/gale/internal/waitfor"
 )
 
-func kafkaCluster(t *testing.T, topics ...string) *kfake.Cluster {
+func ioKafka(t *testing.T, topics ...string) *kfake.Cluster {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics...))
 	if err != nil {
@@ -27,8 +27,8 @@ func kafkaCluster(t *testing.T, topics ...string) *kfake.Cluster {
 	return c
 }
 
-// brokersYAML is the cluster's addresses as a YAML flow list.
-func brokersYAML(c *kfake.Cluster) string {
+// ioBrokersYAML is the cluster's addresses as a YAML flow list.
+func ioBrokersYAML(c *kfake.Cluster) string {
 	return "[" + strings.Join(c.ListenAddrs(), ", ") + "]"
 }
 
@@ -37,8 +37,8 @@ func brokersYAML(c *kfake.Cluster) string {
 // record once, with its topic, partition and offset, and the group's committed
 // offsets at the end of every partition (the acked prefix, all of it).
 func TestKafkaSpoutToFile(t *testing.T) {
-	c := kafkaCluster(t, "orders")
-	lines := retailLines(t, 500)
+	c := ioKafka(t, "orders")
+	lines := ioRetailLines(t, 500)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestKafkaSpoutToFile(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	b := build(t, dir, fmt.Sprintf(`name: kafka-spout
+	b := ioBuild(t, dir, fmt.Sprintf(`name: kafka-spout
 spouts:
   - id: orders
     className: gale.spout.Kafka
@@ -70,8 +70,8 @@ bolts:
       - {name: fields, value: [topic, partition, offset, key, value]}
 streams:
   - {from: orders, to: out, grouping: {type: SHUFFLE}}
-`, brokersYAML(c)), registry(t, nil, 0))
-	_, stop := start(t, b)
+`, ioBrokersYAML(c)), ioRegistry(t, nil, 0))
+	_, stop := ioStart(t, b)
 	path := filepath.Join(dir, "records.jsonl")
 	type record struct {
 		Topic     string
@@ -161,9 +161,9 @@ streams:
 // TestKafkaSinkFromOrders writes 300 retail lines with gale.sink.Kafka (key: the
 // stock code, value: the line) and reads the topic back: every line once, keyed.
 func TestKafkaSinkFromOrders(t *testing.T) {
-	c := kafkaCluster(t, "lines")
-	lines := retailLines(t, 300)
-	runToEnd(t, build(t, t.TempDir(), fmt.Sprintf(`name: kafka-sink
+	c := ioKafka(t, "lines")
+	lines := ioRetailLines(t, 300)
+	ioRunToEnd(t, ioBuild(t, t.TempDir(), fmt.Sprintf(`name: kafka-sink
 spouts:
   - {id: orders, className: test.Orders}
 bolts:
@@ -177,7 +177,7 @@ bolts:
       - {name: valueField, value: line}
 streams:
   - {from: orders, to: out, grouping: {type: SHUFFLE}}
-`, brokersYAML(c)), registry(t, lines, 1)))
+`, ioBrokersYAML(c)), ioRegistry(t, lines, 1)))
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("lines"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))

@@ -141,7 +141,7 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{StdoutSinkClass, map[string]any{"fields": []any{""}}, nil, "fields", "element 0 is empty"},
 		{StdoutSinkClass, map[string]any{"path": "out.txt"}, nil, "path", `property "path" is not used (the class reads fields, format)`},
 	}
-	reg := registry(t, nil, 0)
+	reg := ioRegistry(t, nil, 0)
 	for _, c := range cases {
 		props := maps.Clone(base[c.class])
 		for k, v := range c.set {
@@ -218,7 +218,7 @@ streams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.Build(registry(t, nil, 0))
+	_, err = f.Build(ioRegistry(t, nil, 0))
 	if err == nil {
 		t.Fatal("built, want two refusals")
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/gale-stream/gale/tuple"
 )
 
-// jsonText is v as encoding/json writes it.
-func jsonText(t testing.TB, v any) string {
+// ioJSON is v as encoding/json writes it.
+func ioJSON(t testing.TB, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -27,8 +27,8 @@ func jsonText(t testing.TB, v any) string {
 	return string(b)
 }
 
-// lineSet reads a file's lines into a multiset.
-func lineSet(t testing.TB, path string) map[string]int {
+// ioFileLines reads a file's lines into a multiset.
+func ioFileLines(t testing.TB, path string) map[string]int {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -44,7 +44,7 @@ func lineSet(t testing.TB, path string) map[string]int {
 	return got
 }
 
-func checkLines(t testing.TB, what string, got, want map[string]int) {
+func ioCheckLines(t testing.TB, what string, got, want map[string]int) {
 	t.Helper()
 	if maps.Equal(got, want) {
 		return
@@ -70,9 +70,9 @@ func checkLines(t testing.TB, what string, got, want map[string]int) {
 // tab-separated, and checks every line of both files: each tuple is one line, and
 // a replayed tuple is written again (at least once, never deduped).
 func TestFileSinkWritesOneLinePerTuple(t *testing.T) {
-	lines := retailLines(t, 300)
+	lines := ioRetailLines(t, 300)
 	dir := t.TempDir()
-	b := build(t, dir, `name: file-sink
+	b := ioBuild(t, dir, `name: file-sink
 spouts:
   - id: orders
     className: test.Orders
@@ -93,38 +93,38 @@ bolts:
 streams:
   - {from: orders, to: json, grouping: {type: SHUFFLE}}
   - {from: orders, to: tsv, grouping: {type: SHUFFLE}}
-`, registry(t, lines, 2))
+`, ioRegistry(t, lines, 2))
 	// What truncate empties: a line from before the run.
 	if err := os.WriteFile(filepath.Join(dir, "orders.tsv"), []byte("old\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runToEnd(t, b)
+	ioRunToEnd(t, b)
 
 	wantJSON, wantTSV := map[string]int{}, map[string]int{}
 	for _, o := range lines {
 		j := fmt.Sprintf(`{"line_no":%d,"stock_code":%s,"quantity":%d,"price":%s,"description":%s}`,
-			o.lineNo, jsonText(t, o.stockCode), o.quantity, jsonText(t, o.price), jsonText(t, o.description))
+			o.lineNo, ioJSON(t, o.stockCode), o.quantity, ioJSON(t, o.price), ioJSON(t, o.description))
 		wantJSON[j] += 2
 		wantTSV[o.invoice+"\t"+fmt.Sprint(o.quantity)+"\t"+o.raw] += 2
 	}
-	checkLines(t, "orders.jsonl", lineSet(t, filepath.Join(dir, "orders.jsonl")), wantJSON)
-	checkLines(t, "orders.tsv", lineSet(t, filepath.Join(dir, "orders.tsv")), wantTSV)
+	ioCheckLines(t, "orders.jsonl", ioFileLines(t, filepath.Join(dir, "orders.jsonl")), wantJSON)
+	ioCheckLines(t, "orders.tsv", ioFileLines(t, filepath.Join(dir, "orders.tsv")), wantTSV)
 	t.Logf("%d tuples, each written twice to each file; e.g. %s", len(lines), lines[0].raw)
 }
 
-// syncBuffer is a bytes.Buffer safe for the writes of several tasks.
-type syncBuffer struct {
+// ioBuffer is a bytes.Buffer safe for the writes of several tasks.
+type ioBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *ioBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *ioBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -133,32 +133,32 @@ func (s *syncBuffer) String() string {
 // TestStdoutSinkWritesOneLinePerTuple runs test.Orders into gale.sink.Stdout
 // (JSON, every field) and checks standard output line by line.
 func TestStdoutSinkWritesOneLinePerTuple(t *testing.T) {
-	out := &syncBuffer{}
-	old := stdout
-	stdout = out
-	t.Cleanup(func() { stdout = old })
+	out := &ioBuffer{}
+	old := ioStdout
+	ioStdout = out
+	t.Cleanup(func() { ioStdout = old })
 
-	lines := retailLines(t, 200)
-	b := build(t, t.TempDir(), `name: stdout-sink
+	lines := ioRetailLines(t, 200)
+	b := ioBuild(t, t.TempDir(), `name: ioStdout-sink
 spouts:
   - {id: orders, className: test.Orders}
 bolts:
   - {id: print, className: gale.sink.Stdout, parallelism: 3}
 streams:
   - {from: orders, to: print, grouping: {type: SHUFFLE}}
-`, registry(t, lines, 1))
-	runToEnd(t, b)
+`, ioRegistry(t, lines, 1))
+	ioRunToEnd(t, b)
 
 	want := map[string]int{}
 	for _, o := range lines {
 		want[fmt.Sprintf(`{"line_no":%d,"event_id":"retail-%d","invoice":%s,"stock_code":%s,"description":%s,"quantity":%d,"price":%s,"line":%s}`,
-			o.lineNo, o.lineNo, jsonText(t, o.invoice), jsonText(t, o.stockCode), jsonText(t, o.description), o.quantity, jsonText(t, o.price), jsonText(t, o.raw))]++
+			o.lineNo, o.lineNo, ioJSON(t, o.invoice), ioJSON(t, o.stockCode), ioJSON(t, o.description), o.quantity, ioJSON(t, o.price), ioJSON(t, o.raw))]++
 	}
 	got := map[string]int{}
 	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
 		got[l]++
 	}
-	checkLines(t, "stdout", got, want)
+	ioCheckLines(t, "stdout", got, want)
 }
 
 // TestLineFormats checks the escapes of the tab-separated format and the JSON
@@ -192,11 +192,11 @@ func TestLineFormats(t *testing.T) {
 	}
 }
 
-// sqlTopology is test.Orders into two gale.sink.SQL bolts on the database the
+// ioSQLTopology is test.Orders into two gale.sink.SQL bolts on the database the
 // environment variable GALE_IO_TEST_DB names: every line once (insert-once by
 // line_no), and each stock code's latest description (versioned upsert, the
 // line number its version).
-const sqlTopology = `name: sql-sink
+const ioSQLTopology = `name: sql-sink
 config:
   topology.message.timeout.secs: 30
 spouts:
@@ -229,29 +229,29 @@ streams:
   - {from: orders, to: stock, grouping: {type: FIELDS, args: [stock_code]}}
 `
 
-// TestSQLSinkSQLite runs sqlTopology on SQLite, the database named by reference.
+// TestSQLSinkSQLite runs ioSQLTopology on SQLite, the database named by reference.
 func TestSQLSinkSQLite(t *testing.T) {
 	url := "sqlite:" + filepath.Join(t.TempDir(), "orders.db")
-	testSQLSink(t, url)
+	ioTestSQLSink(t, url)
 }
 
-// TestSQLSinkPostgres runs sqlTopology on the PostgreSQL of GALE_TEST_POSTGRES_URL,
+// TestSQLSinkPostgres runs ioSQLTopology on the PostgreSQL of GALE_TEST_POSTGRES_URL,
 // in a schema of its own.
 func TestSQLSinkPostgres(t *testing.T) {
 	base := os.Getenv("GALE_TEST_POSTGRES_URL")
 	if base == "" {
 		t.Skip("GALE_TEST_POSTGRES_URL is not set")
 	}
-	testSQLSink(t, pgtest.Schema(t, base, "builtin_io"))
+	ioTestSQLSink(t, pgtest.Schema(t, base, "builtin_io"))
 }
 
-// testSQLSink: 400 retail lines, each emitted twice (the second a replay). The
+// ioTestSQLSink: 400 retail lines, each emitted twice (the second a replay). The
 // rows equal what is computed here from the same lines: each line once, and for
 // each stock code the description of its last line.
-func testSQLSink(t *testing.T, url string) {
+func ioTestSQLSink(t *testing.T, url string) {
 	t.Setenv("GALE_IO_TEST_DB", url)
-	lines := retailLines(t, 400)
-	runToEnd(t, build(t, t.TempDir(), sqlTopology, registry(t, lines, 2)))
+	lines := ioRetailLines(t, 400)
+	ioRunToEnd(t, ioBuild(t, t.TempDir(), ioSQLTopology, ioRegistry(t, lines, 2)))
 
 	db, err := sink.Open(context.Background(), url)
 	if err != nil {

@@ -291,8 +291,8 @@ func (s *LineSink) line(buf *bytes.Buffer, t *tuple.Tuple) error {
 
 var tsvEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`)
 
-// stdout is what gale.sink.Stdout writes to (a test replaces it).
-var stdout io.Writer = os.Stdout
+// ioStdout is what gale.sink.Stdout writes to (a test replaces it).
+var ioStdout io.Writer = os.Stdout
 
 // lineOptions reads the properties the line sink classes share: format, fields.
 func lineOptions(s component.Spec) ([]LineOption, error) {
@@ -302,13 +302,13 @@ func lineOptions(s component.Spec) ([]LineOption, error) {
 	}
 	opts := []LineOption{WithFormat(LineFormat(format))}
 	if err := WithFormat(LineFormat(format))(&LineSink{}); err != nil {
-		return nil, propError("format", "%q: want %q (one JSON object per line) or %q (tab-separated values)", format, JSONLines, TabSeparated)
+		return nil, ioPropError("format", "%q: want %q (one JSON object per line) or %q (tab-separated values)", format, JSONLines, TabSeparated)
 	}
 	if fields, err := s.Strings("fields", nil); err != nil {
 		return nil, err
 	} else if fields != nil {
 		if err := WithLineFields(fields...)(&LineSink{}); err != nil {
-			return nil, propError("fields", "%v", err)
+			return nil, ioPropError("fields", "%v", err)
 		}
 		opts = append(opts, WithLineFields(fields...))
 	}
@@ -328,16 +328,16 @@ func fileSinkDecl() component.Declaration {
 				return nil, err
 			}
 			if path == "" {
-				return nil, propError("path", "empty: want the file to write")
+				return nil, ioPropError("path", "empty: want the file to write")
 			}
 			if !filepath.IsAbs(path) && s.Dir != "" {
 				path = filepath.Join(s.Dir, path) // relative to the topology file, as its other files
 			}
 			if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-				return nil, propError("path", "%s: its directory %s does not exist", path, filepath.Dir(path))
+				return nil, ioPropError("path", "%s: its directory %s does not exist", path, filepath.Dir(path))
 			}
 			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-				return nil, propError("path", "%s is a directory: want a file", path)
+				return nil, ioPropError("path", "%s is a directory: want a file", path)
 			}
 			opts, err := lineOptions(s)
 			if err != nil {
@@ -373,7 +373,7 @@ func stdoutSinkDecl() component.Declaration {
 			if err != nil {
 				return nil, err
 			}
-			snk, err := NewWriterSink(stdout, opts...)
+			snk, err := NewWriterSink(ioStdout, opts...)
 			if err != nil {
 				return nil, err
 			}

@@ -35,7 +35,7 @@ func kafkaSinkOf(s component.Spec) (*kafka.Sink, error) {
 	if err := s.Require("brokers", "topic"); err != nil {
 		return nil, err
 	}
-	brokers, err := nonEmptyStrings(s, "brokers", "a seed broker (HOST:PORT)")
+	brokers, err := ioNonEmptyStrings(s, "brokers", "a seed broker (HOST:PORT)")
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func kafkaSinkOf(s component.Spec) (*kafka.Sink, error) {
 		return nil, err
 	}
 	if topic == "" {
-		return nil, propError("topic", "empty: want the topic to produce to")
+		return nil, ioPropError("topic", "empty: want the topic to produce to")
 	}
 	keyField, err := s.String("keyField", "key")
 	if err != nil {
@@ -56,9 +56,9 @@ func kafkaSinkOf(s component.Spec) (*kafka.Sink, error) {
 	}
 	switch {
 	case valueField == "":
-		return nil, propError("valueField", "empty: want the field whose value is the record's value")
+		return nil, ioPropError("valueField", "empty: want the field whose value is the record's value")
 	case keyField == valueField:
-		return nil, propError("keyField", "%q is also valueField: the key and the value are two fields", keyField)
+		return nil, ioPropError("keyField", "%q is also valueField: the key and the value are two fields", keyField)
 	}
 	var opts []keyedOption[kafka.SinkOption]
 	add := func(key string, o kafka.SinkOption) { opts = append(opts, keyedOption[kafka.SinkOption]{key, o}) }
@@ -86,12 +86,12 @@ func kafkaSinkOf(s component.Spec) (*kafka.Sink, error) {
 	case txnID != "":
 		add("transactionInterval", kafka.WithTransactions(txnID, every))
 	case hasEvery:
-		return nil, propError("transactionInterval", "needs transactionalId: without it the sink is not transactional")
+		return nil, ioPropError("transactionInterval", "needs transactionalId: without it the sink is not transactional")
 	}
 	all := make([]kafka.SinkOption, len(opts))
 	for i, o := range opts {
 		if _, err := kafka.NewSink(brokers, topic, o.opt); err != nil {
-			return nil, optionError(o.key, err)
+			return nil, ioOptionError(o.key, err)
 		}
 		all[i] = o.opt
 	}
@@ -181,7 +181,7 @@ func jetStreamSinkOf(s component.Spec) (*JetStreamSink, error) {
 	for i, h := range headers {
 		field, key, ok := strings.Cut(h, "=")
 		if !ok {
-			return nil, propError("headers", "element %d (%q): want FIELD=Header-Key", i, h)
+			return nil, ioPropError("headers", "element %d (%q): want FIELD=Header-Key", i, h)
 		}
 		add("headers", natsjs.WithHeaderField(field, key))
 	}
@@ -195,7 +195,7 @@ func jetStreamSinkOf(s component.Spec) (*JetStreamSink, error) {
 		return nil, err
 	}
 	add("publishTimeout", natsjs.WithPublishTimeout(pt))
-	lo, hi, err := durations(s, "retryBackoff", natsjs.DefaultRetryMin, "retryBackoffMax", natsjs.DefaultRetryMax)
+	lo, hi, err := ioDurations(s, "retryBackoff", natsjs.DefaultRetryMin, "retryBackoffMax", natsjs.DefaultRetryMax)
 	if err != nil {
 		return nil, err
 	}
@@ -204,15 +204,15 @@ func jetStreamSinkOf(s component.Spec) (*JetStreamSink, error) {
 	for i, o := range opts {
 		all[i] = o.opt
 		if _, err := natsjs.NewSink(noJetStream{}, "x", o.opt); err != nil {
-			return nil, optionError(o.key, err)
+			return nil, ioOptionError(o.key, err)
 		}
 	}
 	snk, err := NewJetStreamSink(u, subject, all...)
 	if err != nil {
 		if strings.Contains(err.Error(), "subject") {
-			return nil, optionError("subject", err)
+			return nil, ioOptionError("subject", err)
 		}
-		return nil, optionError("dataField", err) // the event id and the data are one field
+		return nil, ioOptionError("dataField", err) // the event id and the data are one field
 	}
 	return snk, nil
 }

@@ -65,10 +65,10 @@ func ReadTable(s component.Spec) (TableSpec, error) {
 	case "versioned-upsert":
 		t.Mode = sink.VersionedUpsert
 	default:
-		return TableSpec{}, propError("mode", "want insert-once or versioned-upsert, not %q", mode)
+		return TableSpec{}, ioPropError("mode", "want insert-once or versioned-upsert, not %q", mode)
 	}
 	if err := t.Validate(); err != nil {
-		return TableSpec{}, propError(tableFault(t), "%v", err)
+		return TableSpec{}, ioPropError(tableFault(t), "%v", err)
 	}
 	ts := TableSpec{Table: t}
 	if _, ok := s.Properties["create"]; ok {
@@ -77,7 +77,7 @@ func ReadTable(s component.Spec) (TableSpec, error) {
 			return TableSpec{}, err
 		}
 		if ts.Create, err = CheckCreate(stmt, name); err != nil {
-			return TableSpec{}, propError("create", "%v", err)
+			return TableSpec{}, ioPropError("create", "%v", err)
 		}
 	}
 	return ts, nil
@@ -121,7 +121,7 @@ func CheckCreate(stmt, table string) (string, error) {
 	}
 	m := createTable.FindStringSubmatch(s)
 	if m == nil {
-		return "", fmt.Errorf("want CREATE TABLE [IF NOT EXISTS] %s (...), not %q", table, clip(s, 40))
+		return "", fmt.Errorf("want CREATE TABLE [IF NOT EXISTS] %s (...), not %q", table, ioClip(s, 40))
 	}
 	if name := strings.Trim(m[2], `"`); table != "" && name != table {
 		return "", fmt.Errorf("it creates table %s, but the sink writes table %s", name, table)
@@ -129,7 +129,7 @@ func CheckCreate(stmt, table string) (string, error) {
 	return s, nil
 }
 
-func clip(s string, n int) string {
+func ioClip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -176,13 +176,13 @@ func sqlSinkDecl() component.Declaration {
 				return nil, err
 			}
 			if rows < 1 {
-				return nil, propError("batchRows", "%d: want at least 1", rows)
+				return nil, ioPropError("batchRows", "%d: want at least 1", rows)
 			}
 			opts := []SQLOption{WithBatchRows(rows)}
 			if ts.Create != "" {
 				opts = append(opts, WithCreate(ts.Create))
 			}
-			if cfg := topologyConfig(s); !cfg.DisableTimeouts {
+			if cfg := ioTopologyConfig(s); !cfg.DisableTimeouts {
 				opts = append(opts, WithMessageTimeout(cfg.MessageTimeout))
 			}
 			snk, err := NewSQLSink(u, ts.Table, opts...)

@@ -46,7 +46,7 @@ func kafkaSourceOf(s component.Spec) (*kafka.Source, error) {
 	if err := s.Require("brokers", "group", "topics"); err != nil {
 		return nil, err
 	}
-	brokers, err := nonEmptyStrings(s, "brokers", "a seed broker (HOST:PORT)")
+	brokers, err := ioNonEmptyStrings(s, "brokers", "a seed broker (HOST:PORT)")
 	if err != nil {
 		return nil, err
 	}
@@ -55,9 +55,9 @@ func kafkaSourceOf(s component.Spec) (*kafka.Source, error) {
 		return nil, err
 	}
 	if group == "" {
-		return nil, propError("group", "empty: the spout commits its offsets as a consumer group, name it")
+		return nil, ioPropError("group", "empty: the spout commits its offsets as a consumer group, name it")
 	}
-	topics, err := nonEmptyStrings(s, "topics", "a topic")
+	topics, err := ioNonEmptyStrings(s, "topics", "a topic")
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func kafkaSourceOf(s component.Spec) (*kafka.Source, error) {
 	case "latest":
 		add("offsetReset", kafka.WithOffsetReset(kafka.Latest))
 	default:
-		return nil, propError("offsetReset", "want earliest or latest (auto.offset.reset), not %q", reset)
+		return nil, ioPropError("offsetReset", "want earliest or latest (auto.offset.reset), not %q", reset)
 	}
 	rc, err := s.Bool("readCommitted", false)
 	if err != nil {
@@ -94,13 +94,13 @@ func kafkaSourceOf(s component.Spec) (*kafka.Source, error) {
 	}
 	switch {
 	case dlt != "" && attempts < 1:
-		return nil, propError("maxAttempts", "%d: want at least 1 (the emits a record gets before its dead letter)", attempts)
+		return nil, ioPropError("maxAttempts", "%d: want at least 1 (the emits a record gets before its dead letter)", attempts)
 	case dlt != "":
 		add("deadLetterTopic", kafka.WithDeadLetter(dlt, attempts))
 	case hasAttempts:
-		return nil, propError("maxAttempts", "needs deadLetterTopic: without a dead-letter topic a record is replayed until its tree completes")
+		return nil, ioPropError("maxAttempts", "needs deadLetterTopic: without a dead-letter topic a record is replayed until its tree completes")
 	}
-	first, last, err := durations(s, "retryBackoff", 10*time.Millisecond, "retryBackoffMax", 5*time.Second)
+	first, last, err := ioDurations(s, "retryBackoff", 10*time.Millisecond, "retryBackoffMax", 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -128,30 +128,30 @@ func kafkaSourceOf(s component.Spec) (*kafka.Source, error) {
 	all := make([]kafka.SourceOption, len(opts))
 	for i, o := range opts {
 		if _, err := kafka.NewSource(brokers, group, topics, o.opt); err != nil {
-			return nil, optionError(o.key, err)
+			return nil, ioOptionError(o.key, err)
 		}
 		all[i] = o.opt
 	}
 	src, err := kafka.NewSource(brokers, group, topics, all...)
 	if err != nil {
 		// What no single option shows: the dead-letter topic is also read.
-		return nil, optionError("deadLetterTopic", err)
+		return nil, ioOptionError("deadLetterTopic", err)
 	}
 	return src, nil
 }
 
-// nonEmptyStrings reads a list property that must hold at least one non-empty string.
-func nonEmptyStrings(s component.Spec, key, what string) ([]string, error) {
+// ioNonEmptyStrings reads a list property that must hold at least one non-empty string.
+func ioNonEmptyStrings(s component.Spec, key, what string) ([]string, error) {
 	l, err := s.Strings(key, nil)
 	if err != nil {
 		return nil, err
 	}
 	if len(l) == 0 {
-		return nil, propError(key, "an empty list: want at least %s", what)
+		return nil, ioPropError(key, "an empty list: want at least %s", what)
 	}
 	for i, v := range l {
 		if strings.TrimSpace(v) == "" {
-			return nil, propError(key, "element %d is empty: want %s", i, what)
+			return nil, ioPropError(key, "element %d is empty: want %s", i, what)
 		}
 	}
 	return l, nil
@@ -175,7 +175,7 @@ func jetStreamSpoutDecl() component.Declaration {
 			}
 			fs, err := jsFields(fields)
 			if err != nil {
-				return nil, propError("fields", "%v", err)
+				return nil, ioPropError("fields", "%v", err)
 			}
 			names := make([]string, len(fs))
 			for i, f := range fs {
@@ -255,7 +255,7 @@ func jetStreamSpoutOf(s component.Spec) (*JetStreamSpout, error) {
 	}
 	fs, err := jsFields(fields)
 	if err != nil {
-		return nil, propError("fields", "%v", err)
+		return nil, ioPropError("fields", "%v", err)
 	}
 	add("fields", natsjs.WithFields(fs...))
 	if filters, err := s.Strings("filterSubjects", nil); err != nil {
@@ -273,7 +273,7 @@ func jetStreamSpoutOf(s component.Spec) (*JetStreamSpout, error) {
 	} else if _, ok := s.Properties["deadLetter"]; ok {
 		add("deadLetter", natsjs.WithDeadLetter(dl))
 	}
-	lo, hi, err := durations(s, "backoff", natsjs.DefaultBackoffMin, "backoffMax", natsjs.DefaultBackoffMax)
+	lo, hi, err := ioDurations(s, "backoff", natsjs.DefaultBackoffMin, "backoffMax", natsjs.DefaultBackoffMax)
 	if err != nil {
 		return nil, err
 	}
@@ -295,29 +295,29 @@ func jetStreamSpoutOf(s component.Spec) (*JetStreamSpout, error) {
 	}
 	add("fetchBatch", natsjs.WithFetch(batch, wait))
 
-	cfg := topologyConfig(s)
+	cfg := ioTopologyConfig(s)
 	all := make([]natsjs.SourceOption, len(opts))
 	for i, o := range opts {
 		all[i] = o.opt
 		if _, err := natsjs.NewSource(noJetStream{}, stream, durable, cfg, o.opt); err != nil {
 			if errors.Is(err, natsjs.ErrAckWait) {
-				return nil, optionError("ackWait", err)
+				return nil, ioOptionError("ackWait", err)
 			}
 			if strings.Contains(err.Error(), "NewSource:") {
 				break // the stream, durable or config: said below, for the whole
 			}
-			return nil, optionError(o.key, err)
+			return nil, ioOptionError(o.key, err)
 		}
 	}
 	src, err := NewJetStreamSpout(u, stream, durable, cfg, all...)
 	if err != nil {
 		switch {
 		case strings.Contains(err.Error(), "stream name"):
-			return nil, optionError("stream", err)
+			return nil, ioOptionError("stream", err)
 		case strings.Contains(err.Error(), "durable"):
-			return nil, optionError("durable", err)
+			return nil, ioOptionError("durable", err)
 		case errors.Is(err, natsjs.ErrAckWait):
-			return nil, optionError("ackWait", err)
+			return nil, ioOptionError("ackWait", err)
 		}
 		// The topology's config (message timeout, ackers, max spout pending).
 		return nil, &component.SpecError{Arg: -1, Call: -1, Msg: "the topology's config: " + err.Error()}
