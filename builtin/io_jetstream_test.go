@@ -281,3 +281,50 @@ func ioStopRuntime(t *testing.T, rt *engine.Runtime) {
 	}
 	<-rt.Done()
 }
+
+// TestMissingReferenceStopsTheStart: a URL reference whose variable is not set in
+// the process that runs the task stops the topology's start, with an error naming
+// the variable, for a spout and a sink alike.
+func TestMissingReferenceStopsTheStart(t *testing.T) {
+	for _, c := range []struct{ name, doc string }{
+		{"spout", `name: missing-ref
+spouts:
+  - id: lines
+    className: gale.spout.JetStream
+    properties:
+      - {name: url, value: "env:GALE_IO_UNSET_NATS"}
+      - {name: stream, value: LINES}
+      - {name: durable, value: d}
+bolts:
+  - {id: print, className: gale.sink.Stdout}
+streams:
+  - {from: lines, to: print, grouping: {type: SHUFFLE}}
+`},
+		{"sink", `name: missing-ref
+spouts:
+  - {id: orders, className: test.Orders}
+bolts:
+  - id: out
+    className: gale.sink.SQL
+    properties:
+      - {name: url, value: "env:GALE_IO_UNSET_NATS"}
+      - {name: table, value: t}
+      - {name: columns, value: [line_no]}
+      - {name: conflict, value: [line_no]}
+streams:
+  - {from: orders, to: out, grouping: {type: SHUFFLE}}
+`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := ioBuild(t, t.TempDir(), c.doc, ioRegistry(t, nil, 1))
+			rt, err := engine.Start(context.Background(), b.Topology, b.Config)
+			if err == nil {
+				ioStopRuntime(t, rt)
+				t.Fatal("started, want the start refused")
+			}
+			if !strings.Contains(err.Error(), "environment variable GALE_IO_UNSET_NATS is not set") {
+				t.Errorf("start: %v, want it to name the unset variable", err)
+			}
+		})
+	}
+}
