@@ -293,7 +293,11 @@ func jetStreamSpoutOf(s component.Spec) (*JetStreamSpout, error) {
 	if err != nil {
 		return nil, err
 	}
-	add("fetchBatch", natsjs.WithFetch(batch, wait))
+	fetchKey := "fetchBatch"
+	if batch >= 1 {
+		fetchKey = "fetchWait" // then the wait is what WithFetch would refuse
+	}
+	add(fetchKey, natsjs.WithFetch(batch, wait))
 
 	cfg := ioTopologyConfig(s)
 	all := make([]natsjs.SourceOption, len(opts))
