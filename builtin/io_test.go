@@ -192,8 +192,8 @@ func TestLineFormats(t *testing.T) {
 	}
 }
 
-// ioSQLTopology is test.Orders into two gale.sink.SQL bolts on the database the
-// environment variable GALE_IO_TEST_DB names: every line once (insert-once by
+// ioSQLTopology is test.Orders into two gale.sink.SQL bolts on the database REF
+// names (env:NAME or @PATH, replaced by the test): every line once (insert-once by
 // line_no), and each stock code's latest description (versioned upsert, the
 // line number its version).
 const ioSQLTopology = `name: sql-sink
@@ -206,7 +206,7 @@ bolts:
     className: gale.sink.SQL
     parallelism: 2
     properties:
-      - {name: url, value: "env:GALE_IO_TEST_DB"}
+      - {name: url, value: "REF"}
       - {name: table, value: order_lines}
       - {name: columns, value: [line_no, invoice, stock_code, quantity, price]}
       - {name: conflict, value: [line_no]}
@@ -215,7 +215,7 @@ bolts:
   - id: stock
     className: gale.sink.SQL
     properties:
-      - {name: url, value: "env:GALE_IO_TEST_DB"}
+      - {name: url, value: "REF"}
       - {name: table, value: stock}
       - {name: columns, value: [stock_code, description, line_no]}
       - {name: conflict, value: [stock_code]}
@@ -229,10 +229,16 @@ streams:
   - {from: orders, to: stock, grouping: {type: FIELDS, args: [stock_code]}}
 `
 
-// TestSQLSinkSQLite runs ioSQLTopology on SQLite, the database named by reference.
+// TestSQLSinkSQLite runs ioSQLTopology on SQLite, the database named by @PATH (a
+// secret file, as Docker and Kubernetes mount them).
 func TestSQLSinkSQLite(t *testing.T) {
-	url := "sqlite:" + filepath.Join(t.TempDir(), "orders.db")
-	ioTestSQLSink(t, url)
+	dir := t.TempDir()
+	url := "sqlite:" + filepath.Join(dir, "orders.db")
+	secret := filepath.Join(dir, "db-url")
+	if err := os.WriteFile(secret, []byte(url+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ioTestSQLSink(t, url, "@"+secret)
 }
 
 // TestSQLSinkPostgres runs ioSQLTopology on the PostgreSQL of GALE_TEST_POSTGRES_URL,
@@ -242,16 +248,18 @@ func TestSQLSinkPostgres(t *testing.T) {
 	if base == "" {
 		t.Skip("GALE_TEST_POSTGRES_URL is not set")
 	}
-	ioTestSQLSink(t, pgtest.Schema(t, base, "builtin_io"))
+	url := pgtest.Schema(t, base, "builtin_io")
+	t.Setenv("GALE_IO_TEST_DB", url)
+	ioTestSQLSink(t, url, "env:GALE_IO_TEST_DB")
 }
 
 // ioTestSQLSink: 400 retail lines, each emitted twice (the second a replay). The
 // rows equal what is computed here from the same lines: each line once, and for
 // each stock code the description of its last line.
-func ioTestSQLSink(t *testing.T, url string) {
-	t.Setenv("GALE_IO_TEST_DB", url)
+func ioTestSQLSink(t *testing.T, url, ref string) {
 	lines := ioRetailLines(t, 400)
-	ioRunToEnd(t, ioBuild(t, t.TempDir(), ioSQLTopology, ioRegistry(t, lines, 2)))
+	doc := strings.ReplaceAll(ioSQLTopology, "REF", ref)
+	ioRunToEnd(t, ioBuild(t, t.TempDir(), doc, ioRegistry(t, lines, 2)))
 
 	db, err := sink.Open(context.Background(), url)
 	if err != nil {
