@@ -299,32 +299,32 @@ func jetStreamSpoutOf(s component.Spec) (*JetStreamSpout, error) {
 	}
 	add(fetchKey, natsjs.WithFetch(batch, wait))
 
+	// The stream, the durable and the topology's config first, then each option
+	// alone: an error is placed at what caused it.
 	cfg := ioTopologyConfig(s)
-	all := make([]natsjs.SourceOption, len(opts))
-	for i, o := range opts {
-		all[i] = o.opt
-		if _, err := natsjs.NewSource(noJetStream{}, stream, durable, cfg, o.opt); err != nil {
-			if errors.Is(err, natsjs.ErrAckWait) {
-				return nil, ioOptionError("ackWait", err)
-			}
-			if strings.Contains(err.Error(), "NewSource:") {
-				break // the stream, durable or config: said below, for the whole
-			}
-			return nil, ioOptionError(o.key, err)
-		}
-	}
-	src, err := NewJetStreamSpout(u, stream, durable, cfg, all...)
-	if err != nil {
+	if _, err := natsjs.NewSource(noJetStream{}, stream, durable, cfg); err != nil {
 		switch {
 		case strings.Contains(err.Error(), "stream name"):
 			return nil, ioOptionError("stream", err)
 		case strings.Contains(err.Error(), "durable"):
 			return nil, ioOptionError("durable", err)
-		case errors.Is(err, natsjs.ErrAckWait):
-			return nil, ioOptionError("ackWait", err)
 		}
-		// The topology's config (message timeout, ackers, max spout pending).
+		// Message timeout, ackers, max spout pending: the config: section's.
 		return nil, &component.SpecError{Arg: -1, Call: -1, Msg: "the topology's config: " + err.Error()}
+	}
+	all := make([]natsjs.SourceOption, len(opts))
+	for i, o := range opts {
+		if _, err := natsjs.NewSource(noJetStream{}, stream, durable, cfg, o.opt); err != nil {
+			if errors.Is(err, natsjs.ErrAckWait) {
+				return nil, ioOptionError("ackWait", err)
+			}
+			return nil, ioOptionError(o.key, err)
+		}
+		all[i] = o.opt
+	}
+	src, err := NewJetStreamSpout(u, stream, durable, cfg, all...)
+	if err != nil {
+		return nil, &component.SpecError{Arg: -1, Call: -1, Msg: err.Error()}
 	}
 	return src, nil
 }
