@@ -12,8 +12,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gale-stream/gale/flux"
 	"github.com/gale-stream/gale/internal/pgtest"
 	"github.com/gale-stream/gale/sink"
+	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/tuple"
 )
 
@@ -319,4 +321,29 @@ func ioTestSQLSink(t *testing.T, url, ref string) {
 		}
 	}
 	t.Logf("%d lines (each emitted twice) -> %d rows, %d stock codes", len(lines), len(got), len(gotStock))
+}
+
+// TestSQLSinkWithoutTicks: an SQLSink declared in Go without TickEvery writes each
+// input at once (a batch would otherwise wait for ticks that never come): 150 lines,
+// each emitted twice, are 150 rows, and the other 150 inputs are duplicates.
+func TestSQLSinkWithoutTicks(t *testing.T) {
+	lines := ioRetailLines(t, 150)
+	url := "sqlite:" + filepath.Join(t.TempDir(), "noticks.db")
+	snk, err := NewSQLSink(url, sink.Table{Name: "order_lines", Columns: []string{"line_no", "stock_code"}, Conflict: []string{"line_no"}, Mode: sink.InsertOnce},
+		WithCreate("CREATE TABLE IF NOT EXISTS order_lines (line_no BIGINT PRIMARY KEY, stock_code TEXT NOT NULL)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("orders", func() topology.Spout { return &ioOrdersSpout{lines: lines, times: 2} }, 1).Output(ioOrderFields...)
+	b.SetBolt("store", snk.Bolt, 1).ShuffleGrouping("orders")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ioRunToEnd(t, &flux.Built{Topology: topo, Config: topology.DefaultConfig()})
+	c := snk.Counters()
+	if rows, dups, batches := c.Rows.Load(), c.Duplicates.Load(), c.Batches.Load(); rows != 150 || dups != 150 || batches != 300 {
+		t.Errorf("%d rows, %d duplicates in %d transactions; want 150, 150 in 300", rows, dups, batches)
+	}
 }

@@ -202,7 +202,8 @@ func sqlSinkDecl() component.Declaration {
 // insert-once or versioned upsert, so a replayed input changes nothing.
 //
 // Declare its bolt with TickEvery(sink.DefaultBatchDelay) (the class does): a
-// batch not yet full is written at the first tick after it is that old.
+// batch not yet full is written at the first tick after it is that old. Without
+// ticks each input is written in a transaction of its own (slower, never stuck).
 type SQLSink struct {
 	url      string
 	table    sink.Table
@@ -307,9 +308,15 @@ func (b *sqlBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topo
 			return fmt.Errorf("%s: create table %s: %w", SQLSinkClass, b.snk.table.Name, err)
 		}
 	}
+	rows := b.snk.rows
+	if tc.Topology != nil && tc.Topology.Component(tc.Component).TickEvery == 0 {
+		// No ticks: a batch not yet full would never be written, and its trees would
+		// time out and be replayed into it. Each input is then its own transaction.
+		rows = 1
+	}
 	newBolt, err := sink.NewBolt(sink.Options{
 		DB: db.db, Tables: []sink.Table{b.snk.table}, Rows: TableRows(SQLSinkClass, b.snk.table),
-		BatchRows: b.snk.rows, MessageTimeout: b.snk.timeout, Counters: b.snk.counters,
+		BatchRows: rows, MessageTimeout: b.snk.timeout, Counters: b.snk.counters,
 	})
 	if err != nil {
 		db.release()
