@@ -3,21 +3,21 @@ package server
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/gale-stream/gale/builtin"
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/flux"
 	"github.com/gale-stream/gale/ingest"
 	"github.com/gale-stream/gale/sink"
 	"github.com/gale-stream/gale/topology"
-	"github.com/gale-stream/gale/tuple"
 )
 
 // TableSinkClass is the sink class a pipeline file names for its sink bolts: a
 // bolt that writes each input tuple as one row of a table, the columns taken
 // from the tuple's fields of the same names, idempotently (insert-once by the
-// conflict columns, or a versioned upsert). Its properties:
+// conflict columns, or a versioned upsert). Its properties are those of
+// builtin.ReadTable, as gale.sink.SQL's (which names its database by url):
 //
 //	table     the table (required)
 //	columns   the columns, each a field of the input (required)
@@ -93,7 +93,7 @@ func filePipeline(f *flux.File, path string, reg *component.Registry, checkBuild
 				return Pipeline{}, &flux.Error{File: p.Pos.File, Line: p.Pos.Line, Col: p.Pos.Col,
 					Msg: fmt.Sprintf("bolt %q: property create: want the statement that creates its table, a string", b.ID)}
 			}
-			stmt, err := checkCreate(stmt, table)
+			stmt, err := builtin.CheckCreate(stmt, table)
 			if err != nil {
 				return Pipeline{}, &flux.Error{File: p.Value.Pos.File, Line: p.Value.Pos.Line, Col: p.Value.Pos.Col,
 					Msg: fmt.Sprintf("bolt %q: property create: %v", b.ID, err)}
@@ -207,96 +207,16 @@ func tableSink(so sink.Options) component.Declaration {
 		TickEvery: tick,
 		Doc:       "writes each input tuple as one row (columns = fields of the same names), insert-once or versioned upsert",
 		Bolt: func(s component.Spec) (func() topology.Bolt, error) {
-			t, err := tableOf(s)
+			// The table's properties are gale.sink.SQL's, read alike; create is
+			// run by FilePipeline's Schema, with serve's other statements.
+			ts, err := builtin.ReadTable(s)
 			if err != nil {
 				return nil, err
 			}
-			if _, err := s.String("create", ""); err != nil { // read by FilePipeline's Schema
-				return nil, err
-			}
 			o := so
-			cols := t.Columns
-			o.Tables = []sink.Table{t}
-			o.Rows = func(tp *tuple.Tuple) ([]sink.Row, error) {
-				vals := make([]any, len(cols))
-				for i, c := range cols {
-					if !tp.Fields().Contains(c) {
-						return nil, fmt.Errorf("%s %s: the input from %s has no field %q (it has %v)", TableSinkClass, t.Name, tp.SourceComponent(), c, tp.Fields())
-					}
-					vals[i] = tp.ValueByField(c)
-				}
-				return []sink.Row{{Table: t.Name, Values: vals}}, nil
-			}
+			o.Tables = []sink.Table{ts.Table}
+			o.Rows = builtin.TableRows(TableSinkClass, ts.Table)
 			return sink.NewBolt(o)
 		},
 	}
-}
-
-// tableOf reads the table a TableSinkClass spec describes.
-func tableOf(s component.Spec) (sink.Table, error) {
-	if err := s.Require("table", "columns", "conflict"); err != nil {
-		return sink.Table{}, err
-	}
-	name, err := s.String("table", "")
-	if err != nil {
-		return sink.Table{}, err
-	}
-	cols, err := s.Strings("columns", nil)
-	if err != nil {
-		return sink.Table{}, err
-	}
-	conflict, err := s.Strings("conflict", nil)
-	if err != nil {
-		return sink.Table{}, err
-	}
-	mode, err := s.String("mode", "insert-once")
-	if err != nil {
-		return sink.Table{}, err
-	}
-	version, err := s.String("version", "")
-	if err != nil {
-		return sink.Table{}, err
-	}
-	t := sink.Table{Name: name, Columns: cols, Conflict: conflict, Version: version}
-	switch mode {
-	case "insert-once":
-		t.Mode = sink.InsertOnce
-	case "versioned-upsert":
-		t.Mode = sink.VersionedUpsert
-	default:
-		return sink.Table{}, errors.New(`property mode: want insert-once or versioned-upsert, not "` + mode + `"`)
-	}
-	if err := t.Validate(); err != nil {
-		return sink.Table{}, err
-	}
-	return t, nil
-}
-
-// createTable matches the start of a statement that creates a table.
-var createTable = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+(IF\s+NOT\s+EXISTS\s+)?("[^"]+"|[A-Za-z_][A-Za-z0-9_.]*)\s*\(`)
-
-// checkCreate checks that stmt is one statement creating table, as a sink's
-// create property must be: it runs at every start with the sink's rights, so
-// another statement (a DROP after a ';') or another table is refused, not run.
-// It returns stmt without a final ';'.
-func checkCreate(stmt, table string) (string, error) {
-	s := strings.TrimSuffix(strings.TrimSpace(stmt), ";")
-	if strings.Contains(s, ";") {
-		return "", errors.New("one statement only (it runs at every start): no ';' but a final one")
-	}
-	m := createTable.FindStringSubmatch(s)
-	if m == nil {
-		return "", fmt.Errorf("want CREATE TABLE [IF NOT EXISTS] %s (...), not %q", table, clip(s, 40))
-	}
-	if name := strings.Trim(m[2], `"`); table != "" && name != table {
-		return "", fmt.Errorf("it creates table %s, but the sink writes table %s", name, table)
-	}
-	return s, nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
