@@ -176,7 +176,7 @@ type changelogCount struct {
 	in     fieldIndex // word (or key), pos [, value]; off optional
 	// logRun, if set, names the changelog's run instead of conf.run (which then
 	// names the spout's commit only).
-	logRun string
+	logRun  string
 	out     topology.OutputCollector
 	ctx     context.Context
 	log     *slog.Logger
