@@ -145,6 +145,18 @@ func (o *wordsOptions) only(class string, allowed ...string) error {
 	return nil
 }
 
+// emptySet refuses an option given as "" (SplitField(""), say): its default is
+// had by leaving it out.
+func (o *wordsOptions) emptySet() *optError {
+	for _, name := range o.set {
+		v, ok := map[string]string{"field": o.field, "as": o.as, "key": o.key}[name]
+		if ok && v == "" {
+			return badProp(name, `"": a field name (leave the option out for its default)`)
+		}
+	}
+	return nil
+}
+
 func apply(opts []WordsOption) *wordsOptions {
 	o := &wordsOptions{seed: 1}
 	for _, f := range opts {
@@ -243,6 +255,9 @@ func Split(opts ...WordsOption) (Piece, error) {
 	if err := o.only(SplitClass, "field", "mode", "as", "failRate"); err != nil {
 		return Piece{}, err
 	}
+	if bad := o.emptySet(); bad != nil {
+		return Piece{}, goError(SplitClass, bad)
+	}
 	if bad := o.checkSplit(); bad != nil {
 		return Piece{}, goError(SplitClass, bad)
 	}
@@ -305,6 +320,9 @@ func Count(output string, opts ...WordsOption) (Piece, error) {
 	if err := o.only(CountClass, "key", "failRate", "ackers", "cluster"); err != nil {
 		return Piece{}, err
 	}
+	if bad := o.emptySet(); bad != nil {
+		return Piece{}, goError(CountClass, bad)
+	}
 	if bad := o.checkCount(output, ""); bad != nil {
 		return Piece{}, goError(CountClass, bad)
 	}
@@ -318,6 +336,9 @@ func Sum(value, output string, opts ...WordsOption) (Piece, error) {
 	o := apply(opts)
 	if err := o.only(SumClass, "key", "failRate", "ackers", "cluster"); err != nil {
 		return Piece{}, err
+	}
+	if bad := o.emptySet(); bad != nil {
+		return Piece{}, goError(SumClass, bad)
 	}
 	if bad := checkField("value", value); bad != nil {
 		return Piece{}, goError(SumClass, bad)
@@ -437,10 +458,24 @@ func splitSpec(s component.Spec) (*wordsOptions, error) {
 	if err := failuresSpec(s, o); err != nil {
 		return o, err
 	}
+	if bad := emptyGiven(s, "field", "mode", "as"); bad != nil {
+		return o, specError(bad)
+	}
 	if bad := o.checkSplit(); bad != nil {
 		return o, specError(bad)
 	}
 	return o, nil
+}
+
+// emptyGiven refuses a property the file gives as "": its default is had by
+// leaving it out.
+func emptyGiven(s component.Spec, keys ...string) *optError {
+	for _, k := range keys {
+		if v, ok := s.Properties[k]; ok && v == "" {
+			return badProp(k, `"": a field name (leave the property out for its default)`)
+		}
+	}
+	return nil
 }
 
 func failuresSpec(s component.Spec, o *wordsOptions) error {
@@ -497,6 +532,9 @@ func countSpec(class string, s component.Spec, sum bool) (func() topology.Bolt, 
 	}
 	if err := failuresSpec(s, o); err != nil {
 		return nil, err
+	}
+	if bad := emptyGiven(s, "key"); bad != nil {
+		return nil, specError(bad)
 	}
 	if bad := o.checkCount(output, value); bad != nil {
 		return nil, specError(bad)
