@@ -174,7 +174,7 @@ func runFile(t *testing.T, input, output string, failRate float64) {
 	run(t, b.Topology, b.Config)
 }
 
-func readTSV(t *testing.T, path string) map[string]string {
+func readTSV(t testing.TB, path string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -191,7 +191,7 @@ func readTSV(t *testing.T, path string) map[string]string {
 	return m
 }
 
-func countsOf(t *testing.T, path string) map[string]uint64 {
+func countsOf(t testing.TB, path string) map[string]uint64 {
 	t.Helper()
 	m := map[string]uint64{}
 	for k, v := range readTSV(t, path) {
