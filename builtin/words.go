@@ -12,7 +12,6 @@ package builtin
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,8 +131,10 @@ func specError(e *optError) error {
 	return &component.SpecError{Arg: e.arg, Call: -1, Prop: e.prop, Msg: e.msg}
 }
 
-// goError names the constructor for a Go caller.
-func goError(class string, e *optError) error { return fmt.Errorf("%s: %s", class, e.msg) }
+// goError names the constructor for a Go caller, and the option as an option.
+func goError(class string, e *optError) error {
+	return fmt.Errorf("%s: %s", class, strings.Replace(e.msg, "property ", "option ", 1))
+}
 
 // onlyOptions refuses the options given that are not among allowed.
 func (o *wordsOptions) only(class string, allowed ...string) error {
@@ -499,12 +500,11 @@ func failuresSpec(s component.Spec, o *wordsOptions) error {
 // deduplicated: the spout's low watermark then says nothing.
 func countSpec(class string, s component.Spec, sum bool) (func() topology.Bolt, error) {
 	o := &wordsOptions{cluster: s.Cluster}
-	if a, ok := s.Config["topology.acker.executors"]; ok {
-		if n, isNum := a.(int); isNum && n == 0 {
-			o.untracked = true
-		} else if f, isNum := a.(float64); isNum && f == 0 && !math.Signbit(f) {
-			o.untracked = true
-		}
+	switch n := s.Config["topology.acker.executors"].(type) { // as YAML or JSON gives it
+	case int:
+		o.untracked = n == 0
+	case float64:
+		o.untracked = n == 0
 	}
 	var err error
 	if o.key, err = s.String("key", ""); err != nil {

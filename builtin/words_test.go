@@ -118,18 +118,18 @@ func TestWordsGoRefuseBadOptions(t *testing.T) {
 		{"Files relative on a cluster", func() (builtin.Piece, error) {
 			return builtin.Files([]string{book}, builtin.StateOnCluster(component.Cluster{Topology: "t"}))
 		}, "not an absolute path"},
-		{"Split mode", func() (builtin.Piece, error) { return builtin.Split(builtin.SplitAs("off")) }, `gale.bolt.Split: property as: "off" is a field split emits already`},
-		{"Split empty field", func() (builtin.Piece, error) { return builtin.Split(builtin.SplitField("")) }, `gale.bolt.Split: property field: "": a field name`},
-		{"Count empty key", func() (builtin.Piece, error) { return builtin.Count(out, builtin.CountKey("")) }, `gale.bolt.Count: property key: "": a field name`},
+		{"Split mode", func() (builtin.Piece, error) { return builtin.Split(builtin.SplitAs("off")) }, `gale.bolt.Split: option as: "off" is a field split emits already`},
+		{"Split empty field", func() (builtin.Piece, error) { return builtin.Split(builtin.SplitField("")) }, `gale.bolt.Split: option field: "": a field name`},
+		{"Count empty key", func() (builtin.Piece, error) { return builtin.Count(out, builtin.CountKey("")) }, `gale.bolt.Count: option key: "": a field name`},
 		{"Split key", func() (builtin.Piece, error) { return builtin.Split(builtin.CountKey("w")) }, "gale.bolt.Split: option key is not one of its options"},
 		{"Split rate", func() (builtin.Piece, error) { return builtin.Split(builtin.InjectFailures(-0.1, 1)) }, "failRate: -0.1: must be at least 0"},
-		{"Count output", func() (builtin.Piece, error) { return builtin.Count("") }, "gale.bolt.Count: property output: empty"},
+		{"Count output", func() (builtin.Piece, error) { return builtin.Count("") }, "gale.bolt.Count: option output: empty"},
 		{"Count JSON", func() (builtin.Piece, error) { return builtin.Count(out, builtin.SplitJSON()) }, "gale.bolt.Count: option mode is not one of its options"},
 		{"Count no ackers on a cluster", func() (builtin.Piece, error) {
 			return builtin.Count(out, builtin.NoAckers(), builtin.StateOnCluster(component.Cluster{Topology: "t"}))
 		}, "needs acker tasks"},
-		{"Sum value", func() (builtin.Piece, error) { return builtin.Sum("", out) }, "gale.bolt.Sum: property value: \"\": a field name"},
-		{"Sum key = value", func() (builtin.Piece, error) { return builtin.Sum("n", out, builtin.CountKey("n")) }, `property value: "n" is the key too`},
+		{"Sum value", func() (builtin.Piece, error) { return builtin.Sum("", out) }, "gale.bolt.Sum: option value: \"\": a field name"},
+		{"Sum key = value", func() (builtin.Piece, error) { return builtin.Sum("n", out, builtin.CountKey("n")) }, `option value: "n" is the key too`},
 	} {
 		_, err := c.make()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -340,4 +340,42 @@ func slicesEqual(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// Without acker tasks nothing is tracked: a line counts as acked when emitted, so
+// the spout's low watermark passes lines still being counted. Count told so
+// (NoAckers; in a Flux file, topology.acker.executors: 0) deduplicates nothing,
+// and the counts are exact.
+func TestWordsCountWithoutAckers(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "counts.tsv")
+	files, err := builtin.Files([]string{book})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := builtin.Split()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := builtin.Count(out, builtin.NoAckers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	files.Set(b, "lines", 1)
+	split.Set(b, "split", 2).ShuffleGrouping("lines")
+	count.Set(b, "count", 2).FieldsGrouping("split", "word")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := topology.DefaultConfig()
+	cfg.Ackers = 0
+	run(t, topo, cfg)
+	want, err := wordcount.CountFiles([]string{book})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := countsOf(t, out); !maps.Equal(got, want) {
+		t.Fatalf("%d distinct words counted, want %d (the: %d, want %d)", len(got), len(want), got["the"], want["the"])
+	}
 }
