@@ -398,7 +398,7 @@ func wordComponents() []component.Declaration {
 	return []component.Declaration{
 		{
 			Class: FilesClass,
-			Doc:   "spout: the lines of text files (constructorArgs: paths or glob patterns), one tracked tuple (line, pos) per line; replays a failed line; ends when every line is acked; on a cluster resumes at its committed offset",
+			Doc:   "the lines of text files (constructorArgs: paths or glob patterns), one tracked tuple (line, pos) per line; replays a failed line; ends when every line is acked; on a cluster resumes at its committed offset",
 			Spout: func(s component.Spec) (func() topology.Spout, error) {
 				var paths []string
 				for i := range s.Args {
@@ -432,12 +432,12 @@ func wordComponents() []component.Declaration {
 		},
 		{
 			Class: CountClass,
-			Doc:   "bolt: counts each occurrence of its key field once (FIELDS grouping on the key); writes key<TAB>count lines to property output at the end",
+			Doc:   "counts each occurrence of its key field once (FIELDS grouping on the key); writes key<TAB>count lines to property output at the end",
 			Bolt:  func(s component.Spec) (func() topology.Bolt, error) { return countSpec(CountClass, s, false) },
 		},
 		{
 			Class: SumClass,
-			Doc:   "bolt: sums field value per key, each occurrence once (FIELDS grouping on the key); writes key<TAB>sum lines to property output at the end",
+			Doc:   "sums field value per key, each occurrence once (FIELDS grouping on the key); writes key<TAB>sum lines to property output at the end",
 			Bolt:  func(s component.Spec) (func() topology.Bolt, error) { return countSpec(SumClass, s, true) },
 		},
 	}
