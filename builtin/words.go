@@ -420,7 +420,7 @@ func wordComponents() []component.Declaration {
 		},
 		{
 			Class: SplitClass,
-			Doc:   "bolt: per word of a field (or element of a JSON array: mode json), one tuple (piece, pos, off) naming the occurrence; properties field, mode, as",
+			Doc:   "per word of a field (or element of a JSON array: mode json), one tuple (piece, pos, off) naming the occurrence; properties field, mode, as",
 			BasicBolt: func(s component.Spec) (func() topology.BasicBolt, error) {
 				o, err := splitSpec(s)
 				return o.splitPiece().BasicBolt, err
