@@ -1,7 +1,7 @@
 package builtin
 
 // The word count's pieces: a files spout, split, and key-grouped count and sum,
-// each a class for Flux files and a Go value (Piece) for topologies built in Go.
+// each a class for Flux files and a Go value for topologies built in Go.
 // They are word count's own spout and bolts (pipelines/wordcount's pieces), so a
 // Flux file of them runs the code gale wordcount runs, with its guarantees: one
 // tracked tuple per line, replayed from its offset on a fail; each occurrence
@@ -24,43 +24,43 @@ import (
 
 // Class names of the word-count pieces.
 const (
-	FilesClass = "gale.spout.Files"
-	SplitClass = "gale.bolt.Split"
-	CountClass = "gale.bolt.Count"
-	SumClass   = "gale.bolt.Sum"
+	FilesSpoutClass = "gale.spout.Files"
+	SplitBoltClass  = "gale.bolt.Split"
+	CountBoltClass  = "gale.bolt.Count"
+	SumBoltClass    = "gale.bolt.Sum"
 )
 
-// Piece is a built-in spout or bolt for a topology built in Go: its factory (one of
-// Spout, Bolt and BasicBolt) and the fields of its default stream (nil for a sink).
-// Declare it with Set.
-type Piece struct {
-	Class     string
-	Spout     func() topology.Spout
-	Bolt      func() topology.Bolt
-	BasicBolt func() topology.BasicBolt
-	Fields    []string
+// FilesSpout is gale.spout.Files as a Go value (NewFilesSpout): Spout is the
+// factory to give the builder, Fields its stream's fields.
+type FilesSpout struct{ factory func() topology.Spout }
+
+// Spout makes one task's spout.
+func (s *FilesSpout) Spout() topology.Spout { return s.factory() }
+
+// Fields are the spout's fields: line, pos.
+func (s *FilesSpout) Fields() []string { return wordcount.LineFields() }
+
+// SplitBolt is gale.bolt.Split as a Go value (NewSplitBolt).
+type SplitBolt struct {
+	factory func() topology.BasicBolt
+	fields  []string
 }
 
-// Set declares p in b as component id with parallelism, and its output fields;
-// its inputs are wired on the Declarer returned.
-func (p Piece) Set(b *topology.Builder, id string, parallelism int) *topology.Declarer {
-	var d *topology.Declarer
-	switch {
-	case p.Spout != nil:
-		d = b.SetSpout(id, p.Spout, parallelism)
-	case p.Bolt != nil:
-		d = b.SetBolt(id, p.Bolt, parallelism)
-	default:
-		d = b.SetBasicBolt(id, p.BasicBolt, parallelism)
-	}
-	if p.Fields != nil {
-		d.Output(p.Fields...)
-	}
-	return d
-}
+// BasicBolt makes one task's bolt.
+func (s *SplitBolt) BasicBolt() topology.BasicBolt { return s.factory() }
 
-// WordsOption configures Files, Split, Count and Sum; each constructor refuses an
-// option that is not its own, naming it.
+// Fields are the bolt's fields: the piece's (word by default), pos, off.
+func (s *SplitBolt) Fields() []string { return slices.Clone(s.fields) }
+
+// CountBolt is gale.bolt.Count or gale.bolt.Sum as a Go value (NewCountBolt,
+// NewSumBolt): a sink, which emits nothing.
+type CountBolt struct{ factory func() topology.Bolt }
+
+// Bolt makes one task's bolt.
+func (c *CountBolt) Bolt() topology.Bolt { return c.factory() }
+
+// WordsOption configures NewFilesSpout, NewSplitBolt, NewCountBolt and
+// NewSumBolt; each refuses an option that is not its own, naming it.
 type WordsOption func(*wordsOptions)
 
 // wordsOptions are every piece's settings; set records which were given (by
@@ -76,40 +76,42 @@ type wordsOptions struct {
 
 func (o *wordsOptions) mark(name string) { o.set = append(o.set, name) }
 
-// SplitField is the field Split reads (default "line", the files spout's).
-func SplitField(name string) WordsOption {
+// WithSplitField is the field Split reads (default "line", the files spout's).
+func WithSplitField(name string) WordsOption {
 	return func(o *wordsOptions) { o.field = name; o.mark("field") }
 }
 
-// SplitJSON makes Split read the field as a JSON array whose elements are the
+// WithSplitJSON makes Split read the field as a JSON array whose elements are the
 // pieces, rather than words (Flux: mode: json).
-func SplitJSON() WordsOption { return func(o *wordsOptions) { o.mode = "json"; o.mark("mode") } }
+func WithSplitJSON() WordsOption { return func(o *wordsOptions) { o.mode = "json"; o.mark("mode") } }
 
-// SplitAs names Split's piece field (default "word", "element" with SplitJSON).
-func SplitAs(name string) WordsOption {
+// WithSplitAs names Split's piece field (default "word", "element" with WithSplitJSON).
+func WithSplitAs(name string) WordsOption {
 	return func(o *wordsOptions) { o.as = name; o.mark("as") }
 }
 
-// CountKey is the field Count and Sum group by (default "word").
-func CountKey(name string) WordsOption {
+// WithCountKey is the field Count and Sum group by (default "word").
+func WithCountKey(name string) WordsOption {
 	return func(o *wordsOptions) { o.key = name; o.mark("key") }
 }
 
-// InjectFailures makes Split fail lines, and Count and Sum occurrences they have
+// WithInjectedFailures makes Split fail lines, and Count and Sum occurrences they have
 // not applied, at rate (0 <= rate < 1), seeded by seed per task: replays, to see
 // that the result stays exact.
-func InjectFailures(rate float64, seed uint64) WordsOption {
+func WithInjectedFailures(rate float64, seed uint64) WordsOption {
 	return func(o *wordsOptions) { o.failRate, o.seed = rate, seed; o.mark("failRate") }
 }
 
-// NoAckers tells Count and Sum that the topology runs without acker tasks
+// WithoutAckers tells Count and Sum that the topology runs without acker tasks
 // (Config.Ackers 0): nothing is replayed, and no occurrence is deduplicated.
-func NoAckers() WordsOption { return func(o *wordsOptions) { o.untracked = true; o.mark("ackers") } }
+func WithoutAckers() WordsOption {
+	return func(o *wordsOptions) { o.untracked = true; o.mark("ackers") }
+}
 
-// StateOnCluster makes Files and Count keep their state in the cluster's
+// WithClusterState makes Files and Count keep their state in the cluster's
 // JetStream (a files spout's committed offsets, a count's changelog), so that
 // each resumes on another worker; a Flux file gets it from its worker.
-func StateOnCluster(c component.Cluster) WordsOption {
+func WithClusterState(c component.Cluster) WordsOption {
 	return func(o *wordsOptions) { o.cluster = &c; o.mark("cluster") }
 }
 
@@ -140,13 +142,21 @@ func goError(class string, e *optError) error {
 func (o *wordsOptions) only(class string, allowed ...string) error {
 	for _, s := range o.set {
 		if !slices.Contains(allowed, s) {
-			return fmt.Errorf("%s: option %s is not one of its options (%s)", class, s, strings.Join(allowed, ", "))
+			var names []string
+			for _, a := range allowed {
+				names = append(names, optionName[a])
+			}
+			return fmt.Errorf("%s: %s is not one of its options (%s)", class, optionName[s], strings.Join(names, ", "))
 		}
 	}
 	return nil
 }
 
-// emptySet refuses an option given as "" (SplitField(""), say): its default is
+// optionName is each option's function, by the name set records.
+var optionName = map[string]string{"field": "WithSplitField", "mode": "WithSplitJSON", "as": "WithSplitAs", "key": "WithCountKey",
+	"failRate": "WithInjectedFailures", "ackers": "WithoutAckers", "cluster": "WithClusterState"}
+
+// emptySet refuses an option given as "" (WithSplitField(""), say): its default is
 // had by leaving it out.
 func (o *wordsOptions) emptySet() *optError {
 	for _, name := range o.set {
@@ -168,21 +178,21 @@ func apply(opts []WordsOption) *wordsOptions {
 	return o
 }
 
-// Files is gale.spout.Files: the lines of the files (paths or glob patterns,
+// NewFilesSpout is gale.spout.Files: the lines of the files (paths or glob patterns,
 // read in the order given, a pattern's matches sorted), one tracked tuple (line,
 // pos) per line, a failed line replayed from its offset; a topology.FiniteSpout,
 // exhausted once every line is acked. It runs as one task. Options:
-// StateOnCluster.
-func Files(paths []string, opts ...WordsOption) (Piece, error) {
+// WithClusterState.
+func NewFilesSpout(paths []string, opts ...WordsOption) (*FilesSpout, error) {
 	o := apply(opts)
-	if err := o.only(FilesClass, "cluster"); err != nil {
-		return Piece{}, err
+	if err := o.only(FilesSpoutClass, "cluster"); err != nil {
+		return nil, err
 	}
 	names, bad := filesOf(paths, o.cluster != nil)
 	if bad != nil {
-		return Piece{}, goError(FilesClass, bad)
+		return nil, goError(FilesSpoutClass, bad)
 	}
-	return filesPiece(names, o), nil
+	return &FilesSpout{factory: filesFactory(names, o)}, nil
 }
 
 // filesOf expands and checks the spout's paths: each names a regular file or is a
@@ -231,38 +241,35 @@ func filesOf(paths []string, onCluster bool) ([]string, *optError) {
 	return names, nil
 }
 
-func filesPiece(names []string, o *wordsOptions) Piece {
-	p := Piece{Class: FilesClass, Fields: wordcount.LineFields()}
+func filesFactory(names []string, o *wordsOptions) func() topology.Spout {
 	if c := o.cluster; c != nil {
-		p.Spout = wordcount.ClusterFilesSpout(FilesClass, names, clusterState(c))
-	} else {
-		p.Spout = wordcount.FilesSpout(FilesClass, names)
+		return wordcount.ClusterFilesSpout(FilesSpoutClass, names, clusterState(c))
 	}
-	return p
+	return wordcount.FilesSpout(FilesSpoutClass, names)
 }
 
 func clusterState(c *component.Cluster) wordcount.ClusterState {
 	return wordcount.ClusterState{JS: c.JS, Bucket: wordcount.ClusterBucket(c.Prefix), Run: "flux-" + c.Topology, Generation: c.Generation}
 }
 
-// Split is gale.bolt.Split: per piece of a field of its input (the words of a
+// NewSplitBolt is gale.bolt.Split: per piece of a field of its input (the words of a
 // line, Unicode letters and digits lowercased as gale wordcount splits them; or the
 // elements of a JSON array), one tuple (piece, pos, off) anchored to its input,
 // where pos is the files spout's and off the piece's byte offset in the field:
-// pos's line id + off names the occurrence. Options: SplitField, SplitJSON,
-// SplitAs, InjectFailures.
-func Split(opts ...WordsOption) (Piece, error) {
+// pos's line id + off names the occurrence. Options: WithSplitField, WithSplitJSON,
+// WithSplitAs, WithInjectedFailures.
+func NewSplitBolt(opts ...WordsOption) (*SplitBolt, error) {
 	o := apply(opts)
-	if err := o.only(SplitClass, "field", "mode", "as", "failRate"); err != nil {
-		return Piece{}, err
+	if err := o.only(SplitBoltClass, "field", "mode", "as", "failRate"); err != nil {
+		return nil, err
 	}
 	if bad := o.emptySet(); bad != nil {
-		return Piece{}, goError(SplitClass, bad)
+		return nil, goError(SplitBoltClass, bad)
 	}
 	if bad := o.checkSplit(); bad != nil {
-		return Piece{}, goError(SplitClass, bad)
+		return nil, goError(SplitBoltClass, bad)
 	}
-	return o.splitPiece(), nil
+	return &SplitBolt{factory: o.splitFactory(), fields: []string{o.as, "pos", "off"}}, nil
 }
 
 func (o *wordsOptions) checkSplit() *optError {
@@ -290,9 +297,8 @@ func (o *wordsOptions) checkSplit() *optError {
 	return o.checkFailRate()
 }
 
-func (o *wordsOptions) splitPiece() Piece {
-	return Piece{Class: SplitClass, Fields: []string{o.as, "pos", "off"},
-		BasicBolt: wordcount.NewSplit(wordcount.SplitConfig{Field: o.field, JSON: o.mode == "json", FailRate: o.failRate, Seed: o.seed})}
+func (o *wordsOptions) splitFactory() func() topology.BasicBolt {
+	return wordcount.NewSplit(wordcount.SplitConfig{Field: o.field, JSON: o.mode == "json", FailRate: o.failRate, Seed: o.seed})
 }
 
 func checkField(prop, name string) *optError {
@@ -309,45 +315,45 @@ func (o *wordsOptions) checkFailRate() *optError {
 	return nil
 }
 
-// Count is gale.bolt.Count: the occurrences of each value of its key field,
+// NewCountBolt is gale.bolt.Count: the occurrences of each value of its key field,
 // grouped by it (wire it with FIELDS grouping on the key), each occurrence (pos's
 // line id + off; + 0 without an off field, so once per line) counted once however
 // often its line is replayed; the counts are written to output, key<TAB>count lines
 // sorted by key, when the run stops (in one process: gale run), or, on a cluster
-// (StateOnCluster), by its first task once the files spout upstream has every line
-// acked. Options: CountKey, InjectFailures, NoAckers, StateOnCluster.
-func Count(output string, opts ...WordsOption) (Piece, error) {
+// (WithClusterState), by its first task once the files spout upstream has every line
+// acked. Options: WithCountKey, WithInjectedFailures, WithoutAckers, WithClusterState.
+func NewCountBolt(output string, opts ...WordsOption) (*CountBolt, error) {
 	o := apply(opts)
-	if err := o.only(CountClass, "key", "failRate", "ackers", "cluster"); err != nil {
-		return Piece{}, err
+	if err := o.only(CountBoltClass, "key", "failRate", "ackers", "cluster"); err != nil {
+		return nil, err
 	}
 	if bad := o.emptySet(); bad != nil {
-		return Piece{}, goError(CountClass, bad)
+		return nil, goError(CountBoltClass, bad)
 	}
 	if bad := o.checkCount(output, ""); bad != nil {
-		return Piece{}, goError(CountClass, bad)
+		return nil, goError(CountBoltClass, bad)
 	}
-	return o.countPiece(CountClass, output, ""), nil
+	return &CountBolt{factory: o.countFactory(output, "")}, nil
 }
 
-// Sum is gale.bolt.Sum: Count's, summing the numbers of field value per key
+// NewSumBolt is gale.bolt.Sum: Count's, summing the numbers of field value per key
 // (a number, or a string holding one; another value is reported and left out),
 // written as key<TAB>sum lines. Options as Count's.
-func Sum(value, output string, opts ...WordsOption) (Piece, error) {
+func NewSumBolt(value, output string, opts ...WordsOption) (*CountBolt, error) {
 	o := apply(opts)
-	if err := o.only(SumClass, "key", "failRate", "ackers", "cluster"); err != nil {
-		return Piece{}, err
+	if err := o.only(SumBoltClass, "key", "failRate", "ackers", "cluster"); err != nil {
+		return nil, err
 	}
 	if bad := o.emptySet(); bad != nil {
-		return Piece{}, goError(SumClass, bad)
+		return nil, goError(SumBoltClass, bad)
 	}
 	if bad := checkField("value", value); bad != nil {
-		return Piece{}, goError(SumClass, bad)
+		return nil, goError(SumBoltClass, bad)
 	}
 	if bad := o.checkCount(output, value); bad != nil {
-		return Piece{}, goError(SumClass, bad)
+		return nil, goError(SumBoltClass, bad)
 	}
-	return o.countPiece(SumClass, output, value), nil
+	return &CountBolt{factory: o.countFactory(output, value)}, nil
 }
 
 func (o *wordsOptions) checkCount(output, value string) *optError {
@@ -381,15 +387,12 @@ func (o *wordsOptions) checkCount(output, value string) *optError {
 	return o.checkFailRate()
 }
 
-func (o *wordsOptions) countPiece(class, output, value string) Piece {
+func (o *wordsOptions) countFactory(output, value string) func() topology.Bolt {
 	c := wordcount.CountConfig{Key: o.key, Value: value, Output: output, Untracked: o.untracked, FailRate: o.failRate, Seed: o.seed}
-	p := Piece{Class: class}
 	if o.cluster != nil {
-		p.Bolt = wordcount.ClusterCount(c, clusterState(o.cluster))
-	} else {
-		p.Bolt = wordcount.NewCount(c)
+		return wordcount.ClusterCount(c, clusterState(o.cluster))
 	}
-	return p
+	return wordcount.NewCount(c)
 }
 
 // wordComponents declares the pieces for Flux files; each maker reads the Spec
@@ -397,7 +400,7 @@ func (o *wordsOptions) countPiece(class, output, value string) Piece {
 func wordComponents() []component.Declaration {
 	return []component.Declaration{
 		{
-			Class: FilesClass,
+			Class: FilesSpoutClass,
 			Doc:   "the lines of text files (constructorArgs: paths or glob patterns), one tracked tuple (line, pos) per line; replays a failed line; ends when every line is acked; on a cluster resumes at its committed offset",
 			Spout: func(s component.Spec) (func() topology.Spout, error) {
 				var paths []string
@@ -412,18 +415,18 @@ func wordComponents() []component.Declaration {
 				if bad != nil {
 					return nil, specError(bad)
 				}
-				return filesPiece(names, &wordsOptions{cluster: s.Cluster}).Spout, nil
+				return filesFactory(names, &wordsOptions{cluster: s.Cluster}), nil
 			},
 			Outputs: func(component.Spec) ([]component.Output, error) {
 				return []component.Output{{Fields: wordcount.LineFields()}}, nil
 			},
 		},
 		{
-			Class: SplitClass,
+			Class: SplitBoltClass,
 			Doc:   "per word of a field (or element of a JSON array: mode json), one tuple (piece, pos, off) naming the occurrence; properties field, mode, as",
 			BasicBolt: func(s component.Spec) (func() topology.BasicBolt, error) {
 				o, err := splitSpec(s)
-				return o.splitPiece().BasicBolt, err
+				return o.splitFactory(), err
 			},
 			Outputs: func(s component.Spec) ([]component.Output, error) {
 				o, err := splitSpec(s)
@@ -431,14 +434,14 @@ func wordComponents() []component.Declaration {
 			},
 		},
 		{
-			Class: CountClass,
+			Class: CountBoltClass,
 			Doc:   "counts each occurrence of its key field once (FIELDS grouping on the key); writes key<TAB>count lines to property output at the end",
-			Bolt:  func(s component.Spec) (func() topology.Bolt, error) { return countSpec(CountClass, s, false) },
+			Bolt:  func(s component.Spec) (func() topology.Bolt, error) { return countSpec(s, false) },
 		},
 		{
-			Class: SumClass,
+			Class: SumBoltClass,
 			Doc:   "sums field value per key, each occurrence once (FIELDS grouping on the key); writes key<TAB>sum lines to property output at the end",
-			Bolt:  func(s component.Spec) (func() topology.Bolt, error) { return countSpec(SumClass, s, true) },
+			Bolt:  func(s component.Spec) (func() topology.Bolt, error) { return countSpec(s, true) },
 		},
 	}
 }
@@ -498,7 +501,7 @@ func failuresSpec(s component.Spec, o *wordsOptions) error {
 // countSpec reads Count's and Sum's properties. Without acker tasks (the file's
 // topology.acker.executors: 0) nothing is replayed and occurrences are not
 // deduplicated: the spout's low watermark then says nothing.
-func countSpec(class string, s component.Spec, sum bool) (func() topology.Bolt, error) {
+func countSpec(s component.Spec, sum bool) (func() topology.Bolt, error) {
 	o := &wordsOptions{cluster: s.Cluster}
 	switch n := s.Config["topology.acker.executors"].(type) { // as YAML or JSON gives it
 	case int:
@@ -539,5 +542,5 @@ func countSpec(class string, s component.Spec, sum bool) (func() topology.Bolt, 
 	if bad := o.checkCount(output, value); bad != nil {
 		return nil, specError(bad)
 	}
-	return o.countPiece(class, output, value).Bolt, nil
+	return o.countFactory(output, value), nil
 }

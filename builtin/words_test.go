@@ -61,36 +61,36 @@ func TestWordsRefuseBadOptions(t *testing.T) {
 		prop  string // its Prop
 		want  string
 	}{
-		{builtin.FilesClass, component.Spec{}, -1, "", "name at least one text file"},
-		{builtin.FilesClass, component.Spec{Args: []any{""}}, 0, "", `constructorArgs[0] "": an empty path`},
-		{builtin.FilesClass, component.Spec{Args: []any{book, "no/such/file.txt"}}, 1, "", "constructorArgs[1] \"no/such/file.txt\": stat no/such/file.txt: no such file"},
-		{builtin.FilesClass, component.Spec{Args: []any{"../testdata"}}, 0, "", "is not a regular file"},
-		{builtin.FilesClass, component.Spec{Args: []any{"../testdata/books/*.nope"}}, 0, "", "matches no file"},
-		{builtin.FilesClass, component.Spec{Args: []any{"[a-"}}, 0, "", "syntax error in pattern"},
-		{builtin.FilesClass, component.Spec{Args: []any{3}}, 0, "", "constructorArgs[0]: want a string, got integer 3"},
-		{builtin.FilesClass, component.Spec{Args: []any{book}, Cluster: onCluster}, 0, "", "not an absolute path: on a cluster"},
-		{builtin.FilesClass, component.Spec{Args: []any{abs}, Properties: props("field", "x")}, -1, "field", `property "field" is not used (the class reads no properties)`},
-		{builtin.SplitClass, component.Spec{Properties: props("mode", "csv")}, -1, "mode", `property mode: "csv": want words`},
-		{builtin.SplitClass, component.Spec{Properties: props("field", "")}, -1, "field", `property field: "": a field name (leave the property out`},
-		{builtin.SplitClass, component.Spec{Properties: props("as", " w")}, -1, "as", `property as: " w": a field name`},
-		{builtin.SplitClass, component.Spec{Properties: props("as", "pos")}, -1, "as", `"pos" is a field split emits already`},
-		{builtin.SplitClass, component.Spec{Properties: props("failRate", 1.0)}, -1, "failRate", "property failRate: 1: must be at least 0 and below 1"},
-		{builtin.SplitClass, component.Spec{Properties: props("failRate", "often")}, -1, "failRate", `property "failRate": want a number, got string "often"`},
-		{builtin.SplitClass, component.Spec{Properties: props("seed", -2)}, -1, "seed", "property seed: -2: must be at least 0"},
-		{builtin.SplitClass, component.Spec{Properties: props("feild", "line")}, -1, "feild", `property "feild" is not used; did you mean "field"?`},
-		{builtin.CountClass, component.Spec{}, -1, "", `property "output" is required`},
-		{builtin.CountClass, component.Spec{Properties: props("output", "")}, -1, "output", "property output: empty"},
-		{builtin.CountClass, component.Spec{Properties: props("output", "no/such/dir/c.tsv")}, -1, "output", "property output: no/such/dir: no such directory"},
-		{builtin.CountClass, component.Spec{Properties: props("output", out, "key", "off")}, -1, "key", `property key: "off" is the occurrence's identity`},
-		{builtin.CountClass, component.Spec{Properties: props("output", out, "key", 7)}, -1, "key", `property "key": want a string, got integer 7`},
-		{builtin.CountClass, component.Spec{Properties: props("output", "c.tsv"), Cluster: onCluster}, -1, "output", `property output: "c.tsv": not an absolute path`},
-		{builtin.CountClass, component.Spec{Properties: props("output", out), Cluster: onCluster, Config: map[string]any{"topology.acker.executors": 0}}, -1, "output", "needs acker tasks"},
-		{builtin.CountClass, component.Spec{Properties: props("output", out, "value", "n")}, -1, "value", `property "value" is not used`},
-		{builtin.SumClass, component.Spec{Properties: props("output", out)}, -1, "", `property "value" is required`},
-		{builtin.SumClass, component.Spec{Properties: props("value", "n")}, -1, "", `property "output" is required`},
-		{builtin.SumClass, component.Spec{Properties: props("output", out, "value", "")}, -1, "value", `property value: "": a field name`},
-		{builtin.SumClass, component.Spec{Properties: props("output", out, "value", "word")}, -1, "value", `property value: "word" is the key too`},
-		{builtin.SumClass, component.Spec{Properties: props("output", out, "value", "pos")}, -1, "value", `"pos" is the occurrence's identity`},
+		{builtin.FilesSpoutClass, component.Spec{}, -1, "", "name at least one text file"},
+		{builtin.FilesSpoutClass, component.Spec{Args: []any{""}}, 0, "", `constructorArgs[0] "": an empty path`},
+		{builtin.FilesSpoutClass, component.Spec{Args: []any{book, "no/such/file.txt"}}, 1, "", "constructorArgs[1] \"no/such/file.txt\": stat no/such/file.txt: no such file"},
+		{builtin.FilesSpoutClass, component.Spec{Args: []any{"../testdata"}}, 0, "", "is not a regular file"},
+		{builtin.FilesSpoutClass, component.Spec{Args: []any{"../testdata/books/*.nope"}}, 0, "", "matches no file"},
+		{builtin.FilesSpoutClass, component.Spec{Args: []any{"[a-"}}, 0, "", "syntax error in pattern"},
+		{builtin.FilesSpoutClass, component.Spec{Args: []any{3}}, 0, "", "constructorArgs[0]: want a string, got integer 3"},
+		{builtin.FilesSpoutClass, component.Spec{Args: []any{book}, Cluster: onCluster}, 0, "", "not an absolute path: on a cluster"},
+		{builtin.FilesSpoutClass, component.Spec{Args: []any{abs}, Properties: props("field", "x")}, -1, "field", `property "field" is not used (the class reads no properties)`},
+		{builtin.SplitBoltClass, component.Spec{Properties: props("mode", "csv")}, -1, "mode", `property mode: "csv": want words`},
+		{builtin.SplitBoltClass, component.Spec{Properties: props("field", "")}, -1, "field", `property field: "": a field name (leave the property out`},
+		{builtin.SplitBoltClass, component.Spec{Properties: props("as", " w")}, -1, "as", `property as: " w": a field name`},
+		{builtin.SplitBoltClass, component.Spec{Properties: props("as", "pos")}, -1, "as", `"pos" is a field split emits already`},
+		{builtin.SplitBoltClass, component.Spec{Properties: props("failRate", 1.0)}, -1, "failRate", "property failRate: 1: must be at least 0 and below 1"},
+		{builtin.SplitBoltClass, component.Spec{Properties: props("failRate", "often")}, -1, "failRate", `property "failRate": want a number, got string "often"`},
+		{builtin.SplitBoltClass, component.Spec{Properties: props("seed", -2)}, -1, "seed", "property seed: -2: must be at least 0"},
+		{builtin.SplitBoltClass, component.Spec{Properties: props("feild", "line")}, -1, "feild", `property "feild" is not used; did you mean "field"?`},
+		{builtin.CountBoltClass, component.Spec{}, -1, "", `property "output" is required`},
+		{builtin.CountBoltClass, component.Spec{Properties: props("output", "")}, -1, "output", "property output: empty"},
+		{builtin.CountBoltClass, component.Spec{Properties: props("output", "no/such/dir/c.tsv")}, -1, "output", "property output: no/such/dir: no such directory"},
+		{builtin.CountBoltClass, component.Spec{Properties: props("output", out, "key", "off")}, -1, "key", `property key: "off" is the occurrence's identity`},
+		{builtin.CountBoltClass, component.Spec{Properties: props("output", out, "key", 7)}, -1, "key", `property "key": want a string, got integer 7`},
+		{builtin.CountBoltClass, component.Spec{Properties: props("output", "c.tsv"), Cluster: onCluster}, -1, "output", `property output: "c.tsv": not an absolute path`},
+		{builtin.CountBoltClass, component.Spec{Properties: props("output", out), Cluster: onCluster, Config: map[string]any{"topology.acker.executors": 0}}, -1, "output", "needs acker tasks"},
+		{builtin.CountBoltClass, component.Spec{Properties: props("output", out, "value", "n")}, -1, "value", `property "value" is not used`},
+		{builtin.SumBoltClass, component.Spec{Properties: props("output", out)}, -1, "", `property "value" is required`},
+		{builtin.SumBoltClass, component.Spec{Properties: props("value", "n")}, -1, "", `property "output" is required`},
+		{builtin.SumBoltClass, component.Spec{Properties: props("output", out, "value", "")}, -1, "value", `property value: "": a field name`},
+		{builtin.SumBoltClass, component.Spec{Properties: props("output", out, "value", "word")}, -1, "value", `property value: "word" is the key too`},
+		{builtin.SumBoltClass, component.Spec{Properties: props("output", out, "value", "pos")}, -1, "value", `"pos" is the occurrence's identity`},
 	} {
 		_, err := reg.Add(topology.NewBuilder(), "c", c.class, c.spec, 1)
 		var se *component.SpecError
@@ -110,33 +110,36 @@ func TestWordsGoRefuseBadOptions(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.tsv")
 	for _, c := range []struct {
 		name string
-		make func() (builtin.Piece, error)
+		make func() error
 		want string
 	}{
-		{"Files none", func() (builtin.Piece, error) { return builtin.Files(nil) }, "gale.spout.Files: constructorArgs: name at least one text file"},
-		{"Files key", func() (builtin.Piece, error) { return builtin.Files([]string{book}, builtin.CountKey("w")) }, "gale.spout.Files: option key is not one of its options (cluster)"},
-		{"Files relative on a cluster", func() (builtin.Piece, error) {
-			return builtin.Files([]string{book}, builtin.StateOnCluster(component.Cluster{Topology: "t"}))
+		{"Files none", func() error { return errOf(builtin.NewFilesSpout(nil)) }, "gale.spout.Files: constructorArgs: name at least one text file"},
+		{"Files key", func() error { return errOf(builtin.NewFilesSpout([]string{book}, builtin.WithCountKey("w"))) }, "gale.spout.Files: WithCountKey is not one of its options (WithClusterState)"},
+		{"Files relative on a cluster", func() error {
+			return errOf(builtin.NewFilesSpout([]string{book}, builtin.WithClusterState(component.Cluster{Topology: "t"})))
 		}, "not an absolute path"},
-		{"Split mode", func() (builtin.Piece, error) { return builtin.Split(builtin.SplitAs("off")) }, `gale.bolt.Split: option as: "off" is a field split emits already`},
-		{"Split empty field", func() (builtin.Piece, error) { return builtin.Split(builtin.SplitField("")) }, `gale.bolt.Split: option field: "": a field name`},
-		{"Count empty key", func() (builtin.Piece, error) { return builtin.Count(out, builtin.CountKey("")) }, `gale.bolt.Count: option key: "": a field name`},
-		{"Split key", func() (builtin.Piece, error) { return builtin.Split(builtin.CountKey("w")) }, "gale.bolt.Split: option key is not one of its options"},
-		{"Split rate", func() (builtin.Piece, error) { return builtin.Split(builtin.InjectFailures(-0.1, 1)) }, "failRate: -0.1: must be at least 0"},
-		{"Count output", func() (builtin.Piece, error) { return builtin.Count("") }, "gale.bolt.Count: option output: empty"},
-		{"Count JSON", func() (builtin.Piece, error) { return builtin.Count(out, builtin.SplitJSON()) }, "gale.bolt.Count: option mode is not one of its options"},
-		{"Count no ackers on a cluster", func() (builtin.Piece, error) {
-			return builtin.Count(out, builtin.NoAckers(), builtin.StateOnCluster(component.Cluster{Topology: "t"}))
+		{"Split mode", func() error { return errOf(builtin.NewSplitBolt(builtin.WithSplitAs("off"))) }, `gale.bolt.Split: option as: "off" is a field split emits already`},
+		{"Split empty field", func() error { return errOf(builtin.NewSplitBolt(builtin.WithSplitField(""))) }, `gale.bolt.Split: option field: "": a field name`},
+		{"Count empty key", func() error { return errOf(builtin.NewCountBolt(out, builtin.WithCountKey(""))) }, `gale.bolt.Count: option key: "": a field name`},
+		{"Split key", func() error { return errOf(builtin.NewSplitBolt(builtin.WithCountKey("w"))) }, "gale.bolt.Split: WithCountKey is not one of its options (WithSplitField, WithSplitJSON, WithSplitAs, WithInjectedFailures)"},
+		{"Split rate", func() error { return errOf(builtin.NewSplitBolt(builtin.WithInjectedFailures(-0.1, 1))) }, "failRate: -0.1: must be at least 0"},
+		{"Count output", func() error { return errOf(builtin.NewCountBolt("")) }, "gale.bolt.Count: option output: empty"},
+		{"Count JSON", func() error { return errOf(builtin.NewCountBolt(out, builtin.WithSplitJSON())) }, "gale.bolt.Count: WithSplitJSON is not one of its options"},
+		{"Count no ackers on a cluster", func() error {
+			return errOf(builtin.NewCountBolt(out, builtin.WithoutAckers(), builtin.WithClusterState(component.Cluster{Topology: "t"})))
 		}, "needs acker tasks"},
-		{"Sum value", func() (builtin.Piece, error) { return builtin.Sum("", out) }, "gale.bolt.Sum: option value: \"\": a field name"},
-		{"Sum key = value", func() (builtin.Piece, error) { return builtin.Sum("n", out, builtin.CountKey("n")) }, `option value: "n" is the key too`},
+		{"Sum value", func() error { return errOf(builtin.NewSumBolt("", out)) }, "gale.bolt.Sum: option value: \"\": a field name"},
+		{"Sum key = value", func() error { return errOf(builtin.NewSumBolt("n", out, builtin.WithCountKey("n"))) }, `option value: "n" is the key too`},
 	} {
-		_, err := c.make()
+		err := c.make()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
 }
+
+// errOf is a constructor's error.
+func errOf[T any](_ T, err error) error { return err }
 
 // run starts topo, waits until its spouts are exhausted and stops it.
 func run(t *testing.T, topo *topology.Topology, cfg topology.Config) {
@@ -265,34 +268,34 @@ func TestWordsGoJSONSumAndLines(t *testing.T) {
 		}
 	}
 	in := writeLines(t, lines...)
-	files, err := builtin.Files([]string{in})
+	files, err := builtin.NewFilesSpout([]string{in})
 	if err != nil {
 		t.Fatal(err)
 	}
-	split, err := builtin.Split(builtin.SplitJSON(), builtin.SplitAs("n"), builtin.InjectFailures(0.3, 7))
+	split, err := builtin.NewSplitBolt(builtin.WithSplitJSON(), builtin.WithSplitAs("n"), builtin.WithInjectedFailures(0.3, 7))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sumOut, countOut, linesOut := filepath.Join(dir, "sum.tsv"), filepath.Join(dir, "count.tsv"), filepath.Join(dir, "lines.tsv")
-	sum, err := builtin.Sum("n", sumOut, builtin.CountKey("parity"), builtin.InjectFailures(0.3, 8))
+	sum, err := builtin.NewSumBolt("n", sumOut, builtin.WithCountKey("parity"), builtin.WithInjectedFailures(0.3, 8))
 	if err != nil {
 		t.Fatal(err)
 	}
-	count, err := builtin.Count(countOut, builtin.CountKey("n"))
+	count, err := builtin.NewCountBolt(countOut, builtin.WithCountKey("n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	countLines, err := builtin.Count(linesOut, builtin.CountKey("line"))
+	countLines, err := builtin.NewCountBolt(linesOut, builtin.WithCountKey("line"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := topology.NewBuilder()
-	files.Set(b, "lines", 1)
-	split.Set(b, "split", 2).ShuffleGrouping("lines")
+	b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+	b.SetBasicBolt("split", split.BasicBolt, 2).ShuffleGrouping("lines").Output(split.Fields()...)
 	b.SetBasicBolt("parity", func() topology.BasicBolt { return parity{} }, 2).ShuffleGrouping("split").Output("parity", "n", "pos", "off")
-	sum.Set(b, "sum", 2).FieldsGrouping("parity", "parity")
-	count.Set(b, "count", 3).FieldsGrouping("split", "n")
-	countLines.Set(b, "countLines", 2).FieldsGrouping("lines", "line")
+	b.SetBolt("sum", sum.Bolt, 2).FieldsGrouping("parity", "parity")
+	b.SetBolt("count", count.Bolt, 3).FieldsGrouping("split", "n")
+	b.SetBolt("countLines", countLines.Bolt, 2).FieldsGrouping("lines", "line")
 	topo, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -344,26 +347,26 @@ func slicesEqual(a, b []string) bool {
 
 // Without acker tasks nothing is tracked: a line counts as acked when emitted, so
 // the spout's low watermark passes lines still being counted. Count told so
-// (NoAckers; in a Flux file, topology.acker.executors: 0) deduplicates nothing,
+// (WithoutAckers; in a Flux file, topology.acker.executors: 0) deduplicates nothing,
 // and the counts are exact.
 func TestWordsCountWithoutAckers(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "counts.tsv")
-	files, err := builtin.Files([]string{book})
+	files, err := builtin.NewFilesSpout([]string{book})
 	if err != nil {
 		t.Fatal(err)
 	}
-	split, err := builtin.Split()
+	split, err := builtin.NewSplitBolt()
 	if err != nil {
 		t.Fatal(err)
 	}
-	count, err := builtin.Count(out, builtin.NoAckers())
+	count, err := builtin.NewCountBolt(out, builtin.WithoutAckers())
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := topology.NewBuilder()
-	files.Set(b, "lines", 1)
-	split.Set(b, "split", 2).ShuffleGrouping("lines")
-	count.Set(b, "count", 2).FieldsGrouping("split", "word")
+	b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+	b.SetBasicBolt("split", split.BasicBolt, 2).ShuffleGrouping("lines").Output(split.Fields()...)
+	b.SetBolt("count", count.Bolt, 2).FieldsGrouping("split", "word")
 	topo, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
