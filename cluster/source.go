@@ -351,6 +351,9 @@ func FileFactory(components *component.Registry) Factory {
 		// The components' files (a shell component's script) are in the unpacked
 		// resources, as Storm's are in the jar's resources/.
 		f.Dir = env.Resources
+		// Components that keep state keep it in the cluster's JetStream, under the
+		// topology's name, so that a task moved to another worker carries on.
+		f.Cluster = &component.Cluster{Topology: env.Topology, JS: env.JS, Prefix: env.Prefix, Generation: env.Generation}
 		b, err := f.Build(components)
 		if err != nil {
 			return nil, fileError(env.Source.File, err)

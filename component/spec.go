@@ -41,6 +41,9 @@ type Spec struct {
 	// gives it (Storm hands every component the topology's conf): read-only,
 	// and not subject to Add's check that every value is read.
 	Config map[string]any
+	// Cluster is the cluster the topology is built for, nil for a run in one
+	// process (gale run): see Cluster.
+	Cluster *Cluster
 
 	reads *reads // set by Registry.Add: what the class read, for the unread check
 	call  int    // in a Spec that Method returned: 1 + the index of its call in Calls

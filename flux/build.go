@@ -279,7 +279,7 @@ func (bd *builder) spec(b *Bean, chain []string) (component.Spec, bool) {
 		}
 		return out
 	}
-	s.Dir = bd.f.Dir
+	s.Dir, s.Cluster = bd.f.Dir, bd.f.Cluster
 	if len(bd.f.Config) > 0 {
 		s.Config = make(map[string]any, len(bd.f.Config))
 		for _, c := range bd.f.Config {

@@ -1,5 +1,7 @@
 package flux
 
+import "github.com/gale-stream/gale/component"
+
 // File is a Flux file, parsed and checked: its includes merged, every value with its
 // position (in the file it came from) for the errors of Build.
 type File struct {
@@ -24,6 +26,9 @@ type File struct {
 	// Dir is what every component's Spec.Dir is: the file's directory after Load,
 	// "" after Parse (a worker sets its unpacked resources directory).
 	Dir string
+	// Cluster is what every component's Spec.Cluster is: nil for a run in one
+	// process; set by the submitter and by a worker (component.Cluster).
+	Cluster *component.Cluster
 
 	includes []include // Load's, before merging
 }

@@ -26,7 +26,8 @@ func TestGaleRegistersItsBuiltins(t *testing.T) {
 	if code := a.Run(context.Background(), []string{"components"}, &comps, &comps); code != 0 {
 		t.Fatalf("components: exit %d: %s", code, comps.String())
 	}
-	for _, class := range []string{"gale.wordcount.LineSpout", "gale.wordcount.SplitSentence", "gale.wordcount.WordCount"} {
+	for _, class := range []string{"gale.wordcount.LineSpout", "gale.wordcount.SplitSentence", "gale.wordcount.WordCount",
+		"gale.spout.Files", "gale.bolt.Split", "gale.bolt.Count", "gale.bolt.Sum"} {
 		if !strings.Contains(comps.String(), class+" ") {
 			t.Errorf("gale components does not list %s:\n%s", class, comps.String())
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gale-stream/gale/cluster"
+	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/flux"
 	"github.com/gale-stream/gale/tuple"
 )
@@ -56,6 +57,9 @@ func (a *App) loadFile(fo fileOptions, stderr io.Writer) (*loadedFile, error) {
 	if slices.Contains(a.Topologies.Names(), f.Name) {
 		return nil, fmt.Errorf("%s: name %q is a topology registered in this build (Go): give the file another name", f.NamePos, f.Name)
 	}
+	// Built for a cluster, as each worker builds it (cluster.FileFactory), so that
+	// a class refuses here what a worker would (a relative path to an input).
+	f.Cluster = &component.Cluster{Topology: f.Name}
 	b, err := f.Build(&a.Components)
 	if err != nil {
 		return nil, err

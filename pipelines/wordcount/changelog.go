@@ -7,6 +7,7 @@ package wordcount
 // acked occurrence is ever lost.
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -165,8 +166,17 @@ func readChangelog(ctx context.Context, stream jetstream.Stream, filter string, 
 // they only add duplicates, and what it acks is stored all the same.
 type changelogCount struct {
 	failures
-	conf    *clusterConf
-	in      fieldIndex // word, pos, off
+	conf *clusterConf
+	// key and value are as countBolt's (builtin's Count and Sum); a sum's record
+	// holds key NUL value (sumRecord), its sum read back from the changelogs.
+	key, value string
+	// finish, if set, runs on task 0 in a goroutine of its own from Prepare to
+	// Cleanup (builtin's output file once the spout is done).
+	finish func(ctx context.Context, tc topology.TaskContext) error
+	in     fieldIndex // word (or key), pos [, value]; off optional
+	// logRun, if set, names the changelog's run instead of conf.run (which then
+	// names the spout's commit only).
+	logRun  string
 	out     topology.OutputCollector
 	ctx     context.Context
 	log     *slog.Logger
@@ -232,7 +242,11 @@ const restoreTimeout = time.Minute
 
 func (b *changelogCount) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
 	b.prepare(tc)
-	b.in.names = []string{"word", "pos", "off"}
+	b.in.names = []string{cmp.Or(b.key, "word"), "pos"}
+	b.in.optional = "off"
+	if b.value != "" {
+		b.in.names = append(b.in.names, b.value)
+	}
 	b.out, b.ctx, b.log = out, ctx, tc.Logger
 	if b.log == nil {
 		b.log = slog.Default()
@@ -260,7 +274,7 @@ func (b *changelogCount) Prepare(ctx context.Context, tc topology.TaskContext, o
 	if b.inFlightMax <= 0 {
 		b.inFlightMax = changelogInFlight
 	}
-	b.subject = changelogSubject(b.conf.bucket, b.conf.run, tc.TaskIndex)
+	b.subject = changelogSubject(b.conf.bucket, cmp.Or(b.logRun, b.conf.run), tc.TaskIndex)
 	b.unstored.reset()
 	b.enc = []byte{changelogVersion}
 	b.cond.L = &b.mu
@@ -280,6 +294,25 @@ func (b *changelogCount) Prepare(ctx context.Context, tc topology.TaskContext, o
 	b.wg.Add(2)
 	go b.flushLoop()
 	go b.ackLoop()
+	if b.finish != nil && tc.TaskIndex == 0 {
+		fctx, cancel := context.WithCancel(ctx)
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			if err := b.finish(fctx, tc); err != nil && fctx.Err() == nil {
+				b.log.Error("count: writing the output failed", "err", err)
+			}
+		}()
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			select {
+			case <-b.stop:
+			case <-fctx.Done():
+			}
+			cancel()
+		}()
+	}
 	return nil
 }
 
@@ -341,12 +374,25 @@ func (b *changelogCount) execute(t *tuple.Tuple) error {
 		}
 	}
 	at := b.in.of(t)
-	word := t.Value(at[0]).(string)
-	pos := t.Value(at[1]).([]uint64) // line_id, low
-	if len(pos) != 2 {
-		return fmt.Errorf("wordcount: field pos of %s holds %d numbers, want 2 (line_id, low)", t.SourceComponent(), len(pos))
+	word := keyString(t.Value(at[0]))
+	pos, ok := t.Value(at[1]).([]uint64) // line_id, low
+	if !ok || len(pos) != 2 {
+		return fmt.Errorf("wordcount: field pos of %s holds %T %v, want 2 numbers (line_id, low)", t.SourceComponent(), t.Value(at[1]), t.Value(at[1]))
 	}
-	occ := pos[0] + uint64(t.Value(at[2]).(int))
+	occ := pos[0]
+	if b.in.optAt >= 0 {
+		occ += uint64(t.Value(b.in.optAt).(int))
+	}
+	if b.value != "" {
+		v, err := Number(t.Value(at[2]))
+		if err != nil {
+			// As countBolt: a replay would bring the same value.
+			b.out.ReportError(fmt.Errorf("sum: field %s of %s at %d:%d: %w", b.value, t.SourceComponent(), occ>>40, occ&(1<<40-1), err))
+			_ = b.out.Ack(t)
+			return nil
+		}
+		word = sumRecord(word, v)
+	}
 	if b.seen.Seen(occ, pos[1]) {
 		b.dups++
 		switch {

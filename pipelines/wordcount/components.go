@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/gale-stream/gale/component"
@@ -69,9 +70,7 @@ func Components() []component.Declaration {
 					}
 					names = append(names, name)
 				}
-				return func() topology.Spout {
-					return &fileSpout{lineSpout: lineSpout{names: slices.Clone(names), p: &progress{done: make(chan struct{})}}}
-				}, nil
+				return FilesSpout(LineSpoutClass, names), nil
 			},
 			Outputs: func(component.Spec) ([]component.Output, error) {
 				return []component.Output{{Fields: lineFields}}, nil
@@ -84,7 +83,7 @@ func Components() []component.Declaration {
 				if err != nil {
 					return nil, err
 				}
-				return func() topology.BasicBolt { return &splitBolt{failures: f} }, nil
+				return NewSplit(SplitConfig{FailRate: f.rate, Seed: f.seed}), nil
 			},
 			Outputs: func(component.Spec) ([]component.Output, error) {
 				return []component.Output{{Fields: splitFields}}, nil
@@ -110,10 +109,7 @@ func Components() []component.Declaration {
 				if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
 					return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "output", Msg: fmt.Sprintf("property output: %s: no such directory", filepath.Dir(out))}
 				}
-				sink := &countSink{path: out}
-				return func() topology.Bolt {
-					return &countFile{countBolt: countBolt{failures: f, tracked: true, results: &sink.results}, sink: sink}
-				}, nil
+				return NewCount(CountConfig{Output: out, FailRate: f.rate, Seed: f.seed}), nil
 			},
 			// A sink: it emits nothing.
 		},
@@ -138,13 +134,16 @@ func failuresOf(s component.Spec) (failures, error) {
 
 // fileSpout is the word count's spout for topology files: lineSpout, with the end
 // of its input told to the engine (topology.FiniteSpout).
-type fileSpout struct{ lineSpout }
+type fileSpout struct {
+	lineSpout
+	class string // for its errors: LineSpoutClass, or a built-in's
+}
 
 func (s *fileSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
 	if tc.Parallelism != 1 {
 		// Its line ids and low watermark are one sequence, which the count tasks'
 		// deduplication (Occurrences) relies on.
-		return fmt.Errorf("%s runs as one task: parallelism %d, want 1", LineSpoutClass, tc.Parallelism)
+		return fmt.Errorf("%s runs as one task: parallelism %d, want 1", s.class, tc.Parallelism)
 	}
 	return s.lineSpout.Open(ctx, tc, out)
 }
@@ -179,6 +178,7 @@ func (b *countFile) Cleanup() error {
 // to path once the last task of the component has stopped.
 type countSink struct {
 	path    string
+	sum     bool // write results.sums, not results.counts
 	results results
 	mu      sync.Mutex
 	tasks   int // the component's parallelism
@@ -204,28 +204,44 @@ func (c *countSink) stopped() error {
 		return nil
 	}
 	c.results.mu.Lock()
-	counts := c.results.counts
+	counts, sums := c.results.counts, c.results.sums
 	c.results.mu.Unlock()
+	if c.sum {
+		return writeSumsFile(c.path, sums)
+	}
 	return writeCountsFile(c.path, counts)
 }
 
 // writeCountsFile writes word<TAB>count lines sorted by word (bytewise), through a
 // temporary file renamed into place: a reader sees the whole file or none.
 func writeCountsFile(path string, counts map[string]uint64) error {
-	words := make([]string, 0, len(counts))
-	for w := range counts {
+	return writeKeyed(path, counts, func(w *bufio.Writer, n uint64) { w.WriteString(strconv.FormatUint(n, 10)) })
+}
+
+// writeSumsFile is writeCountsFile for sums: key<TAB>sum, the sum in the fewest
+// digits that read back as the same float64 (an integral sum without a point).
+func writeSumsFile(path string, sums map[string]float64) error {
+	return writeKeyed(path, sums, func(w *bufio.Writer, v float64) { w.WriteString(strconv.FormatFloat(v, 'f', -1, 64)) })
+}
+
+func writeKeyed[V any](path string, m map[string]V, value func(*bufio.Writer, V)) error {
+	words := make([]string, 0, len(m))
+	for w := range m {
 		words = append(words, w)
 	}
 	slices.Sort(words)
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fmt.Errorf("%s: %w", WordCountClass, err)
+		return fmt.Errorf("write counts: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	_ = tmp.Chmod(0o644) // as os.Create would make it (CreateTemp makes 0600)
 	w := bufio.NewWriter(tmp)
 	for _, word := range words {
-		fmt.Fprintf(w, "%s\t%d\n", word, counts[word])
+		w.WriteString(word)
+		w.WriteByte('\t')
+		value(w, m[word])
+		w.WriteByte('\n')
 	}
 	err = w.Flush()
 	if err == nil {
@@ -238,7 +254,7 @@ func writeCountsFile(path string, counts map[string]uint64) error {
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: write counts: %w", WordCountClass, err)
+		return fmt.Errorf("write counts to %s: %w", path, err)
 	}
 	return nil
 }
