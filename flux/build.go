@@ -101,15 +101,56 @@ func (f *File) build(reg *component.Registry, logSpout func() topology.Spout, lo
 		b.SetSpout(LogSpout, logSpout, 1).Output(logFields...)
 		outs[LogSpout] = []component.Output{{Stream: "default", Fields: logFields}}
 	}
-	for _, sec := range []struct {
-		beans []*Bean
-		spout bool
-	}{{f.Spouts, true}, {f.Bolts, false}} {
-		for _, bean := range sec.beans {
-			d, o, ok := bd.declare(b, bean, sec.spout)
-			if ok {
-				decls[bean.ID], outs[bean.ID] = d, o
+	for _, bean := range f.Spouts {
+		if p, ok := bd.prepare(bean, true, nil); ok {
+			decls[bean.ID], outs[bean.ID] = p.Declare(b, bean.Parallelism), p.Outputs()
+		}
+	}
+	// A bolt's class runs once the components it reads did, so that its maker gets
+	// the fields of its inputs (Spec.Inputs): an expression over them is checked at
+	// build. In a cycle, the first bolt in file order goes first, with the inputs
+	// known then. The bolts are then declared in file order, which numbers tasks.
+	settled := map[string]bool{LogSpout: logSpout != nil}
+	for _, bean := range f.Spouts {
+		settled[bean.ID] = true
+	}
+	known := map[string]bool{}
+	for _, bean := range slices.Concat(f.Spouts, f.Bolts) {
+		known[bean.ID] = true
+	}
+	ready := func(bean *Bean) bool {
+		for _, s := range f.Streams {
+			if s.To == bean.ID && known[s.From] && !settled[s.From] {
+				return false
 			}
+		}
+		return true
+	}
+	prepared := map[string]*component.Prepared{}
+	prep := func(bean *Bean) {
+		if p, ok := bd.prepare(bean, false, bd.inputs(bean, outs)); ok {
+			prepared[bean.ID], outs[bean.ID] = p, p.Outputs()
+		}
+		settled[bean.ID] = true
+	}
+	for pending := f.Bolts; len(pending) > 0; {
+		var rest []*Bean
+		for _, bean := range pending {
+			if ready(bean) {
+				prep(bean)
+			} else {
+				rest = append(rest, bean)
+			}
+		}
+		if len(rest) == len(pending) { // a cycle
+			prep(rest[0])
+			rest = rest[1:]
+		}
+		pending = rest
+	}
+	for _, bean := range f.Bolts {
+		if p := prepared[bean.ID]; p != nil {
+			decls[bean.ID] = p.Declare(b, bean.Parallelism)
 		}
 	}
 	sinks := 0
@@ -159,7 +200,8 @@ func (bd *builder) refuse(bean *Bean, err error) {
 	bd.e = append(bd.e, &Error{File: p.File, Line: p.Line, Col: p.Col, Msg: err.Error(), Err: err})
 }
 
-// place is where a SpecError points in bean.
+// place is where a SpecError points in bean: the value it names, or the string
+// and character inside that value its Path and At name.
 func (b *Bean) place(se *component.SpecError) Pos {
 	first := func(ps ...Pos) Pos {
 		for _, p := range ps {
@@ -169,23 +211,34 @@ func (b *Bean) place(se *component.SpecError) Pos {
 		}
 		return b.ClassPos
 	}
+	in := func(v Value) Pos {
+		if (len(se.Path) > 0 || se.At > 0) && v.Inner != nil {
+			if p, ok := v.Inner(se.Path, se.At); ok {
+				return p
+			}
+		}
+		return v.Pos
+	}
 	switch {
 	case se.Call >= 0 && se.Call < len(b.Calls):
 		c := b.Calls[se.Call]
 		if se.Arg >= 0 && se.Arg < len(c.Args) {
-			return c.Args[se.Arg].Pos
+			return in(c.Args[se.Arg])
 		}
 		if se.Arg >= 0 {
 			return first(c.ArgsPos, c.Pos)
 		}
 		return c.Pos
 	case se.Arg >= 0 && se.Arg < len(b.Args):
-		return b.Args[se.Arg].Pos
+		return in(b.Args[se.Arg])
 	case se.Arg >= 0:
 		return first(b.ArgsPos)
 	case se.Prop != "":
 		for _, p := range b.Properties {
 			if p.Name == se.Prop {
+				if len(se.Path) > 0 || se.At > 0 {
+					return in(p.Value)
+				}
 				return p.Pos
 			}
 		}
@@ -301,34 +354,53 @@ func (bd *builder) spec(b *Bean, chain []string) (component.Spec, bool) {
 	return s, ok
 }
 
-func (bd *builder) declare(b *topology.Builder, bean *Bean, spout bool) (*topology.Declarer, []component.Output, bool) {
+// inputs are the streams bean reads, in file order, with the fields their
+// components declared (those declared yet).
+func (bd *builder) inputs(bean *Bean, outs map[string][]component.Output) []component.Input {
+	var in []component.Input
+	for _, s := range bd.f.Streams {
+		if s.To != bean.ID {
+			continue
+		}
+		id := streamID(s)
+		for _, o := range outs[s.From] {
+			if o.Stream == id {
+				in = append(in, component.Input{Component: s.From, Stream: id, Fields: slices.Clone(o.Fields)})
+			}
+		}
+	}
+	return in
+}
+
+func (bd *builder) prepare(bean *Bean, spout bool, inputs []component.Input) (*component.Prepared, bool) {
 	if bd.shell(bean) {
-		return nil, nil, false
+		return nil, false
 	}
 	d, err := bd.reg.Lookup(bean.Class)
 	if err != nil {
 		p := bean.ClassPos
 		bd.e = append(bd.e, &Error{File: p.File, Line: p.Line, Col: p.Col, Msg: fmt.Sprintf("%q: %v", bean.ID, err), Err: err})
-		return nil, nil, false
+		return nil, false
 	}
 	switch k := d.Kind(); {
 	case spout && k != component.SpoutKind:
 		bd.e.at(bean.ClassPos, "spout %q: class %s is a %s, not a spout", bean.ID, bean.Class, k)
-		return nil, nil, false
+		return nil, false
 	case !spout && k != component.BoltKind && k != component.BasicBoltKind:
 		bd.e.at(bean.ClassPos, "bolt %q: class %s is a %s, not a bolt", bean.ID, bean.Class, k)
-		return nil, nil, false
+		return nil, false
 	}
 	spec, ok := bd.spec(bean, nil)
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
-	dec, outs, err := bd.reg.Declare(b, bean.ID, bean.Class, spec, bean.Parallelism)
+	spec.Inputs = inputs
+	p, err := bd.reg.Prepare(bean.ID, bean.Class, spec)
 	if err != nil {
 		bd.refuse(bean, err)
-		return nil, nil, false
+		return nil, false
 	}
-	return dec, outs, true
+	return p, true
 }
 
 var groupings = map[string]func([]string) topology.Grouping{
