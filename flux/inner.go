@@ -56,7 +56,7 @@ func (p *parser) inner(n *yaml.Node) func(path []any, at int) (Pos, bool) {
 // scalarChar is the line and column (1-based, in characters, as the YAML decoder
 // counts them) of the character at byte offset off of scalar n's value, found in
 // the source lines. A value's characters are its source's but for the quotes,
-// escapes ("\n", "\u00e9", '' in single quotes), line folding and block indentation,
+// escapes ("\n", "\u00e9", ” in single quotes), line folding and block indentation,
 // all of which add or remove only white space except the escapes: so the source is
 // walked decoding escapes, and the character is the one after as many non-space
 // characters as the value has before off. An offset at the value's end is the
