@@ -1,0 +1,246 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
+)
+
+// The class names of the expression bolts.
+const (
+	FilterClass = "gale.bolt.Filter"
+	MapClass    = "gale.bolt.Map"
+	KeyClass    = "gale.bolt.Key"
+)
+
+// Filter passes on the inputs for which a boolean expression over their fields is
+// true, unchanged and anchored to them, and acks every input: true or false. An
+// input the expression cannot be evaluated on (a field of another type than the
+// expression takes, a result that is no bool) is failed with the reason, naming
+// the component, the expression and the values it read; the task goes on.
+//
+// In Go:
+//
+//	f, err := builtin.NewFilter("quantity > 0", []string{"order", "quantity"})
+//	...
+//	b.SetBasicBolt("positive", f.Bolt, 2).ShuffleGrouping("orders").Output(f.Fields()...)
+type Filter struct {
+	p      *exprProgram
+	fields []string
+}
+
+// NewFilter compiles expression over an input whose fields are inputFields (the
+// expression's variables, of any type). A syntax error, a name that is not a
+// field, or a result that cannot be a bool is an *ExprError.
+func NewFilter(expression string, inputFields []string, opts ...ExprOption) (*Filter, error) {
+	o, err := exprOptionsOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := tuple.NewFields(inputFields...).Validate(); err != nil {
+		return nil, fmt.Errorf("%w: input fields: %w", ErrExpression, err)
+	}
+	p, err := exprCompile(expression, inputFields, true, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Filter{p: p, fields: slices.Clone(inputFields)}, nil
+}
+
+// Fields are the fields of what it emits: its input's.
+func (f *Filter) Fields() []string { return slices.Clone(f.fields) }
+
+// Bolt returns a new task of the filter (a factory for Builder.SetBasicBolt).
+func (f *Filter) Bolt() topology.BasicBolt { return &filterTask{f: f} }
+
+type filterTask struct {
+	f    *Filter
+	comp string
+	env  *exprEnv
+}
+
+func (t *filterTask) Prepare(_ context.Context, tc topology.TaskContext) error {
+	t.comp, t.env = tc.Component, newExprEnv(t.f.p)
+	return nil
+}
+
+func (t *filterTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
+	if err := t.env.load(in); err != nil {
+		return fmt.Errorf("%s %q: %w", FilterClass, t.comp, err)
+	}
+	v, err := t.env.run(t.f.p)
+	if err != nil {
+		return t.env.runError(t.comp, FilterClass, t.f.p, err)
+	}
+	pass, ok := v.(bool)
+	if !ok {
+		return t.env.runError(t.comp, FilterClass, t.f.p, fmt.Errorf("the result is %T %v, not a bool", v, v))
+	}
+	if pass {
+		return out.Emit(in.Values())
+	}
+	return nil
+}
+
+func (t *filterTask) Cleanup() error { return nil }
+
+// MapField is one output field of a Map: its name and the expression of its value.
+type MapField struct {
+	Name string
+	Expr string
+}
+
+// Map emits, for each input, one tuple whose fields are given by expressions over
+// the input's fields, anchored to the input, and acks the input. An input one of
+// the expressions cannot be evaluated on is failed with the reason (the
+// component, the expression, the values it read); the task goes on.
+//
+// In Go:
+//
+//	m, err := builtin.NewMap([]builtin.MapField{{"order", "fromJSON(payload).order"}, {"qty", "int(fromJSON(payload).qty)"}}, ingest.SpoutFields)
+//	...
+//	b.SetBasicBolt("parse", m.Bolt, 2).ShuffleGrouping("log").Output(m.Fields()...)
+type Map struct {
+	names []string
+	progs []*exprProgram
+}
+
+// NewMap compiles each output's expression over an input whose fields are
+// inputFields. An output name that is empty or given twice, or an expression
+// that does not compile, is an error wrapping ErrExpression (an *ExprError for
+// the expression), naming the output.
+func NewMap(outputs []MapField, inputFields []string, opts ...ExprOption) (*Map, error) {
+	m, _, err := newMap(outputs, inputFields, opts)
+	return m, err
+}
+
+// newMap is NewMap that also says which output is at fault (-1: none of them).
+func newMap(outputs []MapField, inputFields []string, opts []ExprOption) (*Map, int, error) {
+	o, err := exprOptionsOf(opts)
+	if err != nil {
+		return nil, -1, err
+	}
+	if err := tuple.NewFields(inputFields...).Validate(); err != nil {
+		return nil, -1, fmt.Errorf("%w: input fields: %w", ErrExpression, err)
+	}
+	if len(outputs) == 0 {
+		return nil, -1, fmt.Errorf("%w: a map needs at least one output field", ErrExpression)
+	}
+	m := &Map{}
+	for i, f := range outputs {
+		if err := tuple.NewFields(append(slices.Clone(m.names), f.Name)...).Validate(); err != nil {
+			return nil, i, fmt.Errorf("%w: output %d: %w", ErrExpression, i, err)
+		}
+		p, err := exprCompile(f.Expr, inputFields, false, o)
+		if err != nil {
+			return nil, i, fmt.Errorf("output %q: %w", f.Name, err)
+		}
+		m.names, m.progs = append(m.names, f.Name), append(m.progs, p)
+	}
+	return m, -1, nil
+}
+
+// Fields are the fields of what it emits: the outputs' names, in order.
+func (m *Map) Fields() []string { return slices.Clone(m.names) }
+
+// Bolt returns a new task of the map (a factory for Builder.SetBasicBolt).
+func (m *Map) Bolt() topology.BasicBolt { return &mapTask{m: m} }
+
+type mapTask struct {
+	m    *Map
+	comp string
+	env  *exprEnv
+}
+
+func (t *mapTask) Prepare(_ context.Context, tc topology.TaskContext) error {
+	t.comp, t.env = tc.Component, newExprEnv(t.m.progs...)
+	return nil
+}
+
+func (t *mapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
+	if err := t.env.load(in); err != nil {
+		return fmt.Errorf("%s %q: %w", MapClass, t.comp, err)
+	}
+	vals := make(tuple.Values, len(t.m.progs))
+	for i, p := range t.m.progs {
+		v, err := t.env.run(p)
+		if err != nil {
+			return t.env.runError(t.comp, MapClass, p, err)
+		}
+		vals[i] = v
+	}
+	return out.Emit(vals)
+}
+
+func (t *mapTask) Cleanup() error { return nil }
+
+// Key emits each input with one more field, its key, given by an expression over
+// the input's fields, anchored to the input, and acks the input: a FIELDS grouping
+// on the key can follow. An input the expression cannot be evaluated on is failed
+// with the reason; the task goes on.
+//
+// In Go:
+//
+//	k, err := builtin.NewKey("fromJSON(payload).stock_code", ingest.SpoutFields, builtin.WithKeyField("sku"))
+//	...
+//	b.SetBasicBolt("key", k.Bolt, 2).ShuffleGrouping("log").Output(k.Fields()...)
+//	b.SetBolt("count", count, 4).FieldsGrouping("key", "sku")
+type Key struct {
+	p      *exprProgram
+	fields []string
+}
+
+// NewKey compiles expression over an input whose fields are inputFields. The key
+// field is "key" unless WithKeyField names another; it must not be an input field.
+func NewKey(expression string, inputFields []string, opts ...ExprOption) (*Key, error) {
+	o, err := exprOptionsOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := tuple.NewFields(inputFields...).Validate(); err != nil {
+		return nil, fmt.Errorf("%w: input fields: %w", ErrExpression, err)
+	}
+	if slices.Contains(inputFields, o.keyField) {
+		return nil, fmt.Errorf("%w: key field %q is a field of the input already (its fields: %v): name another", ErrExpression, o.keyField, inputFields)
+	}
+	p, err := exprCompile(expression, inputFields, false, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{p: p, fields: append(slices.Clone(inputFields), o.keyField)}, nil
+}
+
+// Fields are the fields of what it emits: its input's, then the key.
+func (k *Key) Fields() []string { return slices.Clone(k.fields) }
+
+// Bolt returns a new task of the key extraction (a factory for
+// Builder.SetBasicBolt).
+func (k *Key) Bolt() topology.BasicBolt { return &keyTask{k: k} }
+
+type keyTask struct {
+	k    *Key
+	comp string
+	env  *exprEnv
+}
+
+func (t *keyTask) Prepare(_ context.Context, tc topology.TaskContext) error {
+	t.comp, t.env = tc.Component, newExprEnv(t.k.p)
+	return nil
+}
+
+func (t *keyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
+	if err := t.env.load(in); err != nil {
+		return fmt.Errorf("%s %q: %w", KeyClass, t.comp, err)
+	}
+	v, err := t.env.run(t.k.p)
+	if err != nil {
+		return t.env.runError(t.comp, KeyClass, t.k.p, err)
+	}
+	vals := make(tuple.Values, 0, in.Len()+1)
+	return out.Emit(append(append(vals, in.Values()...), v))
+}
+
+func (t *keyTask) Cleanup() error { return nil }
