@@ -21,9 +21,15 @@ import (
 // use (the input's fields), with the built-ins a tuple needs (fromJSON, string
 // and number functions, let, ?:, ??). docs/components.md says why expr, not CEL.
 
-// ErrExpression wraps every error about an expression: its syntax, a name that is
-// no field of the input, a result of the wrong type, or bad options.
-var ErrExpression = errors.New("invalid expression")
+var (
+	// ErrExpression wraps every error about an expression: its syntax, a name that
+	// is no field of the input, a result of the wrong type.
+	ErrExpression = errors.New("invalid expression")
+	// ErrExprOption wraps the other errors of NewFilter, NewMap and NewKey: input
+	// fields or output names empty or twice, a key field of the input's, a bad
+	// WithFunction.
+	ErrExprOption = errors.New("invalid expression bolt option")
+)
 
 // ExprError is an expression refused when it is compiled: Offset is the byte in
 // Expr at fault (0 when the expression as a whole is, as for a filter's result
@@ -64,7 +70,7 @@ type exprOptions struct {
 func WithKeyField(name string) ExprOption {
 	return func(o *exprOptions) error {
 		if err := tuple.NewFields(name).Validate(); err != nil {
-			return fmt.Errorf("%w: key field: %w", ErrExpression, err)
+			return fmt.Errorf("%w: key field: %w", ErrExprOption, err)
 		}
 		o.keyField = name
 		return nil
@@ -76,10 +82,10 @@ func WithKeyField(name string) ExprOption {
 func WithFunction(name string, fn func(params ...any) (any, error), types ...any) ExprOption {
 	return func(o *exprOptions) error {
 		if name == "" || fn == nil {
-			return fmt.Errorf("%w: function %q: want a name and a function", ErrExpression, name)
+			return fmt.Errorf("%w: function %q: want a name and a function", ErrExprOption, name)
 		}
 		if slices.Contains(o.names, name) {
-			return fmt.Errorf("%w: function %q given twice", ErrExpression, name)
+			return fmt.Errorf("%w: function %q given twice", ErrExprOption, name)
 		}
 		o.names = append(o.names, name)
 		o.funcs = append(o.funcs, expr.Function(name, fn, types...))

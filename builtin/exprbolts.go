@@ -41,7 +41,7 @@ func NewFilter(expression string, inputFields []string, opts ...ExprOption) (*Fi
 		return nil, err
 	}
 	if err := tuple.NewFields(inputFields...).Validate(); err != nil {
-		return nil, fmt.Errorf("%w: input fields: %w", ErrExpression, err)
+		return nil, fmt.Errorf("%w: input fields: %w", ErrExprOption, err)
 	}
 	p, err := exprCompile(expression, inputFields, true, o)
 	if err != nil {
@@ -109,9 +109,9 @@ type Map struct {
 }
 
 // NewMap compiles each output's expression over an input whose fields are
-// inputFields. An output name that is empty or given twice, or an expression
-// that does not compile, is an error wrapping ErrExpression (an *ExprError for
-// the expression), naming the output.
+// inputFields. An output name that is empty or given twice is an error wrapping
+// ErrExprOption; an expression that does not compile an *ExprError, wrapped with
+// the output's name.
 func NewMap(outputs []MapField, inputFields []string, opts ...ExprOption) (*Map, error) {
 	m, _, err := newMap(outputs, inputFields, opts)
 	return m, err
@@ -124,15 +124,15 @@ func newMap(outputs []MapField, inputFields []string, opts []ExprOption) (*Map, 
 		return nil, -1, err
 	}
 	if err := tuple.NewFields(inputFields...).Validate(); err != nil {
-		return nil, -1, fmt.Errorf("%w: input fields: %w", ErrExpression, err)
+		return nil, -1, fmt.Errorf("%w: input fields: %w", ErrExprOption, err)
 	}
 	if len(outputs) == 0 {
-		return nil, -1, fmt.Errorf("%w: a map needs at least one output field", ErrExpression)
+		return nil, -1, fmt.Errorf("%w: a map needs at least one output field", ErrExprOption)
 	}
 	m := &Map{}
 	for i, f := range outputs {
 		if err := tuple.NewFields(append(slices.Clone(m.names), f.Name)...).Validate(); err != nil {
-			return nil, i, fmt.Errorf("%w: output %d: %w", ErrExpression, i, err)
+			return nil, i, fmt.Errorf("%w: output %d: %w", ErrExprOption, i, err)
 		}
 		p, err := exprCompile(f.Expr, inputFields, false, o)
 		if err != nil {
@@ -201,10 +201,10 @@ func NewKey(expression string, inputFields []string, opts ...ExprOption) (*Key, 
 		return nil, err
 	}
 	if err := tuple.NewFields(inputFields...).Validate(); err != nil {
-		return nil, fmt.Errorf("%w: input fields: %w", ErrExpression, err)
+		return nil, fmt.Errorf("%w: input fields: %w", ErrExprOption, err)
 	}
 	if slices.Contains(inputFields, o.keyField) {
-		return nil, fmt.Errorf("%w: key field %q is a field of the input already (its fields: %v): name another", ErrExpression, o.keyField, inputFields)
+		return nil, fmt.Errorf("%w: key field %q is a field of the input already (its fields: %v): name another", ErrExprOption, o.keyField, inputFields)
 	}
 	p, err := exprCompile(expression, inputFields, false, o)
 	if err != nil {

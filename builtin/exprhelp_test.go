@@ -27,13 +27,23 @@ func exprRegistry(t testing.TB) *component.Registry {
 	}
 	for _, d := range []component.Declaration{
 		{Class: "test.Orders", Doc: "order lines",
-			Spout:   func(component.Spec) (func() topology.Spout, error) { return func() topology.Spout { return &exprSpout{} }, nil },
-			Outputs: func(component.Spec) ([]component.Output, error) { return []component.Output{{Fields: []string{"order", "quantity", "payload"}}}, nil }},
+			Spout: func(component.Spec) (func() topology.Spout, error) {
+				return func() topology.Spout { return &exprSpout{} }, nil
+			},
+			Outputs: func(component.Spec) ([]component.Output, error) {
+				return []component.Output{{Fields: []string{"order", "quantity", "payload"}}}, nil
+			}},
 		{Class: "test.Other", Doc: "other fields",
-			Spout:   func(component.Spec) (func() topology.Spout, error) { return func() topology.Spout { return &exprSpout{} }, nil },
-			Outputs: func(component.Spec) ([]component.Output, error) { return []component.Output{{Fields: []string{"id"}}}, nil }},
+			Spout: func(component.Spec) (func() topology.Spout, error) {
+				return func() topology.Spout { return &exprSpout{} }, nil
+			},
+			Outputs: func(component.Spec) ([]component.Output, error) {
+				return []component.Output{{Fields: []string{"id"}}}, nil
+			}},
 		{Class: "test.Sink", Doc: "a sink",
-			Bolt: func(component.Spec) (func() topology.Bolt, error) { return func() topology.Bolt { return &exprSink{} }, nil }},
+			Bolt: func(component.Spec) (func() topology.Bolt, error) {
+				return func() topology.Bolt { return &exprSink{} }, nil
+			}},
 	} {
 		if err := reg.Register(d); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
 )
 
 // exprComponents declares the expression bolts for Flux files. Each compiles its
@@ -160,6 +161,7 @@ func mapFields(s component.Spec) ([]MapField, error) {
 		return nil, bad(nil, "empty: a map emits at least one field (%s)", want)
 	}
 	var outs []MapField
+	seen := map[string]int{}
 	for i, item := range list {
 		m, ok := item.(map[string]any)
 		if !ok || len(m) != 1 {
@@ -170,6 +172,13 @@ func mapFields(s component.Spec) ([]MapField, error) {
 			if !ok {
 				return nil, bad([]any{i, name}, "item %d (%s): want an expression (a string; quote a YAML literal such as true or 3), got %s", i, name, exprDescribe(e))
 			}
+			if err := tuple.NewFields(name).Validate(); err != nil {
+				return nil, bad([]any{i}, "item %d: %q is not a field name: %v", i, name, err)
+			}
+			if j, ok := seen[name]; ok {
+				return nil, bad([]any{i}, "item %d: field %q is given twice (first as item %d)", i, name, j)
+			}
+			seen[name] = i
 			outs = append(outs, MapField{Name: name, Expr: src})
 		}
 	}
@@ -211,6 +220,9 @@ func keyOf(s component.Spec) (*Key, error) {
 	fields, err := exprInputs(s)
 	if err != nil {
 		return nil, err
+	}
+	if err := tuple.NewFields(key).Validate(); err != nil {
+		return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "field", Msg: fmt.Sprintf("property field: %q is not a field name: %v", key, err)}
 	}
 	if slices.Contains(fields, key) {
 		return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "field", Msg: fmt.Sprintf("property field: %q is a field of the input already (its fields: %s): name the key another way", key, strings.Join(fields, ", "))}
