@@ -255,12 +255,13 @@ func (e *exprEnv) describeVars(p *exprProgram) string {
 	return strings.Join(parts, ", ")
 }
 
-// runError is the reason a tuple fails: the expression and the values it read.
-func (e *exprEnv) runError(component, class string, p *exprProgram, err error) error {
+// runError is the reason a tuple fails: the class, the expression and the values
+// it read (the engine adds the component: bolt "id": ...).
+func (e *exprEnv) runError(class string, p *exprProgram, err error) error {
 	msg := err.Error()
 	var fe *file.Error
 	if errors.As(err, &fe) {
 		msg = fe.Message
 	}
-	return fmt.Errorf("%s %q: expression %q: %s (%s)", class, component, p.source, msg, e.describeVars(p))
+	return fmt.Errorf("%s: expression %q: %s (%s)", class, p.source, msg, e.describeVars(p))
 }

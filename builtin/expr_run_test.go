@@ -85,10 +85,10 @@ func TestExprBoltsRun(t *testing.T) {
 		t.Fatalf("acked %d, failed %v; want 4 acked (a, b, c, e), 2 failed (d, f)", spout.acked, spout.reasons)
 	}
 	t.Logf("reasons: %v", spout.reasons)
-	if r := spout.reasons[3]; !strings.Contains(r, `gale.bolt.Filter "positive": expression "quantity > 0": invalid operation: string > int (quantity = string "seven")`) {
+	if r := spout.reasons[3]; !strings.Contains(r, `bolt "positive": gale.bolt.Filter: expression "quantity > 0": invalid operation: string > int (quantity = string "seven")`) {
 		t.Errorf("reason of d: %q", r)
 	}
-	if r := spout.reasons[5]; !strings.Contains(r, `gale.bolt.Key "key": expression "fromJSON(payload).sku": `) || !strings.Contains(r, `payload = string "not json"`) {
+	if r := spout.reasons[5]; !strings.Contains(r, `bolt "key": gale.bolt.Key: expression "fromJSON(payload).sku": `) || !strings.Contains(r, `payload = string "not json"`) {
 		t.Errorf("reason of f: %q", r)
 	}
 }

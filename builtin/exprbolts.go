@@ -57,27 +57,26 @@ func (f *Filter) Fields() []string { return slices.Clone(f.fields) }
 func (f *Filter) Bolt() topology.BasicBolt { return &filterTask{f: f} }
 
 type filterTask struct {
-	f    *Filter
-	comp string
-	env  *exprEnv
+	f   *Filter
+	env *exprEnv
 }
 
-func (t *filterTask) Prepare(_ context.Context, tc topology.TaskContext) error {
-	t.comp, t.env = tc.Component, newExprEnv(t.f.p)
+func (t *filterTask) Prepare(context.Context, topology.TaskContext) error {
+	t.env = newExprEnv(t.f.p)
 	return nil
 }
 
 func (t *filterTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
-		return fmt.Errorf("%s %q: %w", FilterClass, t.comp, err)
+		return fmt.Errorf("%s: %w", FilterClass, err)
 	}
 	v, err := t.env.run(t.f.p)
 	if err != nil {
-		return t.env.runError(t.comp, FilterClass, t.f.p, err)
+		return t.env.runError(FilterClass, t.f.p, err)
 	}
 	pass, ok := v.(bool)
 	if !ok {
-		return t.env.runError(t.comp, FilterClass, t.f.p, fmt.Errorf("the result is %T %v, not a bool", v, v))
+		return t.env.runError(FilterClass, t.f.p, fmt.Errorf("the result is %T %v, not a bool", v, v))
 	}
 	if pass {
 		return out.Emit(in.Values())
@@ -150,25 +149,24 @@ func (m *Map) Fields() []string { return slices.Clone(m.names) }
 func (m *Map) Bolt() topology.BasicBolt { return &mapTask{m: m} }
 
 type mapTask struct {
-	m    *Map
-	comp string
-	env  *exprEnv
+	m   *Map
+	env *exprEnv
 }
 
-func (t *mapTask) Prepare(_ context.Context, tc topology.TaskContext) error {
-	t.comp, t.env = tc.Component, newExprEnv(t.m.progs...)
+func (t *mapTask) Prepare(context.Context, topology.TaskContext) error {
+	t.env = newExprEnv(t.m.progs...)
 	return nil
 }
 
 func (t *mapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
-		return fmt.Errorf("%s %q: %w", MapClass, t.comp, err)
+		return fmt.Errorf("%s: %w", MapClass, err)
 	}
 	vals := make(tuple.Values, len(t.m.progs))
 	for i, p := range t.m.progs {
 		v, err := t.env.run(p)
 		if err != nil {
-			return t.env.runError(t.comp, MapClass, p, err)
+			return t.env.runError(MapClass, p, err)
 		}
 		vals[i] = v
 	}
@@ -221,23 +219,22 @@ func (k *Key) Fields() []string { return slices.Clone(k.fields) }
 func (k *Key) Bolt() topology.BasicBolt { return &keyTask{k: k} }
 
 type keyTask struct {
-	k    *Key
-	comp string
-	env  *exprEnv
+	k   *Key
+	env *exprEnv
 }
 
-func (t *keyTask) Prepare(_ context.Context, tc topology.TaskContext) error {
-	t.comp, t.env = tc.Component, newExprEnv(t.k.p)
+func (t *keyTask) Prepare(context.Context, topology.TaskContext) error {
+	t.env = newExprEnv(t.k.p)
 	return nil
 }
 
 func (t *keyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
-		return fmt.Errorf("%s %q: %w", KeyClass, t.comp, err)
+		return fmt.Errorf("%s: %w", KeyClass, err)
 	}
 	v, err := t.env.run(t.k.p)
 	if err != nil {
-		return t.env.runError(t.comp, KeyClass, t.k.p, err)
+		return t.env.runError(KeyClass, t.k.p, err)
 	}
 	vals := make(tuple.Values, 0, in.Len()+1)
 	return out.Emit(append(append(vals, in.Values()...), v))
