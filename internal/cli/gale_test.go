@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gale-stream/gale/builtin"
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/multilang"
 	"github.com/gale-stream/gale/pipelines/events"
@@ -31,7 +32,7 @@ func galeApp() *App {
 			panic(err)
 		}
 	}
-	for _, d := range slices.Concat(multilang.Components(), wordcount.Components(), orders.Components()) {
+	for _, d := range slices.Concat(multilang.Components(), builtin.Components(), wordcount.Components(), orders.Components()) {
 		if err := a.Components.Register(d); err != nil {
 			panic(err)
 		}
