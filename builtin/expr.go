@@ -111,6 +111,9 @@ type exprProgram struct {
 	source string
 	prog   *vm.Program
 	used   []string // the input's fields it reads, in first-use order
+	// field is the input field the expression is, when it is just one (a Map's
+	// "order: order"): its value is taken as it is, without running the VM.
+	field string
 }
 
 // compile compiles source over fields (each an expression variable of any type):
@@ -141,6 +144,9 @@ func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*
 	node := prog.Node()
 	ast.Walk(&node, v)
 	p.used = v.used
+	if id, ok := node.(*ast.IdentifierNode); ok && slices.Contains(fields, id.Value) {
+		p.field = id.Value
+	}
 	return p, nil
 }
 
@@ -179,25 +185,40 @@ func (v *exprIdents) Visit(n *ast.Node) {
 	}
 }
 
-// env is one task's evaluation state: the variables' map and the VM, reused for
-// every tuple (an expression runs on the task's goroutine only), and where the
-// fields it reads are in the input's values.
+// exprEnv is one task's evaluation state: the variables' map and the VM, reused
+// for every tuple (an expression runs on the task's goroutine only), and where
+// the fields its expressions read are in the input's values.
 type exprEnv struct {
+	progs   []*exprProgram
+	slot    []int // slot[i]: for progs[i] that is one field, its index in used; else -1
 	vars    map[string]any
 	vm      vm.VM
 	used    []string      // the fields any of the task's expressions read
+	inVars  []bool        // inVars[k]: used[k] is read by the VM (set in vars)
 	fields  *tuple.Fields // the input fields idx was computed for
-	idx     []int         // idx[i]: the position of used[i] in fields
+	idx     []int         // idx[k]: the position of used[k] in fields
 	missing string        // a used field the input lacks ("" if none)
+	vals    tuple.Values  // the current input's values
 }
 
 func newExprEnv(progs ...*exprProgram) *exprEnv {
-	e := &exprEnv{vars: map[string]any{}}
+	e := &exprEnv{progs: progs, vars: map[string]any{}}
+	slot := func(f string) int {
+		k := slices.Index(e.used, f)
+		if k < 0 {
+			e.used, e.inVars = append(e.used, f), append(e.inVars, false)
+			k = len(e.used) - 1
+		}
+		return k
+	}
 	for _, p := range progs {
+		if p.field != "" {
+			e.slot = append(e.slot, slot(p.field))
+			continue
+		}
+		e.slot = append(e.slot, -1)
 		for _, u := range p.used {
-			if !slices.Contains(e.used, u) {
-				e.used = append(e.used, u)
-			}
+			e.inVars[slot(u)] = true
 		}
 	}
 	return e
@@ -206,6 +227,8 @@ func newExprEnv(progs ...*exprProgram) *exprEnv {
 // load sets the variables from t's values. A []byte value is seen as a string
 // (the expression language has no bytes; the log spout's payload is bytes): an
 // expression reads fromJSON(payload). It returns an error when t lacks a field.
+// Only what the VM reads goes in the map: a map write is much of what an
+// expression costs over Go.
 func (e *exprEnv) load(t *tuple.Tuple) error {
 	if f := t.Fields(); f != e.fields {
 		e.fields, e.missing = f, ""
@@ -221,9 +244,12 @@ func (e *exprEnv) load(t *tuple.Tuple) error {
 	if e.missing != "" {
 		return fmt.Errorf("the input from %s has no field %q (its fields: %v)", t.SourceComponent(), e.missing, t.Fields())
 	}
-	vals := t.Values()
+	e.vals = t.Values()
 	for k, u := range e.used {
-		v := vals[e.idx[k]]
+		if !e.inVars[k] {
+			continue
+		}
+		v := e.vals[e.idx[k]]
 		if b, ok := v.([]byte); ok {
 			v = string(b)
 		}
@@ -232,14 +258,27 @@ func (e *exprEnv) load(t *tuple.Tuple) error {
 	return nil
 }
 
-func (e *exprEnv) run(p *exprProgram) (any, error) { return e.vm.Run(p.prog, e.vars) }
+// run evaluates progs[i] on the loaded input.
+func (e *exprEnv) run(i int) (any, error) {
+	if k := e.slot[i]; k >= 0 {
+		v := e.vals[e.idx[k]]
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		return v, nil
+	}
+	return e.vm.Run(e.progs[i].prog, e.vars)
+}
 
 // describeVars says what the fields p reads held, for a failure's reason: the
 // values at fault.
 func (e *exprEnv) describeVars(p *exprProgram) string {
 	var parts []string
 	for _, u := range p.used {
-		v := e.vars[u]
+		v := e.vals[e.idx[slices.Index(e.used, u)]]
+		if b, ok := v.([]byte); ok {
+			v = string(b) // as the expression saw it
+		}
 		s := fmt.Sprintf("%v", v)
 		if len(s) > 80 {
 			s = s[:77] + "..."

@@ -70,7 +70,7 @@ func (t *filterTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error
 	if err := t.env.load(in); err != nil {
 		return fmt.Errorf("%s: %w", FilterClass, err)
 	}
-	v, err := t.env.run(t.f.p)
+	v, err := t.env.run(0)
 	if err != nil {
 		return t.env.runError(FilterClass, t.f.p, err)
 	}
@@ -164,7 +164,7 @@ func (t *mapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	}
 	vals := make(tuple.Values, len(t.m.progs))
 	for i, p := range t.m.progs {
-		v, err := t.env.run(p)
+		v, err := t.env.run(i)
 		if err != nil {
 			return t.env.runError(MapClass, p, err)
 		}
@@ -232,7 +232,7 @@ func (t *keyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
 		return fmt.Errorf("%s: %w", KeyClass, err)
 	}
-	v, err := t.env.run(t.k.p)
+	v, err := t.env.run(0)
 	if err != nil {
 		return t.env.runError(KeyClass, t.k.p, err)
 	}
