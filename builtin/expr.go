@@ -180,7 +180,16 @@ type exprIdents struct {
 }
 
 func (v *exprIdents) Visit(n *ast.Node) {
-	if id, ok := (*n).(*ast.IdentifierNode); ok && slices.Contains(v.fields, id.Value) && !slices.Contains(v.used, id.Value) {
+	id, ok := (*n).(*ast.IdentifierNode)
+	switch {
+	case !ok:
+	case id.Value == "$env": // $env.quantity, $env["quantity"]: any field
+		for _, f := range v.fields {
+			if !slices.Contains(v.used, f) {
+				v.used = append(v.used, f)
+			}
+		}
+	case slices.Contains(v.fields, id.Value) && !slices.Contains(v.used, id.Value):
 		v.used = append(v.used, id.Value)
 	}
 }

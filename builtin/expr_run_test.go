@@ -107,3 +107,12 @@ func TestExprFilterResultNotBool(t *testing.T) {
 		t.Errorf("acked %d, failed %v; want b failed, naming quantity = int 7", spout.acked, spout.reasons)
 	}
 }
+
+// $env names the input's fields by string: every field is set for it.
+func TestExprEnvVariable(t *testing.T) {
+	vals := []tuple.Values{{"a", 3, []byte(`{}`)}, {"b", -1, []byte(`{}`)}}
+	got, _ := exprRun(t, vals, `$env["quantity"] > 0`, "order", []builtin.MapField{{Name: "order", Expr: `$env.order + "!"`}})
+	if want := []tuple.Values{{"a!"}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("sink got %v, want %v", got, want)
+	}
+}
