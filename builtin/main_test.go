@@ -1,4 +1,4 @@
-package builtin_test
+package builtin
 
 import (
 	"testing"
@@ -6,5 +6,6 @@ import (
 	"github.com/gale-stream/gale/internal/leaktest"
 )
 
-// The tests start engines: every goroutine must end with them.
+// The sources and sinks start connections, servers and engines: every goroutine
+// they start must end with its test.
 func TestMain(m *testing.M) { leaktest.Main(m) }
