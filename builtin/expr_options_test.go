@@ -121,3 +121,31 @@ func TestExprGoConstructorsRefuse(t *testing.T) {
 		t.Errorf("NewKey(nil function): %v", err)
 	}
 }
+
+// A bolt whose source was refused is refused too, saying why its expression
+// cannot be checked, beside the source's own error.
+func TestExprSourceRefused(t *testing.T) {
+	_, err := exprBuild(t, exprRegistry(t), `name: t
+spouts:
+  - id: orders
+    className: test.Ordres
+bolts:
+  - id: x
+    className: gale.bolt.Filter
+    properties:
+      - name: expr
+        value: quantity > 0
+streams:
+  - from: orders
+    to: x
+    grouping: {type: SHUFFLE}
+`)
+	for _, want := range []string{
+		`f.yaml:4:16: "orders": unknown class "test.Ordres"`,
+		`f.yaml:7:16: component "x" (class "gale.bolt.Filter"): invalid spec: the fields of its input are not known: the components it reads were refused`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got\n%v\nwant it to say\n%s", err, want)
+		}
+	}
+}
