@@ -108,45 +108,36 @@ func (f *File) build(reg *component.Registry, logSpout func() topology.Spout, lo
 	}
 	// A bolt's class runs once the components it reads did, so that its maker gets
 	// the fields of its inputs (Spec.Inputs): an expression over them is checked at
-	// build. In a cycle, the first bolt in file order goes first, with the inputs
-	// known then. The bolts are then declared in file order, which numbers tasks.
-	settled := map[string]bool{LogSpout: logSpout != nil}
-	for _, bean := range f.Spouts {
-		settled[bean.ID] = true
+	// build. Its sources are prepared first, depth first; in a cycle (which Load
+	// refuses) a bolt met again gets the inputs known then. The bolts are then
+	// declared in file order, which numbers the tasks.
+	bolts := map[string]*Bean{}
+	for _, bean := range f.Bolts {
+		bolts[bean.ID] = bean
 	}
-	known := map[string]bool{}
-	for _, bean := range slices.Concat(f.Spouts, f.Bolts) {
-		known[bean.ID] = true
-	}
-	ready := func(bean *Bean) bool {
-		for _, s := range f.Streams {
-			if s.To == bean.ID && known[s.From] && !settled[s.From] {
-				return false
-			}
-		}
-		return true
+	sources := map[string][]string{}
+	for _, s := range f.Streams {
+		sources[s.To] = append(sources[s.To], s.From)
 	}
 	prepared := map[string]*component.Prepared{}
-	prep := func(bean *Bean) {
+	visited := map[string]bool{}
+	var prep func(bean *Bean)
+	prep = func(bean *Bean) {
+		if visited[bean.ID] {
+			return
+		}
+		visited[bean.ID] = true
+		for _, from := range sources[bean.ID] {
+			if src := bolts[from]; src != nil {
+				prep(src)
+			}
+		}
 		if p, ok := bd.prepare(bean, false, bd.inputs(bean, outs)); ok {
 			prepared[bean.ID], outs[bean.ID] = p, p.Outputs()
 		}
-		settled[bean.ID] = true
 	}
-	for pending := f.Bolts; len(pending) > 0; {
-		var rest []*Bean
-		for _, bean := range pending {
-			if ready(bean) {
-				prep(bean)
-			} else {
-				rest = append(rest, bean)
-			}
-		}
-		if len(rest) == len(pending) { // a cycle
-			prep(rest[0])
-			rest = rest[1:]
-		}
-		pending = rest
+	for _, bean := range f.Bolts {
+		prep(bean)
 	}
 	for _, bean := range f.Bolts {
 		if p := prepared[bean.ID]; p != nil {
