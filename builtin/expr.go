@@ -25,7 +25,7 @@ var (
 	// ErrExpression wraps every error about an expression: its syntax, a name that
 	// is no field of the input, a result of the wrong type.
 	ErrExpression = errors.New("invalid expression")
-	// ErrExprOption wraps the other errors of NewFilter, NewMap and NewKey: input
+	// ErrExprOption wraps the other errors of NewFilterBolt, NewMapBolt and NewKeyBolt: input
 	// fields or output names empty or twice, a key field of the input's, a bad
 	// WithFunction.
 	ErrExprOption = errors.New("invalid expression bolt option")

@@ -144,19 +144,19 @@ func benchPair(b *testing.B, exprBolt, goBolt func() topology.BasicBolt, outFiel
 }
 
 func BenchmarkExprVsGoFilter(b *testing.B) {
-	f, err := builtin.NewFilter("quantity > 0", benchFields)
+	f, err := builtin.NewFilterBolt("quantity > 0", benchFields)
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchPair(b, f.Bolt, func() topology.BasicBolt { return &goFilter{} }, benchFields)
+	benchPair(b, f.BasicBolt, func() topology.BasicBolt { return &goFilter{} }, benchFields)
 }
 
 func BenchmarkExprVsGoMap(b *testing.B) {
-	m, err := builtin.NewMap([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "total", Expr: "quantity * price"}}, benchFields)
+	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "total", Expr: "quantity * price"}}, benchFields)
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchPair(b, m.Bolt, func() topology.BasicBolt { return &goMap{} }, m.Fields())
+	benchPair(b, m.BasicBolt, func() topology.BasicBolt { return &goMap{} }, m.Fields())
 }
 
 // nopCollector takes emits and drops them: the bolt's own cost, without the engine.
@@ -173,11 +173,11 @@ func (c *nopCollector) ReportError(error)                          {}
 //
 //	go test -run '^$' -bench 'BenchmarkExprExecute' ./builtin/
 func BenchmarkExprExecute(b *testing.B) {
-	f, err := builtin.NewFilter("quantity > 0", benchFields)
+	f, err := builtin.NewFilterBolt("quantity > 0", benchFields)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := builtin.NewMap([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "total", Expr: "quantity * price"}}, benchFields)
+	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "total", Expr: "quantity * price"}}, benchFields)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func BenchmarkExprExecute(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		bolt topology.BasicBolt
-	}{{"filter/expr", f.Bolt()}, {"filter/go", &goFilter{}}, {"map/expr", m.Bolt()}, {"map/go", &goMap{}}} {
+	}{{"filter/expr", f.BasicBolt()}, {"filter/go", &goFilter{}}, {"map/expr", m.BasicBolt()}, {"map/go", &goMap{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			if err := c.bolt.Prepare(context.Background(), topology.TaskContext{Component: "bolt"}); err != nil {
 				b.Fatal(err)

@@ -93,32 +93,32 @@ streams:
 // ErrExpression (an *ExprError at the character for a bad expression).
 func TestExprGoConstructorsRefuse(t *testing.T) {
 	in := []string{"order", "quantity"}
-	_, err := builtin.NewFilter("quantity >> 1", in)
+	_, err := builtin.NewFilterBolt("quantity >> 1", in)
 	var ee *builtin.ExprError
 	if !errors.As(err, &ee) || ee.Offset != 10 || !errors.Is(err, builtin.ErrExpression) {
-		t.Errorf("NewFilter(bad syntax): %v; want an *ExprError at byte 10", err)
+		t.Errorf("NewFilterBolt(bad syntax): %v; want an *ExprError at byte 10", err)
 	}
-	if _, err := builtin.NewFilter("quantity", in); err != nil {
-		t.Errorf("NewFilter(quantity): %v; a field may hold a bool (checked per input)", err)
+	if _, err := builtin.NewFilterBolt("quantity", in); err != nil {
+		t.Errorf("NewFilterBolt(quantity): %v; a field may hold a bool (checked per input)", err)
 	}
-	if _, err := builtin.NewFilter("1 + 1", in); !errors.Is(err, builtin.ErrExpression) || !strings.Contains(err.Error(), "expected bool, but got int") {
-		t.Errorf("NewFilter(1 + 1): %v; want refused, not a bool", err)
+	if _, err := builtin.NewFilterBolt("1 + 1", in); !errors.Is(err, builtin.ErrExpression) || !strings.Contains(err.Error(), "expected bool, but got int") {
+		t.Errorf("NewFilterBolt(1 + 1): %v; want refused, not a bool", err)
 	}
-	if _, err := builtin.NewFilter("order != ''", []string{"order", "order"}); !errors.Is(err, builtin.ErrExprOption) {
-		t.Errorf("NewFilter(input fields twice): %v", err)
+	if _, err := builtin.NewFilterBolt("order != ''", []string{"order", "order"}); !errors.Is(err, builtin.ErrExprOption) {
+		t.Errorf("NewFilterBolt(input fields twice): %v", err)
 	}
-	if _, err := builtin.NewMap(nil, in); !errors.Is(err, builtin.ErrExprOption) {
-		t.Errorf("NewMap(no outputs): %v", err)
+	if _, err := builtin.NewMapBolt(nil, in); !errors.Is(err, builtin.ErrExprOption) {
+		t.Errorf("NewMapBolt(no outputs): %v", err)
 	}
-	_, err = builtin.NewMap([]builtin.MapField{{Name: "a", Expr: "order"}, {Name: "b", Expr: "qty"}}, in)
+	_, err = builtin.NewMapBolt([]builtin.MapField{{Name: "a", Expr: "order"}, {Name: "b", Expr: "qty"}}, in)
 	if !errors.As(err, &ee) || ee.Offset != 0 || !strings.Contains(err.Error(), `output "b"`) || !strings.Contains(err.Error(), "unknown name qty") {
-		t.Errorf("NewMap(unknown field): %v", err)
+		t.Errorf("NewMapBolt(unknown field): %v", err)
 	}
-	if _, err := builtin.NewKey("order", in, builtin.WithKeyField("order")); !errors.Is(err, builtin.ErrExprOption) {
-		t.Errorf("NewKey(key field an input field): %v", err)
+	if _, err := builtin.NewKeyBolt("order", in, builtin.WithKeyField("order")); !errors.Is(err, builtin.ErrExprOption) {
+		t.Errorf("NewKeyBolt(key field an input field): %v", err)
 	}
-	if _, err := builtin.NewKey("order", in, builtin.WithFunction("f", nil)); !errors.Is(err, builtin.ErrExprOption) {
-		t.Errorf("NewKey(nil function): %v", err)
+	if _, err := builtin.NewKeyBolt("order", in, builtin.WithFunction("f", nil)); !errors.Is(err, builtin.ErrExprOption) {
+		t.Errorf("NewKeyBolt(nil function): %v", err)
 	}
 }
 

@@ -18,15 +18,15 @@ import (
 func exprRun(t *testing.T, vals []tuple.Values, filter, key string, outs []builtin.MapField) ([]tuple.Values, *exprSpout) {
 	t.Helper()
 	in := []string{"order", "quantity", "payload"}
-	f, err := builtin.NewFilter(filter, in)
+	f, err := builtin.NewFilterBolt(filter, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := builtin.NewKey(key, f.Fields(), builtin.WithKeyField("sku"))
+	k, err := builtin.NewKeyBolt(key, f.Fields(), builtin.WithKeyField("sku"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := builtin.NewMap(outs, k.Fields())
+	m, err := builtin.NewMapBolt(outs, k.Fields())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +35,9 @@ func exprRun(t *testing.T, vals []tuple.Values, filter, key string, outs []built
 	var got []tuple.Values
 	b := topology.NewBuilder()
 	b.SetSpout("orders", func() topology.Spout { return spout }, 1).Output(in...)
-	b.SetBasicBolt("positive", f.Bolt, 2).ShuffleGrouping("orders").Output(f.Fields()...)
-	b.SetBasicBolt("key", k.Bolt, 2).ShuffleGrouping("positive").Output(k.Fields()...)
-	b.SetBasicBolt("map", m.Bolt, 2).FieldsGrouping("key", "sku").Output(m.Fields()...)
+	b.SetBasicBolt("positive", f.BasicBolt, 2).ShuffleGrouping("orders").Output(f.Fields()...)
+	b.SetBasicBolt("key", k.BasicBolt, 2).ShuffleGrouping("positive").Output(k.Fields()...)
+	b.SetBasicBolt("map", m.BasicBolt, 2).FieldsGrouping("key", "sku").Output(m.Fields()...)
 	b.SetBolt("sink", func() topology.Bolt { return &exprSink{mu: &mu, got: &got} }, 1).ShuffleGrouping("map")
 	topo, err := b.Build()
 	if err != nil {

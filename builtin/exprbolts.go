@@ -11,12 +11,12 @@ import (
 
 // The class names of the expression bolts.
 const (
-	FilterClass = "gale.bolt.Filter"
-	MapClass    = "gale.bolt.Map"
-	KeyClass    = "gale.bolt.Key"
+	FilterBoltClass = "gale.bolt.Filter"
+	MapBoltClass    = "gale.bolt.Map"
+	KeyBoltClass    = "gale.bolt.Key"
 )
 
-// Filter passes on the inputs for which a boolean expression over their fields is
+// FilterBolt passes on the inputs for which a boolean expression over their fields is
 // true, unchanged and anchored to them, and acks every input: true or false. An
 // input the expression cannot be evaluated on (a field of another type than the
 // expression takes, a result that is no bool) is failed with the reason, naming
@@ -24,18 +24,18 @@ const (
 //
 // In Go:
 //
-//	f, err := builtin.NewFilter("quantity > 0", []string{"order", "quantity"})
+//	f, err := builtin.NewFilterBolt("quantity > 0", []string{"order", "quantity"})
 //	...
-//	b.SetBasicBolt("positive", f.Bolt, 2).ShuffleGrouping("orders").Output(f.Fields()...)
-type Filter struct {
+//	b.SetBasicBolt("positive", f.BasicBolt, 2).ShuffleGrouping("orders").Output(f.Fields()...)
+type FilterBolt struct {
 	p      *exprProgram
 	fields []string
 }
 
-// NewFilter compiles expression over an input whose fields are inputFields (the
+// NewFilterBolt compiles expression over an input whose fields are inputFields (the
 // expression's variables, of any type). A syntax error, a name that is not a
 // field, or a result that cannot be a bool is an *ExprError.
-func NewFilter(expression string, inputFields []string, opts ...ExprOption) (*Filter, error) {
+func NewFilterBolt(expression string, inputFields []string, opts ...ExprOption) (*FilterBolt, error) {
 	o, err := exprOptionsOf(opts)
 	if err != nil {
 		return nil, err
@@ -47,17 +47,17 @@ func NewFilter(expression string, inputFields []string, opts ...ExprOption) (*Fi
 	if err != nil {
 		return nil, err
 	}
-	return &Filter{p: p, fields: slices.Clone(inputFields)}, nil
+	return &FilterBolt{p: p, fields: slices.Clone(inputFields)}, nil
 }
 
 // Fields are the fields of what it emits: its input's.
-func (f *Filter) Fields() []string { return slices.Clone(f.fields) }
+func (f *FilterBolt) Fields() []string { return slices.Clone(f.fields) }
 
-// Bolt returns a new task of the filter (a factory for Builder.SetBasicBolt).
-func (f *Filter) Bolt() topology.BasicBolt { return &filterTask{f: f} }
+// BasicBolt returns a new task of the filter (a factory for Builder.SetBasicBolt).
+func (f *FilterBolt) BasicBolt() topology.BasicBolt { return &filterTask{f: f} }
 
 type filterTask struct {
-	f   *Filter
+	f   *FilterBolt
 	env *exprEnv
 }
 
@@ -68,15 +68,15 @@ func (t *filterTask) Prepare(context.Context, topology.TaskContext) error {
 
 func (t *filterTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
-		return fmt.Errorf("%s: %w", FilterClass, err)
+		return fmt.Errorf("%s: %w", FilterBoltClass, err)
 	}
 	v, err := t.env.run(0)
 	if err != nil {
-		return t.env.runError(FilterClass, t.f.p, err)
+		return t.env.runError(FilterBoltClass, t.f.p, err)
 	}
 	pass, ok := v.(bool)
 	if !ok {
-		return t.env.runError(FilterClass, t.f.p, fmt.Errorf("the result is %T %v, not a bool", v, v))
+		return t.env.runError(FilterBoltClass, t.f.p, fmt.Errorf("the result is %T %v, not a bool", v, v))
 	}
 	if pass {
 		return out.Emit(in.Values())
@@ -92,32 +92,32 @@ type MapField struct {
 	Expr string
 }
 
-// Map emits, for each input, one tuple whose fields are given by expressions over
+// MapBolt emits, for each input, one tuple whose fields are given by expressions over
 // the input's fields, anchored to the input, and acks the input. An input one of
 // the expressions cannot be evaluated on is failed with the reason (the
 // component, the expression, the values it read); the task goes on.
 //
 // In Go:
 //
-//	m, err := builtin.NewMap([]builtin.MapField{{"order", "fromJSON(payload).order"}, {"qty", "int(fromJSON(payload).qty)"}}, ingest.SpoutFields)
+//	m, err := builtin.NewMapBolt([]builtin.MapField{{"order", "fromJSON(payload).order"}, {"qty", "int(fromJSON(payload).qty)"}}, ingest.SpoutFields)
 //	...
-//	b.SetBasicBolt("parse", m.Bolt, 2).ShuffleGrouping("log").Output(m.Fields()...)
-type Map struct {
+//	b.SetBasicBolt("parse", m.BasicBolt, 2).ShuffleGrouping("log").Output(m.Fields()...)
+type MapBolt struct {
 	names []string
 	progs []*exprProgram
 }
 
-// NewMap compiles each output's expression over an input whose fields are
+// NewMapBolt compiles each output's expression over an input whose fields are
 // inputFields. An output name that is empty or given twice is an error wrapping
 // ErrExprOption; an expression that does not compile an *ExprError, wrapped with
 // the output's name.
-func NewMap(outputs []MapField, inputFields []string, opts ...ExprOption) (*Map, error) {
-	m, _, err := newMap(outputs, inputFields, opts)
+func NewMapBolt(outputs []MapField, inputFields []string, opts ...ExprOption) (*MapBolt, error) {
+	m, _, err := newMapBolt(outputs, inputFields, opts)
 	return m, err
 }
 
-// newMap is NewMap that also says which output is at fault (-1: none of them).
-func newMap(outputs []MapField, inputFields []string, opts []ExprOption) (*Map, int, error) {
+// newMap is NewMapBolt that also says which output is at fault (-1: none of them).
+func newMapBolt(outputs []MapField, inputFields []string, opts []ExprOption) (*MapBolt, int, error) {
 	o, err := exprOptionsOf(opts)
 	if err != nil {
 		return nil, -1, err
@@ -128,7 +128,7 @@ func newMap(outputs []MapField, inputFields []string, opts []ExprOption) (*Map, 
 	if len(outputs) == 0 {
 		return nil, -1, fmt.Errorf("%w: a map needs at least one output field", ErrExprOption)
 	}
-	m := &Map{}
+	m := &MapBolt{}
 	for i, f := range outputs {
 		if err := tuple.NewFields(append(slices.Clone(m.names), f.Name)...).Validate(); err != nil {
 			return nil, i, fmt.Errorf("%w: output %d: %w", ErrExprOption, i, err)
@@ -143,13 +143,13 @@ func newMap(outputs []MapField, inputFields []string, opts []ExprOption) (*Map, 
 }
 
 // Fields are the fields of what it emits: the outputs' names, in order.
-func (m *Map) Fields() []string { return slices.Clone(m.names) }
+func (m *MapBolt) Fields() []string { return slices.Clone(m.names) }
 
-// Bolt returns a new task of the map (a factory for Builder.SetBasicBolt).
-func (m *Map) Bolt() topology.BasicBolt { return &mapTask{m: m} }
+// BasicBolt returns a new task of the map (a factory for Builder.SetBasicBolt).
+func (m *MapBolt) BasicBolt() topology.BasicBolt { return &mapTask{m: m} }
 
 type mapTask struct {
-	m   *Map
+	m   *MapBolt
 	env *exprEnv
 }
 
@@ -160,13 +160,13 @@ func (t *mapTask) Prepare(context.Context, topology.TaskContext) error {
 
 func (t *mapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
-		return fmt.Errorf("%s: %w", MapClass, err)
+		return fmt.Errorf("%s: %w", MapBoltClass, err)
 	}
 	vals := make(tuple.Values, len(t.m.progs))
 	for i, p := range t.m.progs {
 		v, err := t.env.run(i)
 		if err != nil {
-			return t.env.runError(MapClass, p, err)
+			return t.env.runError(MapBoltClass, p, err)
 		}
 		vals[i] = v
 	}
@@ -175,25 +175,25 @@ func (t *mapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 
 func (t *mapTask) Cleanup() error { return nil }
 
-// Key emits each input with one more field, its key, given by an expression over
+// KeyBolt emits each input with one more field, its key, given by an expression over
 // the input's fields, anchored to the input, and acks the input: a FIELDS grouping
 // on the key can follow. An input the expression cannot be evaluated on is failed
 // with the reason; the task goes on.
 //
 // In Go:
 //
-//	k, err := builtin.NewKey("fromJSON(payload).stock_code", ingest.SpoutFields, builtin.WithKeyField("sku"))
+//	k, err := builtin.NewKeyBolt("fromJSON(payload).stock_code", ingest.SpoutFields, builtin.WithKeyField("sku"))
 //	...
-//	b.SetBasicBolt("key", k.Bolt, 2).ShuffleGrouping("log").Output(k.Fields()...)
+//	b.SetBasicBolt("key", k.BasicBolt, 2).ShuffleGrouping("log").Output(k.Fields()...)
 //	b.SetBolt("count", count, 4).FieldsGrouping("key", "sku")
-type Key struct {
+type KeyBolt struct {
 	p      *exprProgram
 	fields []string
 }
 
-// NewKey compiles expression over an input whose fields are inputFields. The key
+// NewKeyBolt compiles expression over an input whose fields are inputFields. The key
 // field is "key" unless WithKeyField names another; it must not be an input field.
-func NewKey(expression string, inputFields []string, opts ...ExprOption) (*Key, error) {
+func NewKeyBolt(expression string, inputFields []string, opts ...ExprOption) (*KeyBolt, error) {
 	o, err := exprOptionsOf(opts)
 	if err != nil {
 		return nil, err
@@ -208,18 +208,18 @@ func NewKey(expression string, inputFields []string, opts ...ExprOption) (*Key, 
 	if err != nil {
 		return nil, err
 	}
-	return &Key{p: p, fields: append(slices.Clone(inputFields), o.keyField)}, nil
+	return &KeyBolt{p: p, fields: append(slices.Clone(inputFields), o.keyField)}, nil
 }
 
 // Fields are the fields of what it emits: its input's, then the key.
-func (k *Key) Fields() []string { return slices.Clone(k.fields) }
+func (k *KeyBolt) Fields() []string { return slices.Clone(k.fields) }
 
-// Bolt returns a new task of the key extraction (a factory for
+// BasicBolt returns a new task of the key extraction (a factory for
 // Builder.SetBasicBolt).
-func (k *Key) Bolt() topology.BasicBolt { return &keyTask{k: k} }
+func (k *KeyBolt) BasicBolt() topology.BasicBolt { return &keyTask{k: k} }
 
 type keyTask struct {
-	k   *Key
+	k   *KeyBolt
 	env *exprEnv
 }
 
@@ -230,11 +230,11 @@ func (t *keyTask) Prepare(context.Context, topology.TaskContext) error {
 
 func (t *keyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
-		return fmt.Errorf("%s: %w", KeyClass, err)
+		return fmt.Errorf("%s: %w", KeyBoltClass, err)
 	}
 	v, err := t.env.run(0)
 	if err != nil {
-		return t.env.runError(KeyClass, t.k.p, err)
+		return t.env.runError(KeyBoltClass, t.k.p, err)
 	}
 	vals := make(tuple.Values, 0, in.Len()+1)
 	return out.Emit(append(append(vals, in.Values()...), v))

@@ -18,14 +18,14 @@ import (
 func exprComponents() []component.Declaration {
 	return []component.Declaration{
 		{
-			Class: FilterClass,
+			Class: FilterBoltClass,
 			Doc:   "passes on, anchored, the inputs for which property expr (a boolean expression over their fields) is true; acks every input",
 			BasicBolt: func(s component.Spec) (func() topology.BasicBolt, error) {
 				f, err := filterOf(s)
 				if err != nil {
 					return nil, err
 				}
-				return f.Bolt, nil
+				return f.BasicBolt, nil
 			},
 			Outputs: func(s component.Spec) ([]component.Output, error) {
 				fields, err := exprInputs(s)
@@ -36,14 +36,14 @@ func exprComponents() []component.Declaration {
 			},
 		},
 		{
-			Class: MapClass,
+			Class: MapBoltClass,
 			Doc:   "emits, anchored, one tuple per input whose fields are given by property fields ([name: expression, ...]) over the input's fields",
 			BasicBolt: func(s component.Spec) (func() topology.BasicBolt, error) {
 				m, err := mapOf(s)
 				if err != nil {
 					return nil, err
 				}
-				return m.Bolt, nil
+				return m.BasicBolt, nil
 			},
 			Outputs: func(s component.Spec) ([]component.Output, error) {
 				outs, err := mapFields(s)
@@ -58,14 +58,14 @@ func exprComponents() []component.Declaration {
 			},
 		},
 		{
-			Class: KeyClass,
+			Class: KeyBoltClass,
 			Doc:   "emits, anchored, each input with one more field (property field, default key) given by property expr over its fields, for a FIELDS grouping",
 			BasicBolt: func(s component.Spec) (func() topology.BasicBolt, error) {
 				k, err := keyOf(s)
 				if err != nil {
 					return nil, err
 				}
-				return k.Bolt, nil
+				return k.BasicBolt, nil
 			},
 			Outputs: func(s component.Spec) ([]component.Output, error) {
 				fields, err := exprInputs(s)
@@ -126,7 +126,7 @@ func exprPlaced(err error, prop string, path []any, what string) error {
 		Msg: fmt.Sprintf("property %s: %s %q, at its %d:%d: %s", prop, what, ee.Expr, line, col, ee.Msg)}
 }
 
-func filterOf(s component.Spec) (*Filter, error) {
+func filterOf(s component.Spec) (*FilterBolt, error) {
 	src, err := exprProp(s, "expr")
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func filterOf(s component.Spec) (*Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := NewFilter(src, fields)
+	f, err := NewFilterBolt(src, fields)
 	if err != nil {
 		return nil, exprPlaced(err, "expr", nil, "expression")
 	}
@@ -185,7 +185,7 @@ func mapFields(s component.Spec) ([]MapField, error) {
 	return outs, nil
 }
 
-func mapOf(s component.Spec) (*Map, error) {
+func mapOf(s component.Spec) (*MapBolt, error) {
 	outs, err := mapFields(s)
 	if err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ func mapOf(s component.Spec) (*Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, i, err := newMap(outs, fields, nil)
+	m, i, err := newMapBolt(outs, fields, nil)
 	if err != nil {
 		if i < 0 {
 			return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "fields", Msg: "property fields: " + err.Error()}
@@ -208,7 +208,7 @@ func mapOf(s component.Spec) (*Map, error) {
 	return m, nil
 }
 
-func keyOf(s component.Spec) (*Key, error) {
+func keyOf(s component.Spec) (*KeyBolt, error) {
 	src, err := exprProp(s, "expr")
 	if err != nil {
 		return nil, err
@@ -227,7 +227,7 @@ func keyOf(s component.Spec) (*Key, error) {
 	if slices.Contains(fields, key) {
 		return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "field", Msg: fmt.Sprintf("property field: %q is a field of the input already (its fields: %s): name the key another way", key, strings.Join(fields, ", "))}
 	}
-	k, err := NewKey(src, fields, WithKeyField(key))
+	k, err := NewKeyBolt(src, fields, WithKeyField(key))
 	if err != nil {
 		var ee *ExprError
 		if !errors.As(err, &ee) {
