@@ -48,7 +48,7 @@ func (e *ExprError) Error() string {
 // Unwrap returns ErrExpression.
 func (e *ExprError) Unwrap() error { return ErrExpression }
 
-// lineCol is the 1-based line and column (in characters) of byte off of s.
+// exprLineCol is the 1-based line and column (in characters) of byte off of s.
 func exprLineCol(s string, off int) (int, int) {
 	off = min(max(off, 0), len(s))
 	line := 1 + strings.Count(s[:off], "\n")
@@ -106,7 +106,7 @@ func exprOptionsOf(opts []ExprOption) (*exprOptions, error) {
 	return o, nil
 }
 
-// program is one compiled expression over an input of fields.
+// exprProgram is one compiled expression over an input of fields.
 type exprProgram struct {
 	source string
 	prog   *vm.Program
@@ -116,7 +116,7 @@ type exprProgram struct {
 	field string
 }
 
-// compile compiles source over fields (each an expression variable of any type):
+// exprCompile compiles source over fields (each an expression variable of any type):
 // a name that is no field, a syntax error, or (asBool) a result that cannot be a
 // bool is an *ExprError at its character.
 func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*exprProgram, error) {
@@ -150,7 +150,7 @@ func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*
 	return p, nil
 }
 
-// known adds the fields to an "unknown name" message: what the expression may use.
+// exprKnown adds the fields to an "unknown name" message: what the expression may use.
 func exprKnown(msg string, fields []string) string {
 	if !strings.HasPrefix(msg, "unknown name") {
 		return ""
@@ -161,7 +161,7 @@ func exprKnown(msg string, fields []string) string {
 	return " (the input's fields: " + strings.Join(fields, ", ") + ")"
 }
 
-// byteOffset is the byte offset of rune index r of s (expr counts in runes).
+// exprByteOffset is the byte offset of rune index r of s (expr counts in runes).
 func exprByteOffset(s string, r int) int {
 	i := 0
 	for off := range s {

@@ -24,44 +24,44 @@ import (
 //
 //	go test -run '^$' -bench 'BenchmarkExprVsGo' -benchtime 20x ./builtin/
 
-const benchTuples = 20_000 // per topology run
+const exprBenchTuples = 20_000 // per topology run
 
-var benchFields = []string{"order", "quantity", "price"}
+var exprBenchFields = []string{"order", "quantity", "price"}
 
-// benchSpout emits n tracked tuples and is exhausted once all are acked.
-type benchSpout struct {
+// exprBenchSpout emits n tracked tuples and is exhausted once all are acked.
+type exprBenchSpout struct {
 	n, next int
 	out     topology.SpoutCollector
 	vals    []tuple.Values
 	done    atomic.Int64
 }
 
-func (s *benchSpout) Open(_ context.Context, _ topology.TaskContext, out topology.SpoutCollector) error {
+func (s *exprBenchSpout) Open(_ context.Context, _ topology.TaskContext, out topology.SpoutCollector) error {
 	s.out = out
 	return nil
 }
 
-func (s *benchSpout) NextTuple() {
+func (s *exprBenchSpout) NextTuple() {
 	if s.next < s.n {
 		_ = s.out.Emit(s.vals[s.next%len(s.vals)], s.next)
 		s.next++
 	}
 }
 
-func (s *benchSpout) Ack(any)         { s.done.Add(1) }
-func (s *benchSpout) Fail(any)        { s.done.Add(1) }
-func (s *benchSpout) Close() error    { return nil }
-func (s *benchSpout) Exhausted() bool { return s.next == s.n && s.done.Load() == int64(s.n) }
+func (s *exprBenchSpout) Ack(any)         { s.done.Add(1) }
+func (s *exprBenchSpout) Fail(any)        { s.done.Add(1) }
+func (s *exprBenchSpout) Close() error    { return nil }
+func (s *exprBenchSpout) Exhausted() bool { return s.next == s.n && s.done.Load() == int64(s.n) }
 
-type benchSink struct{ topology.BaseBolt }
+type exprBenchSink struct{ topology.BaseBolt }
 
-func (b *benchSink) Execute(t *tuple.Tuple) { _ = b.Out.Ack(t) }
+func (b *exprBenchSink) Execute(t *tuple.Tuple) { _ = b.Out.Ack(t) }
 
 // Go versions of the expressions, as a user would write them: the fields by
 // position, a type assertion.
-type goFilter struct{ topology.BaseBasicBolt }
+type exprGoFilter struct{ topology.BaseBasicBolt }
 
-func (*goFilter) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
+func (*exprGoFilter) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	q, ok := in.Value(1).(int)
 	if !ok {
 		return fmt.Errorf("quantity: %T, not an int", in.Value(1))
@@ -72,9 +72,9 @@ func (*goFilter) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	return nil
 }
 
-type goMap struct{ topology.BaseBasicBolt }
+type exprGoMap struct{ topology.BaseBasicBolt }
 
-func (*goMap) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
+func (*exprGoMap) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	q, ok := in.Value(1).(int)
 	if !ok {
 		return fmt.Errorf("quantity: %T, not an int", in.Value(1))
@@ -86,19 +86,19 @@ func (*goMap) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	return out.Emit(tuple.Values{in.Value(0), float64(q) * p})
 }
 
-// runBench runs one topology over benchTuples tuples and returns how long it took
+// exprRunBench runs one topology over exprBenchTuples tuples and returns how long it took
 // from start to the last ack.
-func runBench(b *testing.B, bolt func() topology.BasicBolt, outFields []string) time.Duration {
+func exprRunBench(b *testing.B, bolt func() topology.BasicBolt, outFields []string) time.Duration {
 	b.Helper()
 	vals := make([]tuple.Values, 1000)
 	for i := range vals {
 		vals[i] = tuple.Values{fmt.Sprintf("o%d", i), i%10 - 2, 0.5 + float64(i%7)} // 2 in 10 filtered out
 	}
-	spout := &benchSpout{n: benchTuples, vals: vals}
+	spout := &exprBenchSpout{n: exprBenchTuples, vals: vals}
 	tb := topology.NewBuilder()
-	tb.SetSpout("spout", func() topology.Spout { return spout }, 1).Output(benchFields...)
+	tb.SetSpout("spout", func() topology.Spout { return spout }, 1).Output(exprBenchFields...)
 	tb.SetBasicBolt("bolt", bolt, 1).ShuffleGrouping("spout").Output(outFields...)
-	tb.SetBolt("sink", func() topology.Bolt { return &benchSink{} }, 1).ShuffleGrouping("bolt")
+	tb.SetBolt("sink", func() topology.Bolt { return &exprBenchSink{} }, 1).ShuffleGrouping("bolt")
 	topo, err := tb.Build()
 	if err != nil {
 		b.Fatal(err)
@@ -119,23 +119,23 @@ func runBench(b *testing.B, bolt func() topology.BasicBolt, outFields []string) 
 	return took
 }
 
-func benchPair(b *testing.B, exprBolt, goBolt func() topology.BasicBolt, outFields []string) {
+func exprBenchPair(b *testing.B, exprBolt, goBolt func() topology.BasicBolt, outFields []string) {
 	var exprTime, goTime time.Duration
 	var ratios []float64 // per round: the other engineers' load changes by the second
 	for i := 0; i < b.N; i++ {
 		var e, g time.Duration
 		if i%2 == 0 { // alternate which goes first
-			e = runBench(b, exprBolt, outFields)
-			g = runBench(b, goBolt, outFields)
+			e = exprRunBench(b, exprBolt, outFields)
+			g = exprRunBench(b, goBolt, outFields)
 		} else {
-			g = runBench(b, goBolt, outFields)
-			e = runBench(b, exprBolt, outFields)
+			g = exprRunBench(b, goBolt, outFields)
+			e = exprRunBench(b, exprBolt, outFields)
 		}
 		exprTime, goTime = exprTime+e, goTime+g
 		ratios = append(ratios, e.Seconds()/g.Seconds())
 	}
 	slices.Sort(ratios)
-	n := float64(b.N * benchTuples)
+	n := float64(b.N * exprBenchTuples)
 	b.ReportMetric(n/exprTime.Seconds(), "expr-tuples/s")
 	b.ReportMetric(n/goTime.Seconds(), "go-tuples/s")
 	b.ReportMetric(exprTime.Seconds()/goTime.Seconds(), "expr/go-time")
@@ -144,54 +144,54 @@ func benchPair(b *testing.B, exprBolt, goBolt func() topology.BasicBolt, outFiel
 }
 
 func BenchmarkExprVsGoFilter(b *testing.B) {
-	f, err := builtin.NewFilterBolt("quantity > 0", benchFields)
+	f, err := builtin.NewFilterBolt("quantity > 0", exprBenchFields)
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchPair(b, f.BasicBolt, func() topology.BasicBolt { return &goFilter{} }, benchFields)
+	exprBenchPair(b, f.BasicBolt, func() topology.BasicBolt { return &exprGoFilter{} }, exprBenchFields)
 }
 
 func BenchmarkExprVsGoMap(b *testing.B) {
-	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "total", Expr: "quantity * price"}}, benchFields)
+	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "total", Expr: "quantity * price"}}, exprBenchFields)
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchPair(b, m.BasicBolt, func() topology.BasicBolt { return &goMap{} }, m.Fields())
+	exprBenchPair(b, m.BasicBolt, func() topology.BasicBolt { return &exprGoMap{} }, m.Fields())
 }
 
-// nopCollector takes emits and drops them: the bolt's own cost, without the engine.
-type nopCollector struct{ n int }
+// exprNopCollector takes emits and drops them: the bolt's own cost, without the engine.
+type exprNopCollector struct{ n int }
 
-func (c *nopCollector) Emit(tuple.Values) error                    { c.n++; return nil }
-func (c *nopCollector) EmitTo(string, tuple.Values) error          { c.n++; return nil }
-func (c *nopCollector) EmitDirect(int, string, tuple.Values) error { c.n++; return nil }
-func (c *nopCollector) ResetTimeout() error                        { return nil }
-func (c *nopCollector) ReportError(error)                          {}
+func (c *exprNopCollector) Emit(tuple.Values) error                    { c.n++; return nil }
+func (c *exprNopCollector) EmitTo(string, tuple.Values) error          { c.n++; return nil }
+func (c *exprNopCollector) EmitDirect(int, string, tuple.Values) error { c.n++; return nil }
+func (c *exprNopCollector) ResetTimeout() error                        { return nil }
+func (c *exprNopCollector) ReportError(error)                          {}
 
 // The bolts' Execute alone, per input: what the expression costs over Go where
 // the engine's own work (queues, acker, anchoring) is left out.
 //
 //	go test -run '^$' -bench 'BenchmarkExprExecute' ./builtin/
 func BenchmarkExprExecute(b *testing.B) {
-	f, err := builtin.NewFilterBolt("quantity > 0", benchFields)
+	f, err := builtin.NewFilterBolt("quantity > 0", exprBenchFields)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "total", Expr: "quantity * price"}}, benchFields)
+	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "total", Expr: "quantity * price"}}, exprBenchFields)
 	if err != nil {
 		b.Fatal(err)
 	}
-	src := &tuple.Source{Component: "spout", Stream: tuple.DefaultStream, Fields: tuple.NewFields(benchFields...)}
+	src := &tuple.Source{Component: "spout", Stream: tuple.DefaultStream, Fields: tuple.NewFields(exprBenchFields...)}
 	in := tuple.New(src, 1, tuple.Values{"o1", 3, 1.5})
 	for _, c := range []struct {
 		name string
 		bolt topology.BasicBolt
-	}{{"filter/expr", f.BasicBolt()}, {"filter/go", &goFilter{}}, {"map/expr", m.BasicBolt()}, {"map/go", &goMap{}}} {
+	}{{"filter/expr", f.BasicBolt()}, {"filter/go", &exprGoFilter{}}, {"map/expr", m.BasicBolt()}, {"map/go", &exprGoMap{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			if err := c.bolt.Prepare(context.Background(), topology.TaskContext{Component: "bolt"}); err != nil {
 				b.Fatal(err)
 			}
-			out := &nopCollector{}
+			out := &exprNopCollector{}
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := c.bolt.Execute(in, out); err != nil {

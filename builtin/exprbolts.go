@@ -54,19 +54,19 @@ func NewFilterBolt(expression string, inputFields []string, opts ...ExprOption) 
 func (f *FilterBolt) Fields() []string { return slices.Clone(f.fields) }
 
 // BasicBolt returns a new task of the filter (a factory for Builder.SetBasicBolt).
-func (f *FilterBolt) BasicBolt() topology.BasicBolt { return &filterTask{f: f} }
+func (f *FilterBolt) BasicBolt() topology.BasicBolt { return &exprFilterTask{f: f} }
 
-type filterTask struct {
+type exprFilterTask struct {
 	f   *FilterBolt
 	env *exprEnv
 }
 
-func (t *filterTask) Prepare(context.Context, topology.TaskContext) error {
+func (t *exprFilterTask) Prepare(context.Context, topology.TaskContext) error {
 	t.env = newExprEnv(t.f.p)
 	return nil
 }
 
-func (t *filterTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
+func (t *exprFilterTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
 		return fmt.Errorf("%s: %w", FilterBoltClass, err)
 	}
@@ -84,7 +84,7 @@ func (t *filterTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error
 	return nil
 }
 
-func (t *filterTask) Cleanup() error { return nil }
+func (t *exprFilterTask) Cleanup() error { return nil }
 
 // MapField is one output field of a Map: its name and the expression of its value.
 type MapField struct {
@@ -112,12 +112,12 @@ type MapBolt struct {
 // ErrExprOption; an expression that does not compile an *ExprError, wrapped with
 // the output's name.
 func NewMapBolt(outputs []MapField, inputFields []string, opts ...ExprOption) (*MapBolt, error) {
-	m, _, err := newMapBolt(outputs, inputFields, opts)
+	m, _, err := exprNewMapBolt(outputs, inputFields, opts)
 	return m, err
 }
 
 // newMap is NewMapBolt that also says which output is at fault (-1: none of them).
-func newMapBolt(outputs []MapField, inputFields []string, opts []ExprOption) (*MapBolt, int, error) {
+func exprNewMapBolt(outputs []MapField, inputFields []string, opts []ExprOption) (*MapBolt, int, error) {
 	o, err := exprOptionsOf(opts)
 	if err != nil {
 		return nil, -1, err
@@ -146,19 +146,19 @@ func newMapBolt(outputs []MapField, inputFields []string, opts []ExprOption) (*M
 func (m *MapBolt) Fields() []string { return slices.Clone(m.names) }
 
 // BasicBolt returns a new task of the map (a factory for Builder.SetBasicBolt).
-func (m *MapBolt) BasicBolt() topology.BasicBolt { return &mapTask{m: m} }
+func (m *MapBolt) BasicBolt() topology.BasicBolt { return &exprMapTask{m: m} }
 
-type mapTask struct {
+type exprMapTask struct {
 	m   *MapBolt
 	env *exprEnv
 }
 
-func (t *mapTask) Prepare(context.Context, topology.TaskContext) error {
+func (t *exprMapTask) Prepare(context.Context, topology.TaskContext) error {
 	t.env = newExprEnv(t.m.progs...)
 	return nil
 }
 
-func (t *mapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
+func (t *exprMapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
 		return fmt.Errorf("%s: %w", MapBoltClass, err)
 	}
@@ -173,7 +173,7 @@ func (t *mapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	return out.Emit(vals)
 }
 
-func (t *mapTask) Cleanup() error { return nil }
+func (t *exprMapTask) Cleanup() error { return nil }
 
 // KeyBolt emits each input with one more field, its key, given by an expression over
 // the input's fields, anchored to the input, and acks the input: a FIELDS grouping
@@ -216,19 +216,19 @@ func (k *KeyBolt) Fields() []string { return slices.Clone(k.fields) }
 
 // BasicBolt returns a new task of the key extraction (a factory for
 // Builder.SetBasicBolt).
-func (k *KeyBolt) BasicBolt() topology.BasicBolt { return &keyTask{k: k} }
+func (k *KeyBolt) BasicBolt() topology.BasicBolt { return &exprKeyTask{k: k} }
 
-type keyTask struct {
+type exprKeyTask struct {
 	k   *KeyBolt
 	env *exprEnv
 }
 
-func (t *keyTask) Prepare(context.Context, topology.TaskContext) error {
+func (t *exprKeyTask) Prepare(context.Context, topology.TaskContext) error {
 	t.env = newExprEnv(t.k.p)
 	return nil
 }
 
-func (t *keyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
+func (t *exprKeyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	if err := t.env.load(in); err != nil {
 		return fmt.Errorf("%s: %w", KeyBoltClass, err)
 	}
@@ -240,4 +240,4 @@ func (t *keyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) error {
 	return out.Emit(append(append(vals, in.Values()...), v))
 }
 
-func (t *keyTask) Cleanup() error { return nil }
+func (t *exprKeyTask) Cleanup() error { return nil }

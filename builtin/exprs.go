@@ -21,7 +21,7 @@ func exprComponents() []component.Declaration {
 			Class: FilterBoltClass,
 			Doc:   "passes on, anchored, the inputs for which property expr (a boolean expression over their fields) is true; acks every input",
 			BasicBolt: func(s component.Spec) (func() topology.BasicBolt, error) {
-				f, err := filterOf(s)
+				f, err := exprFilterOf(s)
 				if err != nil {
 					return nil, err
 				}
@@ -39,14 +39,14 @@ func exprComponents() []component.Declaration {
 			Class: MapBoltClass,
 			Doc:   "emits, anchored, one tuple per input whose fields are given by property fields ([name: expression, ...]) over the input's fields",
 			BasicBolt: func(s component.Spec) (func() topology.BasicBolt, error) {
-				m, err := mapOf(s)
+				m, err := exprMapOf(s)
 				if err != nil {
 					return nil, err
 				}
 				return m.BasicBolt, nil
 			},
 			Outputs: func(s component.Spec) ([]component.Output, error) {
-				outs, err := mapFields(s)
+				outs, err := exprMapFields(s)
 				if err != nil {
 					return nil, err
 				}
@@ -61,7 +61,7 @@ func exprComponents() []component.Declaration {
 			Class: KeyBoltClass,
 			Doc:   "emits, anchored, each input with one more field (property field, default key) given by property expr over its fields, for a FIELDS grouping",
 			BasicBolt: func(s component.Spec) (func() topology.BasicBolt, error) {
-				k, err := keyOf(s)
+				k, err := exprKeyOf(s)
 				if err != nil {
 					return nil, err
 				}
@@ -82,7 +82,7 @@ func exprComponents() []component.Declaration {
 	}
 }
 
-// inputFields are the fields of the streams the bolt reads, which must be the same
+// exprInputs are the fields of the streams the bolt reads, which must be the same
 // list for every stream: the expression is compiled once over them, and a
 // filter's output is its input.
 func exprInputs(s component.Spec) ([]string, error) {
@@ -99,7 +99,7 @@ func exprInputs(s component.Spec) ([]string, error) {
 	return slices.Clone(first.Fields), nil
 }
 
-// expression reads property key, a required expression (a non-empty string).
+// exprProp reads property key, a required expression (a non-empty string).
 func exprProp(s component.Spec, key string) (string, error) {
 	if err := s.Require(key); err != nil {
 		return "", err
@@ -114,7 +114,7 @@ func exprProp(s component.Spec, key string) (string, error) {
 	return src, nil
 }
 
-// placed turns a compile error of the expression in property prop (at path
+// exprPlaced turns a compile error of the expression in property prop (at path
 // within its value) into a SpecError at the character at fault.
 func exprPlaced(err error, prop string, path []any, what string) error {
 	var ee *ExprError
@@ -126,7 +126,7 @@ func exprPlaced(err error, prop string, path []any, what string) error {
 		Msg: fmt.Sprintf("property %s: %s %q, at its %d:%d: %s", prop, what, ee.Expr, line, col, ee.Msg)}
 }
 
-func filterOf(s component.Spec) (*FilterBolt, error) {
+func exprFilterOf(s component.Spec) (*FilterBolt, error) {
 	src, err := exprProp(s, "expr")
 	if err != nil {
 		return nil, err
@@ -142,9 +142,9 @@ func filterOf(s component.Spec) (*FilterBolt, error) {
 	return f, nil
 }
 
-// mapFields reads property fields: a list of one-key mappings, name: expression,
+// exprMapFields reads property fields: a list of one-key mappings, name: expression,
 // in the order of the output's fields (a YAML mapping would lose the order).
-func mapFields(s component.Spec) ([]MapField, error) {
+func exprMapFields(s component.Spec) ([]MapField, error) {
 	if err := s.Require("fields"); err != nil {
 		return nil, err
 	}
@@ -185,8 +185,8 @@ func mapFields(s component.Spec) ([]MapField, error) {
 	return outs, nil
 }
 
-func mapOf(s component.Spec) (*MapBolt, error) {
-	outs, err := mapFields(s)
+func exprMapOf(s component.Spec) (*MapBolt, error) {
+	outs, err := exprMapFields(s)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func mapOf(s component.Spec) (*MapBolt, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, i, err := newMapBolt(outs, fields, nil)
+	m, i, err := exprNewMapBolt(outs, fields, nil)
 	if err != nil {
 		if i < 0 {
 			return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "fields", Msg: "property fields: " + err.Error()}
@@ -208,7 +208,7 @@ func mapOf(s component.Spec) (*MapBolt, error) {
 	return m, nil
 }
 
-func keyOf(s component.Spec) (*KeyBolt, error) {
+func exprKeyOf(s component.Spec) (*KeyBolt, error) {
 	src, err := exprProp(s, "expr")
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func keyOf(s component.Spec) (*KeyBolt, error) {
 	return k, nil
 }
 
-// describe says what a file gave, for an error.
+// exprDescribe says what a file gave, for an error.
 func exprDescribe(v any) string {
 	switch x := v.(type) {
 	case nil:
