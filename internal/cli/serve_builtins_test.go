@@ -130,7 +130,7 @@ func latestSales(t *testing.T, files []string) map[string]latestSale {
 			s := latestSale{
 				product: strings.ToUpper(strings.TrimSpace(rec[1])), version: dayNum*100000 + int64(row),
 				eventID: fmt.Sprintf("%s:%d", day, row), invoice: rec[0], stock: rec[1], country: rec[7],
-				quantity: q, priceMilli: milli(t, rec[5]),
+				quantity: q, priceMilli: decimalMilli(t, rec[5]),
 			}
 			if prev, ok := out[s.product]; !ok || s.version > prev.version {
 				out[s.product] = s
@@ -140,8 +140,8 @@ func latestSales(t *testing.T, files []string) map[string]latestSale {
 	return out
 }
 
-// milli is a decimal price ("2.55") in thousandths, from its digits.
-func milli(t *testing.T, price string) int64 {
+// decimalMilli is a decimal price ("2.55") in thousandths, from its digits.
+func decimalMilli(t *testing.T, price string) int64 {
 	whole, frac, _ := strings.Cut(price, ".")
 	if len(frac) > 3 {
 		t.Fatalf("price %q: more than 3 decimals", price)
