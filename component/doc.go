@@ -32,7 +32,14 @@
 // rather than drop it.
 //
 // Errors about a Spec's values are *SpecError, which says which argument, property
-// or call is wrong, so that the reader (package flux) can point at its line.
+// or call is wrong, so that the reader (package flux) can point at its line; and,
+// for a string in it (an expression), which character (Path, At), so that the
+// reader points at that character's line and column.
+//
+// A bolt's Spec.Inputs are the streams it reads with their fields, filled by the
+// reader before the maker runs (it prepares each bolt after the components it reads,
+// Registry.Prepare): a class whose work is over its input's fields (an expression)
+// checks it at build, not on the first tuple.
 //
 // # Checked once, before any task
 //

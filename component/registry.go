@@ -262,63 +262,93 @@ func (r *Registry) declare(b *topology.Builder, id, class string, spec Spec, par
 	if b == nil {
 		return nil, nil, fmt.Errorf("component %q (class %q): nil builder", id, class)
 	}
+	p, err := r.Prepare(id, class, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.Declare(b, parallelism), p.Outputs(), nil
+}
+
+// Prepared is a component whose class's maker and Outputs ran (Prepare), not yet
+// declared on a builder.
+type Prepared struct {
+	id    string
+	spout func() topology.Spout
+	bolt  func() topology.Bolt
+	basic func() topology.BasicBolt
+	outs  []Output
+	tick  time.Duration
+}
+
+// Prepare is the first half of Declare: it runs the maker and Outputs of class on
+// spec, with Declare's checks and errors, and declares nothing. A file's reader
+// prepares each bolt after the components it reads (so that Spec.Inputs holds their
+// fields) and declares them in file order, which numbers the tasks.
+func (r *Registry) Prepare(id, class string, spec Spec) (*Prepared, error) {
 	d, err := r.Lookup(class)
 	if err != nil {
-		return nil, nil, fmt.Errorf("component %q: %w", id, err)
+		return nil, fmt.Errorf("component %q: %w", id, err)
 	}
 	wrap := func(err error) error { return fmt.Errorf("component %q (class %q): %w", id, class, err) }
 	if d.Kind() == ValueKind {
-		return nil, nil, wrap(fmt.Errorf("a value class (a components: entry, used by ref), not a spout or bolt"))
+		return nil, wrap(fmt.Errorf("a value class (a components: entry, used by ref), not a spout or bolt"))
 	}
 	if err := d.CheckCalls(spec.Calls); err != nil {
-		return nil, nil, wrap(err)
+		return nil, wrap(err)
 	}
 	spec = spec.tracked()
-	var (
-		spout func() topology.Spout
-		bolt  func() topology.Bolt
-		basic func() topology.BasicBolt
-	)
+	p := &Prepared{id: id}
 	switch d.Kind() {
 	case SpoutKind:
-		spout, err = runMaker(d.Kind(), d.Spout, spec)
+		p.spout, err = runMaker(d.Kind(), d.Spout, spec)
 	case BoltKind:
-		bolt, err = runMaker(d.Kind(), d.Bolt, spec)
+		p.bolt, err = runMaker(d.Kind(), d.Bolt, spec)
 	case BasicBoltKind:
-		basic, err = runMaker(d.Kind(), d.BasicBolt, spec)
+		p.basic, err = runMaker(d.Kind(), d.BasicBolt, spec)
 	}
 	if err != nil {
-		return nil, nil, wrap(err)
+		return nil, wrap(err)
 	}
-	var outs []Output
 	if d.Outputs != nil {
-		if outs, err = outputs(d.Outputs, spec); err != nil {
-			return nil, nil, wrap(err)
+		if p.outs, err = outputs(d.Outputs, spec); err != nil {
+			return nil, wrap(err)
 		}
 	}
 	if err := spec.unread(); err != nil {
-		return nil, nil, wrap(err)
+		return nil, wrap(err)
 	}
+	if d.TickEvery > 0 && p.spout == nil {
+		p.tick = d.TickEvery
+	}
+	return p, nil
+}
+
+// Outputs are the streams the component declares (default stream as "default").
+func (p *Prepared) Outputs() []Output { return slices.Clone(p.outs) }
+
+// Declare declares the component on b with its outputs and returns the Declarer,
+// for the caller to add the bolt's groupings.
+func (p *Prepared) Declare(b *topology.Builder, parallelism int) *topology.Declarer {
 	var dec *topology.Declarer
 	switch {
-	case spout != nil:
-		dec = b.SetSpout(id, spout, parallelism)
-	case bolt != nil:
-		dec = b.SetBolt(id, bolt, parallelism)
+	case p.spout != nil:
+		dec = b.SetSpout(p.id, p.spout, parallelism)
+	case p.bolt != nil:
+		dec = b.SetBolt(p.id, p.bolt, parallelism)
 	default:
-		dec = b.SetBasicBolt(id, basic, parallelism)
+		dec = b.SetBasicBolt(p.id, p.basic, parallelism)
 	}
-	for _, o := range outs {
+	for _, o := range p.outs {
 		if o.Direct {
 			dec.DirectStream(o.Stream, o.Fields...)
 		} else {
 			dec.OutputStream(o.Stream, o.Fields...)
 		}
 	}
-	if d.TickEvery > 0 && spout == nil {
-		dec.TickEvery(d.TickEvery)
+	if p.tick > 0 {
+		dec.TickEvery(p.tick)
 	}
-	return dec, outs, nil
+	return dec
 }
 
 // Make makes the value of a components: entry of class (a Value class) from spec,

@@ -44,10 +44,24 @@ type Spec struct {
 	// Cluster is the cluster the topology is built for, nil for a run in one
 	// process (gale run): see Cluster.
 	Cluster *Cluster
+	// Inputs are the streams the bolt subscribes to, each with its declared fields,
+	// as the file's streams give them (in file order): a class whose work depends
+	// on its input's fields (an expression over them) checks it in its maker, at
+	// build. The reader (package flux) fills it before the maker runs; nil for a
+	// spout, and for a bolt in a cycle whose sources are not yet declared.
+	Inputs []Input
 
 	reads *reads // set by Registry.Add: what the class read, for the unread check
 	call  int    // in a Spec that Method returned: 1 + the index of its call in Calls
 	name  string // and the call's method name
+}
+
+// Input is one stream a bolt subscribes to: the component and stream (the default
+// stream is "default") and the fields that stream declares.
+type Input struct {
+	Component string
+	Stream    string
+	Fields    []string
 }
 
 // Call is one of Flux's configMethods: a method name and its arguments (values as in
@@ -105,10 +119,18 @@ func (s Spec) Method(name string) []Spec {
 // file's reader can point at the line of the value: an argument (Arg >= 0; of the call
 // Calls[Call] when Call >= 0), a property (Prop != ""), a call (Call >= 0, Arg < 0),
 // or the Spec as a whole (Arg < 0, Call < 0, Prop ""). It wraps ErrSpec.
+//
+// Path and At point inside the value, for a problem at one character of a string
+// in it (an expression's syntax error): Path is the way from the argument or
+// property's value to that string, map keys (string) and list positions (int),
+// from the outside in (empty: the value itself is the string); At is 1 + the byte
+// offset in the string of the character at fault, 0 when the string as a whole is.
 type SpecError struct {
 	Arg  int    // the argument's position, or -1
 	Call int    // the call's position in Spec.Calls, or -1
 	Prop string // the property's key, or ""
+	Path []any  // within the value: keys and list positions to the string at fault
+	At   int    // 1 + the byte offset in that string, or 0
 	Msg  string // the problem, without the "invalid spec: " prefix
 }
 

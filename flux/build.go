@@ -101,15 +101,47 @@ func (f *File) build(reg *component.Registry, logSpout func() topology.Spout, lo
 		b.SetSpout(LogSpout, logSpout, 1).Output(logFields...)
 		outs[LogSpout] = []component.Output{{Stream: "default", Fields: logFields}}
 	}
-	for _, sec := range []struct {
-		beans []*Bean
-		spout bool
-	}{{f.Spouts, true}, {f.Bolts, false}} {
-		for _, bean := range sec.beans {
-			d, o, ok := bd.declare(b, bean, sec.spout)
-			if ok {
-				decls[bean.ID], outs[bean.ID] = d, o
+	for _, bean := range f.Spouts {
+		if p, ok := bd.prepare(bean, true, nil); ok {
+			decls[bean.ID], outs[bean.ID] = p.Declare(b, bean.Parallelism), p.Outputs()
+		}
+	}
+	// A bolt's class runs once the components it reads did, so that its maker gets
+	// the fields of its inputs (Spec.Inputs): an expression over them is checked at
+	// build. Its sources are prepared first, depth first; in a cycle (which Load
+	// refuses) a bolt met again gets the inputs known then. The bolts are then
+	// declared in file order, which numbers the tasks.
+	bolts := map[string]*Bean{}
+	for _, bean := range f.Bolts {
+		bolts[bean.ID] = bean
+	}
+	sources := map[string][]string{}
+	for _, s := range f.Streams {
+		sources[s.To] = append(sources[s.To], s.From)
+	}
+	prepared := map[string]*component.Prepared{}
+	visited := map[string]bool{}
+	var prep func(bean *Bean)
+	prep = func(bean *Bean) {
+		if visited[bean.ID] {
+			return
+		}
+		visited[bean.ID] = true
+		for _, from := range sources[bean.ID] {
+			if src := bolts[from]; src != nil {
+				prep(src)
 			}
+		}
+		if p, ok := bd.prepare(bean, false, bd.inputs(bean, outs)); ok {
+			prepared[bean.ID], outs[bean.ID] = p, p.Outputs()
+		}
+	}
+	for _, bean := range f.Bolts {
+		prep(bean)
+	}
+	for _, bean := range f.Bolts {
+		if p := prepared[bean.ID]; p != nil {
+			decls[bean.ID] = p.Declare(b, bean.Parallelism)
 		}
 	}
 	sinks := 0
@@ -159,7 +191,8 @@ func (bd *builder) refuse(bean *Bean, err error) {
 	bd.e = append(bd.e, &Error{File: p.File, Line: p.Line, Col: p.Col, Msg: err.Error(), Err: err})
 }
 
-// place is where a SpecError points in bean.
+// place is where a SpecError points in bean: the value it names, or the string
+// and character inside that value its Path and At name.
 func (b *Bean) place(se *component.SpecError) Pos {
 	first := func(ps ...Pos) Pos {
 		for _, p := range ps {
@@ -169,23 +202,34 @@ func (b *Bean) place(se *component.SpecError) Pos {
 		}
 		return b.ClassPos
 	}
+	in := func(v Value) Pos {
+		if (len(se.Path) > 0 || se.At > 0) && v.Inner != nil {
+			if p, ok := v.Inner(se.Path, se.At); ok {
+				return p
+			}
+		}
+		return v.Pos
+	}
 	switch {
 	case se.Call >= 0 && se.Call < len(b.Calls):
 		c := b.Calls[se.Call]
 		if se.Arg >= 0 && se.Arg < len(c.Args) {
-			return c.Args[se.Arg].Pos
+			return in(c.Args[se.Arg])
 		}
 		if se.Arg >= 0 {
 			return first(c.ArgsPos, c.Pos)
 		}
 		return c.Pos
 	case se.Arg >= 0 && se.Arg < len(b.Args):
-		return b.Args[se.Arg].Pos
+		return in(b.Args[se.Arg])
 	case se.Arg >= 0:
 		return first(b.ArgsPos)
 	case se.Prop != "":
 		for _, p := range b.Properties {
 			if p.Name == se.Prop {
+				if len(se.Path) > 0 || se.At > 0 {
+					return in(p.Value)
+				}
 				return p.Pos
 			}
 		}
@@ -301,34 +345,53 @@ func (bd *builder) spec(b *Bean, chain []string) (component.Spec, bool) {
 	return s, ok
 }
 
-func (bd *builder) declare(b *topology.Builder, bean *Bean, spout bool) (*topology.Declarer, []component.Output, bool) {
+// inputs are the streams bean reads, in file order, with the fields their
+// components declared (those declared yet).
+func (bd *builder) inputs(bean *Bean, outs map[string][]component.Output) []component.Input {
+	var in []component.Input
+	for _, s := range bd.f.Streams {
+		if s.To != bean.ID {
+			continue
+		}
+		id := streamID(s)
+		for _, o := range outs[s.From] {
+			if o.Stream == id {
+				in = append(in, component.Input{Component: s.From, Stream: id, Fields: slices.Clone(o.Fields)})
+			}
+		}
+	}
+	return in
+}
+
+func (bd *builder) prepare(bean *Bean, spout bool, inputs []component.Input) (*component.Prepared, bool) {
 	if bd.shell(bean) {
-		return nil, nil, false
+		return nil, false
 	}
 	d, err := bd.reg.Lookup(bean.Class)
 	if err != nil {
 		p := bean.ClassPos
 		bd.e = append(bd.e, &Error{File: p.File, Line: p.Line, Col: p.Col, Msg: fmt.Sprintf("%q: %v", bean.ID, err), Err: err})
-		return nil, nil, false
+		return nil, false
 	}
 	switch k := d.Kind(); {
 	case spout && k != component.SpoutKind:
 		bd.e.at(bean.ClassPos, "spout %q: class %s is a %s, not a spout", bean.ID, bean.Class, k)
-		return nil, nil, false
+		return nil, false
 	case !spout && k != component.BoltKind && k != component.BasicBoltKind:
 		bd.e.at(bean.ClassPos, "bolt %q: class %s is a %s, not a bolt", bean.ID, bean.Class, k)
-		return nil, nil, false
+		return nil, false
 	}
 	spec, ok := bd.spec(bean, nil)
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
-	dec, outs, err := bd.reg.Declare(b, bean.ID, bean.Class, spec, bean.Parallelism)
+	spec.Inputs = inputs
+	p, err := bd.reg.Prepare(bean.ID, bean.Class, spec)
 	if err != nil {
 		bd.refuse(bean, err)
-		return nil, nil, false
+		return nil, false
 	}
-	return dec, outs, true
+	return p, true
 }
 
 var groupings = map[string]func([]string) topology.Grouping{

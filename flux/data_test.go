@@ -219,6 +219,8 @@ func zeroPos(v reflect.Value) {
 		if !v.IsNil() {
 			zeroPos(v.Elem())
 		}
+	case reflect.Func: // Value.Inner: positions too
+		v.Set(reflect.Zero(v.Type()))
 	case reflect.Slice:
 		for i := range v.Len() {
 			zeroPos(v.Index(i))

@@ -60,6 +60,12 @@ type Value struct {
 	RefList []string // reflist: [ids]; non-nil when given
 	IsList  bool     // RefList was given (possibly empty)
 	Pos     Pos
+
+	// Inner is where inside the literal a place is: the string that path reaches
+	// (map keys and list positions) and the character at byte offset at-1 of it
+	// (at 0: the string itself), as a component.SpecError's Path and At name it.
+	// Like Pos, it points into the text the file was parsed from; nil when unknown.
+	Inner func(path []any, at int) (Pos, bool)
 }
 
 // Property is one of properties: {name, value} or {name, ref} or {name, reflist}.

@@ -33,8 +33,9 @@ func Parse(name string, resolved []byte) (*File, error) {
 }
 
 type parser struct {
-	name string
-	e    errs
+	name  string
+	lines []string // the text, for places inside a value (inner)
+	e     errs
 }
 
 func (p *parser) pos(n *yaml.Node) Pos { return Pos{File: p.name, Line: n.Line, Col: n.Column} }
@@ -44,7 +45,7 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // parseDoc parses one file's text into a File, checking what one file alone shows:
 // YAML syntax, known keys, types, ids unique in their section.
 func parseDoc(name string, data []byte, allowIncludes bool) (*File, error) {
-	p := &parser{name: name}
+	p := &parser{name: name, lines: strings.Split(string(data), "\n")}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -418,7 +419,7 @@ func (p *parser) value(n *yaml.Node, what string) Value {
 			return v
 		}
 	}
-	v.Literal = p.literal(n)
+	v.Literal, v.Inner = p.literal(n), p.inner(n)
 	return v
 }
 
@@ -440,7 +441,7 @@ func (p *parser) properties(n *yaml.Node) []Property {
 				}
 				val, valKey = kv.v, kv.key
 				if kv.key == "value" {
-					pr.Value = Value{Literal: p.literal(kv.v), Pos: p.pos(kv.v)}
+					pr.Value = Value{Literal: p.literal(kv.v), Pos: p.pos(kv.v), Inner: p.inner(kv.v)}
 				} else {
 					// the same shape as a constructor argument's ref
 					pr.Value = p.value(&yaml.Node{Kind: yaml.MappingNode, Line: item.Line, Column: item.Column, Content: []*yaml.Node{kv.k, kv.v}}, "property "+strconv.Quote(pr.Name))

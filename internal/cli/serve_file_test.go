@@ -81,6 +81,8 @@ func TestServePipelineFileRefused(t *testing.T) {
 			"p.yaml:"},
 		{"no sink", "name: p\nbolts:\n  - id: parse\n    className: gale.orders.Parse\nstreams:\n  - from: log\n    to: parse\n    grouping: {type: SHUFFLE}\n",
 			"p.yaml:"},
+		{"a bad expression", "name: p\nbolts:\n  - id: sales\n    className: gale.bolt.Filter\n    properties:\n      - name: expr\n        value: quantity > 0\n  - id: sink\n    className: gale.sink.Table\nstreams:\n  - from: log\n    to: sales\n    grouping: {type: SHUFFLE}\n  - from: sales\n    to: sink\n    grouping: {type: SHUFFLE}\n",
+			"p.yaml:7:16: component \"sales\" (class \"gale.bolt.Filter\"): invalid spec: property expr: expression \"quantity > 0\", at its 1:1: unknown name quantity"},
 		{"sink without its table", "name: p\nbolts:\n  - id: sink\n    className: gale.sink.Table\nstreams:\n  - from: log\n    to: sink\n    grouping: {type: SHUFFLE}\n",
 			"p.yaml:"},
 	} {

@@ -1,0 +1,315 @@
+package builtin
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/types"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/gale-stream/gale/tuple"
+)
+
+// The expression bolts use expr (github.com/expr-lang/expr): pure Go, compiled
+// once to a program for its bytecode VM, type-checked against the names it may
+// use (the input's fields), with the built-ins a tuple needs (fromJSON, string
+// and number functions, let, ?:, ??). docs/components.md says why expr, not CEL.
+
+var (
+	// ErrExpression wraps every error about an expression: its syntax, a name that
+	// is no field of the input, a result of the wrong type.
+	ErrExpression = errors.New("invalid expression")
+	// ErrExprOption wraps the other errors of NewFilterBolt, NewMapBolt and NewKeyBolt: input
+	// fields or output names empty or twice, a key field of the input's, a bad
+	// WithFunction.
+	ErrExprOption = errors.New("invalid expression bolt option")
+)
+
+// ExprError is an expression refused when it is compiled: Offset is the byte in
+// Expr at fault (0 when the expression as a whole is, as for a filter's result
+// that is not a bool). It wraps ErrExpression.
+type ExprError struct {
+	Expr   string
+	Offset int
+	Msg    string
+}
+
+func (e *ExprError) Error() string {
+	line, col := exprLineCol(e.Expr, e.Offset)
+	return fmt.Sprintf("%v %q at %d:%d: %s", ErrExpression, e.Expr, line, col, e.Msg)
+}
+
+// Unwrap returns ErrExpression.
+func (e *ExprError) Unwrap() error { return ErrExpression }
+
+// exprLineCol is the 1-based line and column (in characters) of byte off of s.
+func exprLineCol(s string, off int) (int, int) {
+	off = min(max(off, 0), len(s))
+	line := 1 + strings.Count(s[:off], "\n")
+	start := strings.LastIndexByte(s[:off], '\n') + 1
+	return line, 1 + utf8.RuneCountInString(s[start:off])
+}
+
+// ExprOption changes how an expression bolt is made.
+type ExprOption func(*exprOptions) error
+
+type exprOptions struct {
+	keyField string
+	funcs    []expr.Option
+	names    []string // the functions' names, to refuse one twice
+}
+
+// WithKeyField names the field Key adds (default "key"); it must not be a field of
+// the input.
+func WithKeyField(name string) ExprOption {
+	return func(o *exprOptions) error {
+		if err := tuple.NewFields(name).Validate(); err != nil {
+			return fmt.Errorf("%w: key field: %w", ErrExprOption, err)
+		}
+		o.keyField = name
+		return nil
+	}
+}
+
+// WithFunction makes a Go function callable from the expressions by name
+// (expr.Function): types, if given, are its signatures, checked at compile.
+func WithFunction(name string, fn func(params ...any) (any, error), types ...any) ExprOption {
+	return func(o *exprOptions) error {
+		if name == "" || fn == nil {
+			return fmt.Errorf("%w: function %q: want a name and a function", ErrExprOption, name)
+		}
+		if slices.Contains(o.names, name) {
+			return fmt.Errorf("%w: function %q given twice", ErrExprOption, name)
+		}
+		o.names = append(o.names, name)
+		o.funcs = append(o.funcs, expr.Function(name, fn, types...))
+		return nil
+	}
+}
+
+func exprOptionsOf(opts []ExprOption) (*exprOptions, error) {
+	o := &exprOptions{keyField: "key"}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// exprProgram is one compiled expression over an input of fields.
+type exprProgram struct {
+	source string
+	prog   *vm.Program
+	used   []string // the input's fields it reads, in first-use order
+	// field is the input field the expression is, when it is just one (a Map's
+	// "order: order"): its value is taken as it is, without running the VM.
+	field string
+}
+
+// exprCompile compiles source over fields (each an expression variable of any type):
+// a name that is no field, a syntax error, or (asBool) a result that cannot be a
+// bool is an *ExprError at its character.
+func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*exprProgram, error) {
+	if strings.TrimSpace(source) == "" {
+		return nil, &ExprError{Expr: source, Msg: "empty"}
+	}
+	env := types.Map{}
+	for _, f := range fields {
+		env[f] = types.Any
+	}
+	opts := append([]expr.Option{expr.Env(env)}, o.funcs...)
+	if asBool {
+		opts = append(opts, expr.AsBool())
+	}
+	prog, err := expr.Compile(source, opts...)
+	if err != nil {
+		var fe *file.Error
+		if errors.As(err, &fe) {
+			return nil, &ExprError{Expr: source, Offset: exprByteOffset(source, fe.From), Msg: fe.Message + exprKnown(fe.Message, fields)}
+		}
+		return nil, &ExprError{Expr: source, Msg: err.Error()}
+	}
+	p := &exprProgram{source: source, prog: prog}
+	v := &exprIdents{fields: fields}
+	node := prog.Node()
+	ast.Walk(&node, v)
+	p.used = v.used
+	if id, ok := node.(*ast.IdentifierNode); ok && slices.Contains(fields, id.Value) {
+		p.field = id.Value
+	}
+	return p, nil
+}
+
+// exprKnown adds the fields to an "unknown name" message: what the expression may use.
+func exprKnown(msg string, fields []string) string {
+	if !strings.HasPrefix(msg, "unknown name") {
+		return ""
+	}
+	if len(fields) == 0 {
+		return " (the input has no fields)"
+	}
+	return " (the input's fields: " + strings.Join(fields, ", ") + ")"
+}
+
+// exprByteOffset is the byte offset of rune index r of s (expr counts in runes).
+func exprByteOffset(s string, r int) int {
+	i := 0
+	for off := range s {
+		if i == r {
+			return off
+		}
+		i++
+	}
+	return len(s)
+}
+
+// exprIdents collects the input fields an expression names.
+type exprIdents struct {
+	fields []string
+	used   []string
+}
+
+func (v *exprIdents) Visit(n *ast.Node) {
+	id, ok := (*n).(*ast.IdentifierNode)
+	switch {
+	case !ok:
+	case id.Value == "$env": // $env.quantity, $env["quantity"]: any field
+		for _, f := range v.fields {
+			if !slices.Contains(v.used, f) {
+				v.used = append(v.used, f)
+			}
+		}
+	case slices.Contains(v.fields, id.Value) && !slices.Contains(v.used, id.Value):
+		v.used = append(v.used, id.Value)
+	}
+}
+
+// exprEnv is one task's evaluation state: the variables' map and the VM, reused
+// for every tuple (an expression runs on the task's goroutine only), and where
+// the fields its expressions read are in the input's values.
+type exprEnv struct {
+	progs   []*exprProgram
+	slot    []int // slot[i]: for progs[i] that is one field, its index in used; else -1
+	vars    map[string]any
+	vm      vm.VM
+	used    []string      // the fields any of the task's expressions read
+	inVars  []bool        // inVars[k]: used[k] is read by the VM (set in vars)
+	fields  *tuple.Fields // the input fields idx was computed for
+	idx     []int         // idx[k]: the position of used[k] in fields
+	missing string        // a used field the input lacks ("" if none)
+	vals    tuple.Values  // the current input's values
+}
+
+func newExprEnv(progs ...*exprProgram) *exprEnv {
+	e := &exprEnv{progs: progs, vars: map[string]any{}}
+	slot := func(f string) int {
+		k := slices.Index(e.used, f)
+		if k < 0 {
+			e.used, e.inVars = append(e.used, f), append(e.inVars, false)
+			k = len(e.used) - 1
+		}
+		return k
+	}
+	for _, p := range progs {
+		if p.field != "" {
+			e.slot = append(e.slot, slot(p.field))
+			continue
+		}
+		e.slot = append(e.slot, -1)
+		for _, u := range p.used {
+			e.inVars[slot(u)] = true
+		}
+	}
+	return e
+}
+
+// load sets the variables from t's values. A []byte value is seen as a string
+// (the expression language has no bytes; the log spout's payload is bytes): an
+// expression reads fromJSON(payload). It returns an error when t lacks a field.
+// Only what the VM reads goes in the map: a map write is much of what an
+// expression costs over Go.
+func (e *exprEnv) load(t *tuple.Tuple) error {
+	if f := t.Fields(); f != e.fields {
+		e.fields, e.missing = f, ""
+		e.idx = e.idx[:0]
+		for _, u := range e.used {
+			i := f.Index(u)
+			if i < 0 && e.missing == "" {
+				e.missing = u
+			}
+			e.idx = append(e.idx, i)
+		}
+	}
+	if e.missing != "" {
+		return fmt.Errorf("the input from %s has no field %q (its fields: %v)", t.SourceComponent(), e.missing, t.Fields())
+	}
+	e.vals = t.Values()
+	for k, u := range e.used {
+		if !e.inVars[k] {
+			continue
+		}
+		v := e.vals[e.idx[k]]
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		e.vars[u] = v
+	}
+	return nil
+}
+
+// run evaluates progs[i] on the loaded input.
+func (e *exprEnv) run(i int) (any, error) {
+	if k := e.slot[i]; k >= 0 {
+		v := e.vals[e.idx[k]]
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		return v, nil
+	}
+	return e.vm.Run(e.progs[i].prog, e.vars)
+}
+
+// describeVars says what the fields p reads held, for a failure's reason: the
+// values at fault.
+func (e *exprEnv) describeVars(p *exprProgram) string {
+	var parts []string
+	for _, u := range p.used {
+		v := e.vals[e.idx[slices.Index(e.used, u)]]
+		if b, ok := v.([]byte); ok {
+			v = string(b) // as the expression saw it
+		}
+		s := fmt.Sprintf("%v", v)
+		if len(s) > 80 {
+			s = s[:77] + "..."
+		}
+		if _, ok := v.(string); ok {
+			s = fmt.Sprintf("%q", s)
+		}
+		parts = append(parts, fmt.Sprintf("%s = %T %s", u, v, s))
+	}
+	if len(parts) == 0 {
+		return "no field read"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runError is the reason a tuple fails: the class, the expression and the values
+// it read (the engine adds the component: bolt "id": ...).
+func (e *exprEnv) runError(class string, p *exprProgram, err error) error {
+	msg := err.Error()
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		msg = fe.Message
+	}
+	return fmt.Errorf("%s: expression %q: %s (%s)", class, p.source, msg, e.describeVars(p))
+}
