@@ -310,6 +310,10 @@ func lineOptions(s component.Spec) ([]LineOption, error) {
 		if err := WithLineFields(fields...)(&LineSink{}); err != nil {
 			return nil, ioPropError("fields", "%v", err)
 		}
+		// A field the input lacks would fail every tuple at runtime, replayed for ever.
+		if err := s.NeedInputFields("fields", fields...); err != nil {
+			return nil, err
+		}
 		opts = append(opts, WithLineFields(fields...))
 	}
 	return opts, nil

@@ -67,8 +67,17 @@ func ReadTable(s component.Spec) (TableSpec, error) {
 	default:
 		return TableSpec{}, ioPropError("mode", "want insert-once or versioned-upsert, not %q", mode)
 	}
+	if version != "" && t.Mode == sink.InsertOnce {
+		_, given := s.Properties["mode"]
+		return TableSpec{}, ioPropError("version", "a version column is for mode versioned-upsert, and mode is insert-once%s",
+			map[bool]string{false: " (the default: is property mode missing or misspelt?)", true: ""}[given])
+	}
 	if err := t.Validate(); err != nil {
 		return TableSpec{}, ioPropError(tableFault(t), "%v", err)
+	}
+	// A column the input lacks would fail every tuple at runtime, replayed for ever.
+	if err := s.NeedInputFields("columns", cols...); err != nil {
+		return TableSpec{}, err
 	}
 	ts := TableSpec{Table: t}
 	if _, ok := s.Properties["create"]; ok {

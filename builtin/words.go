@@ -468,7 +468,8 @@ func splitSpec(s component.Spec) (*wordsOptions, error) {
 	if bad := o.checkSplit(); bad != nil {
 		return o, specError(bad)
 	}
-	return o, nil
+	// A field the input lacks would fail every line at runtime, replayed for ever.
+	return o, s.NeedInputFields("field", o.field)
 }
 
 // emptyGiven refuses a property the file gives as "": its default is had by
@@ -541,6 +542,22 @@ func countSpec(s component.Spec, sum bool) (func() topology.Bolt, error) {
 	}
 	if bad := o.checkCount(output, value); bad != nil {
 		return nil, specError(bad)
+	}
+	// A key or value the input lacks would fail every tuple at runtime, replayed
+	// for ever; pos names the occurrence.
+	if err := s.NeedInputFields("key", o.key); err != nil {
+		return nil, err
+	}
+	if sum {
+		if err := s.NeedInputFields("value", value); err != nil {
+			return nil, err
+		}
+	}
+	for _, in := range s.Inputs {
+		if !slices.Contains(in.Fields, "pos") {
+			return nil, &component.SpecError{Arg: -1, Call: -1, Msg: fmt.Sprintf("stream %q of %q has no field pos (its fields: %s): %s reads each tuple's occurrence from pos (and off), as gale.spout.Files and gale.bolt.Split emit them",
+				in.Stream, in.Component, strings.Join(in.Fields, ", "), map[bool]string{false: CountBoltClass, true: SumBoltClass}[sum])}
+		}
 	}
 	return o.countFactory(output, value), nil
 }

@@ -64,6 +64,33 @@ type Input struct {
 	Fields    []string
 }
 
+// NeedInputFields refuses, at property prop, a bolt one of whose input streams does
+// not declare every one of names: a class that reads fields by name (a sink's
+// columns, a count's key) checks them here, at build, so that a misspelt name is
+// refused at its line rather than failing every tuple at runtime. Nothing is
+// checked when the inputs are not known (Inputs nil: a topology built in Go, or a
+// cycle).
+func (s Spec) NeedInputFields(prop string, names ...string) error {
+	list, _ := s.Properties[prop].([]any)
+	for _, in := range s.Inputs {
+		for _, n := range names {
+			if slices.Contains(in.Fields, n) {
+				continue
+			}
+			e := &SpecError{Arg: -1, Call: s.call - 1, Prop: prop, Msg: fmt.Sprintf(
+				"property %s: %q is not a field of stream %q of %q, which this bolt reads (its fields: %s)",
+				prop, n, in.Stream, in.Component, strings.Join(in.Fields, ", "))}
+			if i := slices.Index(list, any(n)); i >= 0 {
+				e.Path, e.At = []any{i}, 1 // at the element, in a list
+			} else if v, _ := s.Properties[prop].(string); v == n {
+				e.At = 1 // at the value
+			}
+			return e
+		}
+	}
+	return nil
+}
+
 // Call is one of Flux's configMethods: a method name and its arguments (values as in
 // Args: literals, or what a components: entry made, for a ref).
 type Call struct {

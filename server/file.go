@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -128,55 +127,12 @@ func filePipeline(f *flux.File, path string, reg *component.Registry, checkBuild
 	// A first build, with no database: every class, property and stream checked.
 	check := pinnedDB("(a check of the file: no database)")
 	defer check.SQL.Close()
-	b, err := p.Build(Parts{Spout: func() topology.Spout { return &remoteLogSpout{} }, DB: check})
-	if err != nil {
-		return Pipeline{}, err
-	}
-	if err := checkColumns(f, b.Topology); err != nil {
+	// (A column that is no field of the input is refused there too, at the
+	// element: the table's reader checks it against Spec.Inputs.)
+	if _, err := p.Build(Parts{Spout: func() topology.Spout { return &remoteLogSpout{} }, DB: check}); err != nil {
 		return Pipeline{}, err
 	}
 	return p, nil
-}
-
-// checkColumns refuses a TableSinkClass bolt one of whose columns is not a field
-// of every stream it reads: each tuple would otherwise be refused at runtime, and
-// its event retried until it failed for good.
-func checkColumns(f *flux.File, t *topology.Topology) error {
-	var errs []error
-	for _, bean := range f.Bolts {
-		if bean.Class != TableSinkClass {
-			continue
-		}
-		c := t.Component(bean.ID)
-		if c == nil {
-			continue
-		}
-		var at flux.Pos
-		var cols []any
-		for _, pr := range bean.Properties {
-			if pr.Name == "columns" {
-				at = pr.Value.Pos
-				cols, _ = pr.Value.Literal.([]any)
-			}
-		}
-	inputs:
-		for _, in := range c.Inputs {
-			src := t.Component(in.Component)
-			if src == nil || src.Streams[in.Stream] == nil {
-				continue
-			}
-			fields := src.Streams[in.Stream].Source.Fields
-			for _, col := range cols {
-				name, _ := col.(string)
-				if !fields.Contains(name) {
-					errs = append(errs, &flux.Error{File: at.File, Line: at.Line, Col: at.Col,
-						Msg: fmt.Sprintf("bolt %q: column %q is not a field of stream %q of %q (its fields: %v)", bean.ID, name, in.Stream, in.Component, fields)})
-					continue inputs
-				}
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // fileRegistry is reg's classes and TableSinkClass bound to so (the server's

@@ -29,7 +29,7 @@ streams:
   - {from: log, to: sink, grouping: {type: SHUFFLE}}
 `), 0o644)
 	_, err := FilePipeline(path, flux.Options{}, nil)
-	want := path + `:7:32: bolt "sink": column "nosuch" is not a field of stream "default" of "log"`
+	want := path + `:7:43: component "sink" (class "gale.sink.Table"): invalid spec: property columns: "nosuch" is not a field of stream "default" of "log"`
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("FilePipeline: %v\nwant %s...", err, want)
 	}
