@@ -158,6 +158,10 @@ func jetStreamSinkOf(s component.Spec) (*JetStreamSink, error) {
 	if err != nil {
 		return nil, err
 	}
+	nkey, err := s.String("nkey", "")
+	if err != nil {
+		return nil, err
+	}
 	subject, err := s.String("subject", "")
 	if err != nil {
 		return nil, err
@@ -214,7 +218,7 @@ func jetStreamSinkOf(s component.Spec) (*JetStreamSink, error) {
 		}
 		return nil, ioOptionError("dataField", err) // the event id and the data are one field
 	}
-	return snk, nil
+	return snk.WithNkeyFile(nkey), nil
 }
 
 // JetStreamSink is natsjs's sink (connect/jetstream) for a topology whose tasks
@@ -225,6 +229,7 @@ func jetStreamSinkOf(s component.Spec) (*JetStreamSink, error) {
 // by the stream within its duplicate window.
 type JetStreamSink struct {
 	url     string
+	nkey    string // the seed file the tasks authenticate with, or ""
 	subject string
 	opts    []natsjs.SinkOption
 }
@@ -241,6 +246,13 @@ func NewJetStreamSink(url, subject string, opts ...natsjs.SinkOption) (*JetStrea
 	return &JetStreamSink{url: url, subject: subject, opts: append([]natsjs.SinkOption(nil), opts...)}, nil
 }
 
+// WithNkeyFile makes each task authenticate with the nkey seed in file path, as
+// JetStreamSpout's; it returns s.
+func (s *JetStreamSink) WithNkeyFile(path string) *JetStreamSink {
+	s.nkey = path
+	return s
+}
+
 // Bolt returns a new task: the factory for Builder.SetBolt.
 func (s *JetStreamSink) Bolt() topology.Bolt { return &jsSinkBolt{snk: s} }
 
@@ -251,7 +263,7 @@ type jsSinkBolt struct {
 }
 
 func (b *jsSinkBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
-	nc, js, err := connectNATS(b.snk.url, fmt.Sprintf("gale %s[%d]", tc.Component, tc.TaskIndex))
+	nc, js, err := connectNATS(b.snk.url, b.snk.nkey, fmt.Sprintf("gale %s[%d]", tc.Component, tc.TaskIndex))
 	if err != nil {
 		return fmt.Errorf("%s: %w", JetStreamSinkClass, err)
 	}

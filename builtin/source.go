@@ -237,6 +237,10 @@ func jetStreamSpoutOf(s component.Spec) (*JetStreamSpout, error) {
 	if err != nil {
 		return nil, err
 	}
+	nkey, err := s.String("nkey", "")
+	if err != nil {
+		return nil, err
+	}
 	stream, err := s.String("stream", "")
 	if err != nil {
 		return nil, err
@@ -326,7 +330,7 @@ func jetStreamSpoutOf(s component.Spec) (*JetStreamSpout, error) {
 	if err != nil {
 		return nil, &component.SpecError{Arg: -1, Call: -1, Msg: err.Error()}
 	}
-	return src, nil
+	return src.WithNkeyFile(nkey), nil
 }
 
 // noJetStream stands for the connection when a JetStreamSpout or JetStreamSink is
@@ -344,6 +348,7 @@ type noJetStream struct{ jetstream.JetStream }
 //	b.SetSpout("lines", src.Spout, 1).Output(src.Fields()...)
 type JetStreamSpout struct {
 	url             string
+	nkey            string // the seed file the tasks authenticate with, or ""
 	stream, durable string
 	cfg             topology.Config
 	opts            []natsjs.SourceOption
@@ -368,6 +373,14 @@ func NewJetStreamSpout(url, stream, durable string, cfg topology.Config, opts ..
 // Fields are the emitted tuples' fields, for Output.
 func (s *JetStreamSpout) Fields() []string { return append([]string(nil), s.fields...) }
 
+// WithNkeyFile makes each task authenticate with the nkey seed in file path (as
+// gale nats asks: the gale.nk in its data directory), read when the task opens;
+// "" for none. It returns s; call it before the topology starts.
+func (s *JetStreamSpout) WithNkeyFile(path string) *JetStreamSpout {
+	s.nkey = path
+	return s
+}
+
 // Spout returns a new task: the factory for Builder.SetSpout.
 func (s *JetStreamSpout) Spout() topology.Spout { return &jsSpout{src: s} }
 
@@ -385,12 +398,22 @@ var (
 
 // connectNATS opens a connection to u (a reference is resolved here) that
 // reconnects for ever: an outage is natsjs's to ride out, not a reason to close.
-func connectNATS(u, name string) (*nats.Conn, jetstream.JetStream, error) {
+func connectNATS(u, nkey, name string) (*nats.Conn, jetstream.JetStream, error) {
 	resolved, err := sink.ResolveURL(u)
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := nats.Connect(resolved, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	if nkey != "" {
+		// gale nats lets in only the holder of its key (gale.nk in its data
+		// directory): the seed file stays on the worker, only its path travels.
+		o, err := nats.NkeyOptionFromSeed(nkey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nkey %s: %w", nkey, err)
+		}
+		opts = append(opts, o)
+	}
+	nc, err := nats.Connect(resolved, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", redactNATS(resolved), err)
 	}
@@ -403,7 +426,7 @@ func connectNATS(u, name string) (*nats.Conn, jetstream.JetStream, error) {
 }
 
 func (s *jsSpout) Open(ctx context.Context, tc topology.TaskContext, out topology.SpoutCollector) error {
-	nc, js, err := connectNATS(s.src.url, fmt.Sprintf("gale %s[%d]", tc.Component, tc.TaskIndex))
+	nc, js, err := connectNATS(s.src.url, s.src.nkey, fmt.Sprintf("gale %s[%d]", tc.Component, tc.TaskIndex))
 	if err != nil {
 		return fmt.Errorf("%s: %w", JetStreamSpoutClass, err)
 	}
