@@ -93,7 +93,7 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{SQLSinkClass, map[string]any{"conflict": []any{}}, nil, "conflict", "no conflict columns"},
 		{SQLSinkClass, map[string]any{"mode": "upsert"}, nil, "mode", `want insert-once or versioned-upsert, not "upsert"`},
 		{SQLSinkClass, map[string]any{"mode": "versioned-upsert"}, nil, "mode", "mode VersionedUpsert needs a version column"},
-		{SQLSinkClass, map[string]any{"version": "b"}, nil, "version", "mode InsertOnce takes no version column"},
+		{SQLSinkClass, map[string]any{"version": "b"}, nil, "version", "a version column is for mode versioned-upsert, and mode is insert-once (the default"},
 		{SQLSinkClass, map[string]any{"mode": "versioned-upsert", "version": "z"}, nil, "version", `version column "z" is not one of the columns`},
 		{SQLSinkClass, map[string]any{"mode": "versioned-upsert", "version": "a"}, nil, "version", `version column "a" is also a conflict column`},
 		{SQLSinkClass, map[string]any{"create": "DROP TABLE t"}, nil, "create", `want CREATE TABLE [IF NOT EXISTS] t (...), not "DROP TABLE t"`},

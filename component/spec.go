@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gale-stream/gale/internal/editdist"
 )
 
 // ErrSpec wraps every error about a Spec's values: a missing constructor argument or
@@ -311,19 +313,42 @@ func (s Spec) Prop(key string) (any, bool) {
 // optional by default (Flux's are setters); this is for those a class cannot do
 // without. It does not count as reading them.
 func (s Spec) Require(keys ...string) error {
-	var missing []string
+	var missing, hints []string
 	for _, k := range keys {
 		if _, ok := s.Properties[k]; !ok {
 			missing = append(missing, fmt.Sprintf("%q", k))
+			if m := s.misspelt(k, keys); m != "" {
+				hints = append(hints, fmt.Sprintf("the file gives %q: is it %q misspelt?", m, k))
+			}
 		}
+	}
+	hint := ""
+	if len(hints) > 0 {
+		hint = " (" + strings.Join(hints, "; ") + ")"
 	}
 	switch len(missing) {
 	case 0:
 		return nil
 	case 1:
-		return &SpecError{Arg: -1, Call: s.call - 1, Msg: fmt.Sprintf("property %s is required", missing[0])}
+		return &SpecError{Arg: -1, Call: s.call - 1, Msg: fmt.Sprintf("property %s is required%s", missing[0], hint)}
 	}
-	return &SpecError{Arg: -1, Call: s.call - 1, Msg: fmt.Sprintf("properties %s are required", strings.Join(missing, ", "))}
+	return &SpecError{Arg: -1, Call: s.call - 1, Msg: fmt.Sprintf("properties %s are required%s", strings.Join(missing, ", "), hint)}
+}
+
+// misspelt is a given property that looks like the missing key misspelt (one
+// that is none of the keys required), for Require's error: a required property's
+// typo would otherwise only say it is missing, as the class never reads the typo.
+func (s Spec) misspelt(key string, required []string) string {
+	best, dist := "", 3
+	for k := range s.Properties {
+		if slices.Contains(required, k) {
+			continue
+		}
+		if d := editdist.Levenshtein(strings.ToLower(k), strings.ToLower(key)); d < dist || (d == dist && k < best) {
+			best, dist = k, d
+		}
+	}
+	return best
 }
 
 // String returns property key, which must be a string; def if the file does not give it.

@@ -152,3 +152,25 @@ func TestSpecRequire(t *testing.T) {
 		}
 	}
 }
+
+// A required property the file misspelt is named beside the one missing (the class
+// never reads the typo, so the unread check, which suggests, does not run first);
+// a property far from it, or one that is required itself, is not suggested.
+func TestRequireNamesAMisspeltProperty(t *testing.T) {
+	for _, c := range []struct {
+		props map[string]any
+		keys  []string
+		want  string
+	}{
+		{map[string]any{"outptu": "x", "failRate": 0.1}, []string{"output"}, `property "output" is required (the file gives "outptu": is it "output" misspelt?)`},
+		{map[string]any{"conflicts": []any{"a"}, "table": "t"}, []string{"table", "conflict"}, `property "conflict" is required (the file gives "conflicts": is it "conflict" misspelt?)`},
+		{map[string]any{"Output": "x"}, []string{"output"}, `property "output" is required (the file gives "Output": is it "output" misspelt?)`},
+		{map[string]any{"failRate": 0.1}, []string{"output"}, `property "output" is required`},
+		{map[string]any{"value": 1}, []string{"value", "key"}, `property "key" is required`},
+	} {
+		err := component.Spec{Properties: c.props}.Require(c.keys...)
+		if err == nil || !strings.HasSuffix(err.Error(), c.want) {
+			t.Errorf("Require(%v) of %v: %v, want it to end %q", c.keys, c.props, err, c.want)
+		}
+	}
+}
