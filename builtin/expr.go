@@ -114,6 +114,9 @@ type exprProgram struct {
 	// field is the input field the expression is, when it is just one (a Map's
 	// "order: order"): its value is taken as it is, without running the VM.
 	field string
+	// env: it names $env, whose value is the variables' map itself, which its
+	// result may hold.
+	env bool
 }
 
 // exprCompile compiles source over fields (each an expression variable of any type):
@@ -143,7 +146,7 @@ func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*
 	v := &exprIdents{fields: fields}
 	node := prog.Node()
 	ast.Walk(&node, v)
-	p.used = v.used
+	p.used, p.env = v.used, v.env
 	if id, ok := node.(*ast.IdentifierNode); ok && slices.Contains(fields, id.Value) {
 		p.field = id.Value
 	}
@@ -177,6 +180,7 @@ func exprByteOffset(s string, r int) int {
 type exprIdents struct {
 	fields []string
 	used   []string
+	env    bool // $env is named
 }
 
 func (v *exprIdents) Visit(n *ast.Node) {
@@ -184,6 +188,7 @@ func (v *exprIdents) Visit(n *ast.Node) {
 	switch {
 	case !ok:
 	case id.Value == "$env": // $env.quantity, $env["quantity"]: any field
+		v.env = true
 		for _, f := range v.fields {
 			if !slices.Contains(v.used, f) {
 				v.used = append(v.used, f)
@@ -208,6 +213,9 @@ type exprEnv struct {
 	idx     []int         // idx[k]: the position of used[k] in fields
 	missing string        // a used field the input lacks ("" if none)
 	vals    tuple.Values  // the current input's values
+	// fresh: an expression names $env, so the variables' map may be in what it
+	// emits: each input gets a map of its own, not the task's reused one.
+	fresh bool
 }
 
 func newExprEnv(progs ...*exprProgram) *exprEnv {
@@ -221,6 +229,7 @@ func newExprEnv(progs ...*exprProgram) *exprEnv {
 		return k
 	}
 	for _, p := range progs {
+		e.fresh = e.fresh || p.env
 		if p.field != "" {
 			e.slot = append(e.slot, slot(p.field))
 			continue
@@ -254,6 +263,9 @@ func (e *exprEnv) load(t *tuple.Tuple) error {
 		return fmt.Errorf("the input from %s has no field %q (its fields: %v)", t.SourceComponent(), e.missing, t.Fields())
 	}
 	e.vals = t.Values()
+	if e.fresh {
+		e.vars = make(map[string]any, len(e.used))
+	}
 	for k, u := range e.used {
 		if !e.inVars[k] {
 			continue
