@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
@@ -13,6 +14,7 @@ import (
 	"github.com/expr-lang/expr/types"
 	"github.com/expr-lang/expr/vm"
 
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/tuple"
 )
 
@@ -216,6 +218,7 @@ type exprEnv struct {
 	// fresh: an expression names $env, so the variables' map may be in what it
 	// emits: each input gets a map of its own, not the task's reused one.
 	fresh bool
+	buf   []byte // to encode a result, checking it can travel (carriable)
 }
 
 func newExprEnv(progs ...*exprProgram) *exprEnv {
@@ -289,6 +292,28 @@ func (e *exprEnv) run(i int) (any, error) {
 		return v, nil
 	}
 	return e.vm.Run(e.progs[i].prog, e.vars)
+}
+
+// carriable returns an error if v, an expression's result a Map or Key emits, is a
+// value no tuple can carry between workers: expr makes some (duration() is a
+// time.Duration, groupBy a map of any keys, toPairs arrays). Caught here, the input
+// fails with the expression and the type, on one worker as on many; past the emit,
+// a cluster's transport refuses it at send and the tree is lost until it times out.
+// Scalars, the common case, are not encoded.
+func (e *exprEnv) carriable(v any) error {
+	switch v.(type) {
+	case nil, string, bool, int, int64, float64, []byte, time.Time, int8, int16, int32, uint, uint8, uint16, uint32, uint64, float32:
+		return nil
+	}
+	var err error
+	e.buf, err = codec.AppendValue(e.buf[:0], v)
+	if cap(e.buf) > 64<<10 {
+		e.buf = nil
+	}
+	if err != nil {
+		return fmt.Errorf("its result cannot travel in a tuple: %w", err)
+	}
+	return nil
 }
 
 // describeVars says what the fields p reads held, for a failure's reason: the

@@ -10,18 +10,20 @@ import (
 	"time"
 
 	"github.com/gale-stream/gale/builtin"
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/internal/waitfor"
 	"github.com/gale-stream/gale/topology"
 	"github.com/gale-stream/gale/transport"
+	"github.com/gale-stream/gale/transport/transporttest"
 	"github.com/gale-stream/gale/tuple"
 )
 
 // exprRunOne runs spout (fields in, the vals) -> bolt "x" (made by add, with its
 // output fields) -> sink, with the options (engine.WithSerialization...), on one
-// engine or spread over hosts engines on one transport, until every tree ended,
+// engine or spread over hosts engines on one transport (tr's, or a local one), until every tree ended,
 // and returns what the sink received (sorted by its text) and the spout.
-func exprRunOne(t *testing.T, in []string, vals []tuple.Values, hosts int, add func(b *topology.Builder) []string, opts ...engine.Option) ([]tuple.Values, *exprSpout) {
+func exprRunOne(t *testing.T, in []string, vals []tuple.Values, hosts int, tr func(*topology.Topology) transport.Transport, add func(b *topology.Builder) []string, opts ...engine.Option) ([]tuple.Values, *exprSpout) {
 	t.Helper()
 	spout := &exprSpout{vals: vals}
 	var mu sync.Mutex
@@ -49,9 +51,12 @@ func exprRunOne(t *testing.T, in []string, vals []tuple.Values, hosts int, add f
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := transport.NewLocal()
+		var shared transport.Transport = transport.NewLocal()
+		if tr != nil {
+			shared = tr(topo)
+		}
 		for _, a := range as {
-			rt, err := engine.Start(ctx, topo, cfg, append([]engine.Option{engine.WithTransport(tr), engine.WithAssignment(a)}, opts...)...)
+			rt, err := engine.Start(ctx, topo, cfg, append([]engine.Option{engine.WithTransport(shared), engine.WithAssignment(a)}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +86,7 @@ func TestExprEnvResultIsTheInputsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	vals := []tuple.Values{{"a", 1}, {"b", 2}, {"c", 3}}
-	got, _ := exprRunOne(t, in, vals, 1, func(b *topology.Builder) []string {
+	got, _ := exprRunOne(t, in, vals, 1, nil, func(b *topology.Builder) []string {
 		b.SetBasicBolt("x", m.BasicBolt, 1).ShuffleGrouping("orders").Output(m.Fields()...)
 		return m.Fields()
 	})
@@ -94,5 +99,73 @@ func TestExprEnvResultIsTheInputsOwn(t *testing.T) {
 	slices.Sort(orders)
 	if want := []string{"a/1/a", "b/2/b", "c/3/c"}; !slices.Equal(orders, want) {
 		t.Errorf("the sink got $env as %v, want %v", orders, want)
+	}
+}
+
+// A Map's or Key's result of a type no tuple can carry between workers (expr's
+// duration(), groupBy's map of any keys, toPairs' arrays) fails its input with a
+// reason naming the expression and the type, whether the engines serialize every
+// emit (engine.WithSerialization) or only the transport does, as a cluster's: it
+// was lost at send, logged, and its tree left to time out and replay, forever.
+func TestExprResultNotEncodableFailsTheInput(t *testing.T) {
+	in := []string{"order", "quantity"}
+	serializing := func(topo *topology.Topology) transport.Transport {
+		st := codec.NewStreams(topo)
+		return transporttest.NewFaulty(transport.NewLocal(), transporttest.Serialize(func(m *transport.Message) (*transport.Message, error) {
+			return codec.Clone(m, st)
+		}))
+	}
+	for _, c := range []struct {
+		name  string
+		tr    func(*topology.Topology) transport.Transport
+		opts  []engine.Option
+		hosts int
+	}{
+		{"in process", nil, nil, 1},
+		{"WithSerialization, two engines", nil, []engine.Option{engine.WithSerialization()}, 2},
+		{"serializing transport, two engines", serializing, nil, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "order", Expr: "order"}, {Name: "d", Expr: `quantity > 1 ? duration("1h") : quantity`}}, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals := []tuple.Values{{"a", 1}, {"b", 2}, {"c", 0}}
+			got, spout := exprRunOne(t, in, vals, c.hosts, c.tr, func(b *topology.Builder) []string {
+				b.SetBasicBolt("x", m.BasicBolt, 2).ShuffleGrouping("orders").Output(m.Fields()...)
+				return m.Fields()
+			}, c.opts...)
+			if want := []tuple.Values{{"a", 1}, {"c", 0}}; !slices.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("sink got %v, want %v", got, want)
+			}
+			spout.mu.Lock()
+			defer spout.mu.Unlock()
+			r := spout.reasons[1]
+			if spout.acked != 2 || len(spout.reasons) != 1 || !strings.Contains(r, `gale.bolt.Map: expression "quantity > 1 ? duration(\"1h\") : quantity"`) ||
+				!strings.Contains(r, "time.Duration is not encodable") || !strings.Contains(r, "quantity = int 2") {
+				t.Errorf("acked %d, failed %v; want b failed, naming the expression, the type and quantity = int 2", spout.acked, spout.reasons)
+			}
+		})
+	}
+}
+
+// A Key whose key cannot travel in a tuple fails its input, naming the type.
+func TestExprKeyNotEncodableFailsTheInput(t *testing.T) {
+	in := []string{"order", "quantity"}
+	k, err := builtin.NewKeyBolt(`quantity > 1 ? groupBy([quantity], #) : order`, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, spout := exprRunOne(t, in, []tuple.Values{{"a", 1}, {"b", 2}}, 1, nil, func(b *topology.Builder) []string {
+		b.SetBasicBolt("x", k.BasicBolt, 1).ShuffleGrouping("orders").Output(k.Fields()...)
+		return k.Fields()
+	})
+	if want := []tuple.Values{{"a", 1, "a"}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("sink got %v, want %v", got, want)
+	}
+	spout.mu.Lock()
+	defer spout.mu.Unlock()
+	if r := spout.reasons[1]; len(spout.reasons) != 1 || !strings.Contains(r, "gale.bolt.Key: expression") || !strings.Contains(r, "maps must have string keys") {
+		t.Errorf("failed %v; want b failed, its key a map of int keys", spout.reasons)
 	}
 }

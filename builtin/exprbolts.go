@@ -165,6 +165,9 @@ func (t *exprMapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) erro
 	vals := make(tuple.Values, len(t.m.progs))
 	for i, p := range t.m.progs {
 		v, err := t.env.run(i)
+		if err == nil {
+			err = t.env.carriable(v)
+		}
 		if err != nil {
 			return t.env.runError(MapBoltClass, p, err)
 		}
@@ -233,6 +236,9 @@ func (t *exprKeyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) erro
 		return fmt.Errorf("%s: %w", KeyBoltClass, err)
 	}
 	v, err := t.env.run(0)
+	if err == nil {
+		err = t.env.carriable(v)
+	}
 	if err != nil {
 		return t.env.runError(KeyBoltClass, t.k.p, err)
 	}
