@@ -214,6 +214,11 @@ type exprEnv struct {
 	fields  *tuple.Fields // the input fields idx was computed for
 	idx     []int         // idx[k]: the position of used[k] in fields
 	missing string        // a used field the input lacks ("" if none)
+	// pass: the fields a Filter or Key was made for, which it emits its input's
+	// values under: an input of other fields (or in another order) is refused, not
+	// passed on with its values under the wrong names. nil for a Map.
+	pass  []string
+	other bool // the input's fields are not pass
 	vals    tuple.Values  // the current input's values
 	// fresh: an expression names $env, so the variables' map may be in what it
 	// emits: each input gets a map of its own, not the task's reused one.
@@ -253,6 +258,7 @@ func newExprEnv(progs ...*exprProgram) *exprEnv {
 func (e *exprEnv) load(t *tuple.Tuple) error {
 	if f := t.Fields(); f != e.fields {
 		e.fields, e.missing = f, ""
+		e.other = e.pass != nil && !slices.Equal(f.Names(), e.pass)
 		e.idx = e.idx[:0]
 		for _, u := range e.used {
 			i := f.Index(u)
@@ -261,6 +267,9 @@ func (e *exprEnv) load(t *tuple.Tuple) error {
 			}
 			e.idx = append(e.idx, i)
 		}
+	}
+	if e.other {
+		return fmt.Errorf("the input from %s has fields %v, the bolt was made for %v: it would emit the values under the wrong names", t.SourceComponent(), e.fields.Names(), e.pass)
 	}
 	if e.missing != "" {
 		return fmt.Errorf("the input from %s has no field %q (its fields: %v)", t.SourceComponent(), e.missing, t.Fields())

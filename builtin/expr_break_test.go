@@ -169,3 +169,44 @@ func TestExprKeyNotEncodableFailsTheInput(t *testing.T) {
 		t.Errorf("failed %v; want b failed, its key a map of int keys", spout.reasons)
 	}
 }
+
+// A Filter or Key passes its input's values on under the fields it was made for:
+// made for [order quantity] but reading a stream of [quantity order], it emitted
+// each quantity as the order and each order as the quantity. Such an input fails,
+// saying the fields it has and the ones the bolt was made for.
+func TestExprInputOfOtherFieldsFails(t *testing.T) {
+	made := []string{"order", "quantity"}
+	f, err := builtin.NewFilterBolt("quantity > 0", made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := builtin.NewKeyBolt("upper(order)", made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		set  func(b *topology.Builder) []string
+	}{
+		{"filter", func(b *topology.Builder) []string {
+			b.SetBasicBolt("x", f.BasicBolt, 1).ShuffleGrouping("orders").Output(f.Fields()...)
+			return f.Fields()
+		}},
+		{"key", func(b *topology.Builder) []string {
+			b.SetBasicBolt("x", k.BasicBolt, 1).ShuffleGrouping("orders").Output(k.Fields()...)
+			return k.Fields()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, spout := exprRunOne(t, []string{"quantity", "order"}, []tuple.Values{{1, "a"}}, 1, nil, c.set)
+			if len(got) != 0 {
+				t.Errorf("sink got %v, want nothing", got)
+			}
+			spout.mu.Lock()
+			defer spout.mu.Unlock()
+			if r := spout.reasons[0]; len(spout.reasons) != 1 || !strings.Contains(r, "[quantity order]") || !strings.Contains(r, "[order quantity]") {
+				t.Errorf("failed %v; want the input failed, naming its fields and the bolt's", spout.reasons)
+			}
+		})
+	}
+}

@@ -63,6 +63,7 @@ type exprFilterTask struct {
 
 func (t *exprFilterTask) Prepare(context.Context, topology.TaskContext) error {
 	t.env = newExprEnv(t.f.p)
+	t.env.pass = append([]string{}, t.f.fields...)
 	return nil
 }
 
@@ -228,6 +229,7 @@ type exprKeyTask struct {
 
 func (t *exprKeyTask) Prepare(context.Context, topology.TaskContext) error {
 	t.env = newExprEnv(t.k.p)
+	t.env.pass = append([]string{}, t.k.fields[:len(t.k.fields)-1]...)
 	return nil
 }
 
