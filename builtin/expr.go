@@ -218,8 +218,8 @@ type exprEnv struct {
 	// values under: an input of other fields (or in another order) is refused, not
 	// passed on with its values under the wrong names. nil for a Map.
 	pass  []string
-	other bool // the input's fields are not pass
-	vals    tuple.Values  // the current input's values
+	other bool         // the input's fields are not pass
+	vals  tuple.Values // the current input's values
 	// fresh: an expression names $env, so the variables' map may be in what it
 	// emits: each input gets a map of its own, not the task's reused one.
 	fresh bool
