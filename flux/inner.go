@@ -15,7 +15,6 @@ import (
 // syntax error points at its character in the file, not at the start of the value.
 func (p *parser) inner(n *yaml.Node) func(path []any, at int) (Pos, bool) {
 	lines := p.lines
-	name := p.name
 	return func(path []any, at int) (Pos, bool) {
 		n := deref(n)
 		for _, step := range path {
@@ -44,13 +43,13 @@ func (p *parser) inner(n *yaml.Node) func(path []any, at int) (Pos, bool) {
 			}
 		}
 		if at <= 0 || n.Kind != yaml.ScalarNode {
-			return Pos{name, n.Line, n.Column}, true
+			return p.pos(n), true
 		}
 		line, col, ok := scalarChar(lines, n, at-1)
 		if !ok {
-			return Pos{name, n.Line, n.Column}, true
+			return p.pos(n), true
 		}
-		return Pos{name, line, col}, true
+		return p.at(line, col), true
 	}
 }
 

@@ -3,6 +3,8 @@ package flux_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,5 +59,81 @@ streams:
 				t.Errorf("got %v, want at %q", err, c.want)
 			}
 		})
+	}
+}
+
+// On a line with a ${substitution}, a place inside a value is the file's column,
+// not the substituted text's: after the variable it moves by what the substitution
+// changed, and inside the substituted text it is the variable's ${. So is a
+// value's own place after a substitution on its line, and a variable with no value
+// is at its column in characters.
+func TestSpecErrorInsideASubstitutedLine(t *testing.T) {
+	reg := inputsRegistry(t, map[string][]component.Input{})
+	dir := t.TempDir()
+	props := filepath.Join(dir, "p.properties")
+	if err := os.WriteFile(props, []byte("short=x\nlong=a longer text\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, value string
+		at          int
+		want        string
+	}{
+		// "abc x def": 'd' is byte 6
+		{"after a shorter value", "value: abc ${short} def", 7, "f.yaml:10:29: "},
+		// "abc a longer text def": 'd' is byte 18
+		{"after a longer value", "value: abc ${long} def", 19, "f.yaml:10:28: "},
+		{"inside the value", "value: abc ${long} def", 7, "f.yaml:10:20: "},
+		{"after two", "value: \"${short}é${long}\\td\"", 18, "f.yaml:10:35: "}, // "xéa longer text\td": 'd' is byte 17,
+		{"in a block, on the variable's line", "value: |\n          ${long} ${short}y", 16, "f.yaml:11:27: "}, // "a longer text xy\n",
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, "f.yaml")
+			text := `name: t
+spouts:
+  - id: s
+    className: t.Spout
+bolts:
+  - id: x
+    className: t.Refuse
+    properties:
+      - name: expr
+        ` + c.value + `
+      - {name: at, value: ` + fmt.Sprint(c.at) + `}
+      - {name: path, value: []}
+streams:
+  - {from: s, to: x, grouping: {type: SHUFFLE}}
+`
+			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := flux.Load(path, flux.Options{Filter: props})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Build(reg)
+			if err == nil || !strings.HasPrefix(err.Error(), filepath.Join(dir, c.want)) {
+				t.Errorf("got %v, want at %q", err, c.want)
+			}
+		})
+	}
+	path := filepath.Join(dir, "g.yaml")
+	if err := os.WriteFile(path, []byte("name: t\nspouts:\n  - {id: ${long}, className: ${short}é${none}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := flux.Load(path, flux.Options{Filter: props})
+	if want := path + `:3:39: ${none}: the --filter file has no property "none"`; err == nil || err.Error() != want {
+		t.Errorf("a variable with no value after é: got\n%v\nwant\n%s", err, want)
+	}
+	if err := os.WriteFile(path, []byte("name: t\nspouts:\n  - {id: ${long}, className: ${short}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := flux.Load(path, flux.Options{Filter: props})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Build(reg)
+	if want := path + `:3:30: `; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("an unknown class after a substitution: got\n%v\nwant at %s", err, want)
 	}
 }
