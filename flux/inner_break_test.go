@@ -84,8 +84,8 @@ func TestSpecErrorInsideASubstitutedLine(t *testing.T) {
 		// "abc a longer text def": 'd' is byte 18
 		{"after a longer value", "value: abc ${long} def", 19, "f.yaml:10:28: "},
 		{"inside the value", "value: abc ${long} def", 7, "f.yaml:10:20: "},
-		{"after two", "value: \"${short}é${long}\\td\"", 18, "f.yaml:10:35: "},                                // "xéa longer text\td": 'd' is byte 17,
-		{"in a block, on the variable's line", "value: |\n          ${long} ${short}y", 16, "f.yaml:11:27: "}, // "a longer text xy\n",
+		{"after two", "value: \"${short}é${long}\\td\"", 18, "f.yaml:10:35: "},                                // "xéa longer text\td": 'd' is byte 17
+		{"in a block, on the variable's line", "value: |\n          ${long} ${short}y", 16, "f.yaml:11:27: "}, // "a longer text xy\n"
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, "f.yaml")
