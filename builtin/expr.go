@@ -10,6 +10,7 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	exprbuiltin "github.com/expr-lang/expr/builtin"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/types"
 	"github.com/expr-lang/expr/vm"
@@ -145,9 +146,20 @@ func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*
 		return nil, &ExprError{Expr: source, Msg: err.Error()}
 	}
 	p := &exprProgram{source: source, prog: prog}
-	v := &exprIdents{fields: fields}
+	v := &exprIdents{fields: fields, funcs: o.names}
 	node := prog.Node()
 	ast.Walk(&node, v)
+	if v.called != nil {
+		// A field is a variable of any type, so expr accepts a call of it, which
+		// then fails on every input: no tuple value is a function. A field named
+		// as one of expr's functions (len, date, type, upper...) hides it.
+		name := v.called.Value
+		msg := fmt.Sprintf("%s is a field of the input, not a function: calling it fails on every input", name)
+		if _, ok := exprbuiltin.Index[name]; ok {
+			msg += fmt.Sprintf(" (the field hides the function %s: give the field another name where it is declared)", name)
+		}
+		return nil, &ExprError{Expr: source, Offset: exprByteOffset(source, v.called.Location().From), Msg: msg}
+	}
 	p.used, p.env = v.used, v.env
 	if id, ok := node.(*ast.IdentifierNode); ok && slices.Contains(fields, id.Value) {
 		p.field = id.Value
@@ -181,11 +193,18 @@ func exprByteOffset(s string, r int) int {
 // exprIdents collects the input fields an expression names.
 type exprIdents struct {
 	fields []string
+	funcs  []string // WithFunction's: a call of one is not of a field
 	used   []string
-	env    bool // $env is named
+	env    bool                // $env is named
+	called *ast.IdentifierNode // the first field called as a function
 }
 
 func (v *exprIdents) Visit(n *ast.Node) {
+	if c, ok := (*n).(*ast.CallNode); ok && v.called == nil {
+		if id, ok := c.Callee.(*ast.IdentifierNode); ok && slices.Contains(v.fields, id.Value) && !slices.Contains(v.funcs, id.Value) {
+			v.called = id
+		}
+	}
 	id, ok := (*n).(*ast.IdentifierNode)
 	switch {
 	case !ok:

@@ -2,6 +2,7 @@ package builtin_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -208,5 +209,37 @@ func TestExprInputOfOtherFieldsFails(t *testing.T) {
 				t.Errorf("failed %v; want the input failed, naming its fields and the bolt's", spout.reasons)
 			}
 		})
+	}
+}
+
+// A field is a variable of any type, so expr compiles a call of it, which then
+// failed on every input at runtime ("cannot call non-function"): a field named as
+// one of expr's functions (len, type, date: the log spout's fields have type) hid
+// the function. The call is refused at build, at the field's character.
+func TestExprCallOfAFieldRefused(t *testing.T) {
+	in := []string{"order", "quantity", "len", "type"}
+	for _, c := range []struct {
+		expr string
+		at   int
+		msg  string
+	}{
+		{"quantity > 0 && len(order) > 0", 16, "len is a field of the input, not a function: calling it fails on every input (the field hides the function len"},
+		{"'é' == order || type(quantity) == 'int'", 17, "type is a field of the input"},
+		{"quantity(1)", 0, "quantity is a field of the input, not a function: calling it fails on every input"},
+	} {
+		_, err := builtin.NewFilterBolt(c.expr, in)
+		var ee *builtin.ExprError
+		if !errors.As(err, &ee) || ee.Offset != c.at || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("NewFilterBolt(%q): %v; want an *ExprError at byte %d saying %q", c.expr, err, c.at, c.msg)
+		}
+	}
+	// A field so named is still a field, and a WithFunction of a field's name is
+	// still the function.
+	if _, err := builtin.NewFilterBolt("len > 0 && type == 'x'", in); err != nil {
+		t.Errorf("fields named len and type, read: %v", err)
+	}
+	one := builtin.WithFunction("order", func(...any) (any, error) { return 1, nil })
+	if _, err := builtin.NewFilterBolt("order() == 1", in, one); err != nil {
+		t.Errorf("a function of a field's name, called: %v", err)
 	}
 }
