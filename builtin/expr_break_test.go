@@ -243,3 +243,52 @@ func TestExprCallOfAFieldRefused(t *testing.T) {
 		t.Errorf("a function of a field's name, called: %v", err)
 	}
 }
+
+// Four tasks of each class share one compiled program (and a WithFunction): each
+// task has its own VM and variables, so under -race nothing is shared but what is
+// read-only, and every value is the one of its own input.
+func TestExprTasksShareTheProgram(t *testing.T) {
+	in := []string{"order", "quantity", "payload"}
+	double := builtin.WithFunction("double", func(p ...any) (any, error) { return p[0].(int) * 2, nil })
+	f, err := builtin.NewFilterBolt(`quantity % 3 != 0 && fromJSON(payload).ok`, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := builtin.NewKeyBolt(`upper(order)`, f.Fields(), builtin.WithKeyField("sku"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "sku", Expr: "sku"}, {Name: "q", Expr: "double(quantity)"},
+		{Name: "env", Expr: `$env.order + ":" + string($env.quantity)`}}, k.Fields(), double)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	var vals []tuple.Values
+	var want []string
+	for i := range n {
+		vals = append(vals, tuple.Values{fmt.Sprintf("o%04d", i), i, []byte(fmt.Sprintf(`{"ok": %v}`, i%2 == 0))})
+		if i%3 != 0 && i%2 == 0 {
+			want = append(want, fmt.Sprintf("O%04d %d o%04d:%d", i, 2*i, i, i))
+		}
+	}
+	got, spout := exprRunOne(t, in, vals, 1, nil, func(b *topology.Builder) []string {
+		b.SetBasicBolt("f", f.BasicBolt, 4).ShuffleGrouping("orders").Output(f.Fields()...)
+		b.SetBasicBolt("k", k.BasicBolt, 4).ShuffleGrouping("f").Output(k.Fields()...)
+		b.SetBasicBolt("x", m.BasicBolt, 4).FieldsGrouping("k", "sku").Output(m.Fields()...)
+		return m.Fields()
+	})
+	var seen []string
+	for _, g := range got {
+		seen = append(seen, fmt.Sprintf("%v %v %v", g...))
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, want) {
+		t.Errorf("the sink got %d tuples, want %d; first got %v, want %v", len(seen), len(want), seen[:min(3, len(seen))], want[:3])
+	}
+	spout.mu.Lock()
+	defer spout.mu.Unlock()
+	if spout.acked != n || len(spout.reasons) != 0 {
+		t.Errorf("acked %d, failed %v; want every tree acked", spout.acked, spout.reasons)
+	}
+}
