@@ -292,3 +292,20 @@ func TestExprTasksShareTheProgram(t *testing.T) {
 		t.Errorf("acked %d, failed %v; want every tree acked", spout.acked, spout.reasons)
 	}
 }
+
+// A Map's output named by a YAML key that is not a string (3, true, null) is
+// refused saying so, not with Go's printing of a map[interface {}]interface {}.
+func TestExprMapNameNotAString(t *testing.T) {
+	reg := exprRegistry(t)
+	for _, c := range []struct{ key, says string }{{"3", "int 3"}, {"true", "bool true"}, {"null", "null"}} {
+		_, err := exprBuild(t, reg, exprFile("gale.bolt.Map", "      - name: fields\n        value:\n          - order: order\n          - "+c.key+": quantity\n"))
+		want := "f.yaml:12:13: component \"x\" (class \"gale.bolt.Map\"): invalid spec: property fields: item 1: the name " + c.says + " is not a field name"
+		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "interface") {
+			t.Errorf("name %s: got\n%v\nwant\n%s...", c.key, err, want)
+		}
+	}
+	_, err := exprBuild(t, reg, exprFile("gale.bolt.Map", "      - name: fields\n        value:\n          - {3: order, b: order}\n"))
+	if err == nil || !strings.Contains(err.Error(), "got a mapping of 2 keys") {
+		t.Errorf("two keys, one not a string: %v", err)
+	}
+}

@@ -163,6 +163,11 @@ func exprMapFields(s component.Spec) ([]MapField, error) {
 	var outs []MapField
 	seen := map[string]int{}
 	for i, item := range list {
+		if m, ok := item.(map[any]any); ok && len(m) == 1 { // YAML's key 3, true, null
+			for k := range m {
+				return nil, bad([]any{i}, "item %d: the name %s is not a field name (%s)", i, exprDescribe(k), want)
+			}
+		}
 		m, ok := item.(map[string]any)
 		if !ok || len(m) != 1 {
 			return nil, bad([]any{i}, "item %d: %s, got %s", i, want, exprDescribe(item))
@@ -248,6 +253,8 @@ func exprDescribe(v any) string {
 	case []any:
 		return fmt.Sprintf("a list of %d", len(x))
 	case map[string]any:
+		return fmt.Sprintf("a mapping of %d keys", len(x))
+	case map[any]any:
 		return fmt.Sprintf("a mapping of %d keys", len(x))
 	}
 	return fmt.Sprintf("%T %v", v, v)
