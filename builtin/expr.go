@@ -355,7 +355,11 @@ func (e *exprEnv) describeVars(p *exprProgram) string {
 		}
 		s := fmt.Sprintf("%v", v)
 		if len(s) > 80 {
-			s = s[:77] + "..."
+			cut := 77
+			for cut > 0 && !utf8.RuneStart(s[cut]) { // not inside a character
+				cut--
+			}
+			s = s[:cut] + "..."
 		}
 		if _, ok := v.(string); ok {
 			s = fmt.Sprintf("%q", s)

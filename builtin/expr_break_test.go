@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gale-stream/gale/builtin"
 	"github.com/gale-stream/gale/codec"
@@ -307,5 +308,27 @@ func TestExprMapNameNotAString(t *testing.T) {
 	_, err := exprBuild(t, reg, exprFile("gale.bolt.Map", "      - name: fields\n        value:\n          - {3: order, b: order}\n"))
 	if err == nil || !strings.Contains(err.Error(), "got a mapping of 2 keys") {
 		t.Errorf("two keys, one not a string: %v", err)
+	}
+}
+
+// A failure's reason shows at most 80 bytes of a value, cut between characters:
+// cut inside one, a value that is not a string (printed unquoted) put invalid
+// UTF-8 in the reason.
+func TestExprReasonCutBetweenCharacters(t *testing.T) {
+	in := []string{"order", "quantity"}
+	f, err := builtin.NewFilterBolt("quantity > 0", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := []any{"x" + strings.Repeat("é", 60)} // "[xéé...]": é is 2 bytes, byte 77 is inside one
+	_, spout := exprRunOne(t, in, []tuple.Values{{"a", long}}, 1, nil, func(b *topology.Builder) []string {
+		b.SetBasicBolt("x", f.BasicBolt, 1).ShuffleGrouping("orders").Output(f.Fields()...)
+		return f.Fields()
+	})
+	spout.mu.Lock()
+	defer spout.mu.Unlock()
+	r := spout.reasons[0]
+	if !utf8.ValidString(r) || !strings.Contains(r, "quantity = []interface {} [x"+strings.Repeat("é", 37)+"...)") {
+		t.Errorf("reason %q: want valid UTF-8, the value cut after 37 é", r)
 	}
 }
