@@ -332,3 +332,32 @@ func TestExprReasonCutBetweenCharacters(t *testing.T) {
 		t.Errorf("reason %q: want valid UTF-8, the value cut after 37 é", r)
 	}
 }
+
+// An expression bolt reading a stream its source does not declare (a sink's) is
+// refused for want of its input's fields, and the stream is said not declared: it
+// was not, the bolt's error alone blaming a refused source or a cycle.
+func TestExprInputStreamNotDeclared(t *testing.T) {
+	_, err := exprBuild(t, exprRegistry(t), `name: t
+spouts:
+  - id: orders
+    className: test.Orders
+bolts:
+  - id: s
+    className: test.Sink
+  - id: a
+    className: gale.bolt.Filter
+    properties:
+      - {name: expr, value: quantity > 0}
+streams:
+  - {from: orders, to: s, grouping: {type: SHUFFLE}}
+  - {from: s, to: a, grouping: {type: SHUFFLE}}
+`)
+	for _, want := range []string{
+		`f.yaml:9:16: component "a" (class "gale.bolt.Filter"): invalid spec: the fields of its input are not known: the components it reads were refused, or do not declare the streams it reads`,
+		`f.yaml:14:12: stream "default" of "s" is not declared: "s" declares no stream (a sink)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got\n%v\nwant it to say\n%s", err, want)
+		}
+	}
+}

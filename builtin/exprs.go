@@ -87,7 +87,7 @@ func exprComponents() []component.Declaration {
 // filter's output is its input.
 func exprInputs(s component.Spec) ([]string, error) {
 	if len(s.Inputs) == 0 {
-		return nil, &component.SpecError{Arg: -1, Call: -1, Msg: "the fields of its input are not known: the components it reads were refused, or are in a cycle with it (its expression is over the fields of the streams it reads)"}
+		return nil, &component.SpecError{Arg: -1, Call: -1, Msg: "the fields of its input are not known: the components it reads were refused, or do not declare the streams it reads (its expression is over the fields of the streams it reads)"}
 	}
 	first := s.Inputs[0]
 	for _, in := range s.Inputs[1:] {
