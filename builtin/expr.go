@@ -364,6 +364,10 @@ func (e *exprEnv) describeVars(p *exprProgram) string {
 		if _, ok := v.(string); ok {
 			s = fmt.Sprintf("%q", s)
 		}
+		if v == nil {
+			parts = append(parts, u+" = nil") // not "<nil> <nil>"
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s = %T %s", u, v, s))
 	}
 	if len(parts) == 0 {

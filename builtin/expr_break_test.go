@@ -361,3 +361,35 @@ streams:
 		}
 	}
 }
+
+// A Filter over a field that is nil: nil compares with == (passes or not), and an
+// order comparison fails the input, saying the field is nil.
+func TestExprFilterOverNil(t *testing.T) {
+	in := []string{"order", "quantity"}
+	for _, c := range []struct {
+		expr   string
+		passed []tuple.Values
+		reason string
+	}{
+		{"quantity == nil", []tuple.Values{{"a", nil}}, ""},
+		{"(quantity ?? 0) > 1", []tuple.Values{{"b", 2}}, ""},
+		{"quantity > 1", []tuple.Values{{"b", 2}}, `expression "quantity > 1": invalid operation: <nil> > int (quantity = nil)`},
+	} {
+		f, err := builtin.NewFilterBolt(c.expr, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, spout := exprRunOne(t, in, []tuple.Values{{"a", nil}, {"b", 2}}, 1, nil, func(b *topology.Builder) []string {
+			b.SetBasicBolt("x", f.BasicBolt, 1).ShuffleGrouping("orders").Output(f.Fields()...)
+			return f.Fields()
+		})
+		if !slices.EqualFunc(got, c.passed, slices.Equal) {
+			t.Errorf("%s: passed %v, want %v", c.expr, got, c.passed)
+		}
+		spout.mu.Lock()
+		if r := spout.reasons[0]; (c.reason == "") != (len(spout.reasons) == 0) || !strings.Contains(r, c.reason) {
+			t.Errorf("%s: failed %v, want %q", c.expr, spout.reasons, c.reason)
+		}
+		spout.mu.Unlock()
+	}
+}
