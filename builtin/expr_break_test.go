@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -391,5 +392,51 @@ func TestExprFilterOverNil(t *testing.T) {
 			t.Errorf("%s: failed %v, want %q", c.expr, spout.reasons, c.reason)
 		}
 		spout.mu.Unlock()
+	}
+}
+
+// A Map across two engines that serialize every emit, over a field of each type the
+// codec carries: the value read as it is (one field, no VM), inside a list made by
+// the VM, and what fromJSON and arithmetic make (map[string]any, []any, float64,
+// nil, int) reach the sink equal, and every tree is acked.
+func TestExprMapCarriesEveryCodecType(t *testing.T) {
+	in := []string{"i", "v"}
+	when := time.Date(2026, 12, 8, 1, 2, 3, 4, time.UTC)
+	values := []any{int64(-7), uint64(1) << 63, float32(1.5), []byte("by"), when, nil, []any{"x", 1, nil}, map[string]any{"k": []any{2.5}}, 7, "s", true}
+	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "i", Expr: "i"}, {Name: "v", Expr: "v"}, {Name: "l", Expr: "[v]"},
+		{Name: "j", Expr: `fromJSON('{"a": [1, {"b": null}], "c": 2.5}')`}, {Name: "n", Expr: "i * 2"}}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []tuple.Values
+	for i, v := range values {
+		vals = append(vals, tuple.Values{i, v})
+	}
+	got, spout := exprRunOne(t, in, vals, 2, nil, func(b *topology.Builder) []string {
+		b.SetBasicBolt("x", m.BasicBolt, 2).ShuffleGrouping("orders").Output(m.Fields()...)
+		return m.Fields()
+	}, engine.WithSerialization())
+	if len(got) != len(values) {
+		t.Fatalf("sink got %d tuples, want %d: %v (failed: %v)", len(got), len(values), got, spout.reasons)
+	}
+	j := map[string]any{"a": []any{1.0, map[string]any{"b": nil}}, "c": 2.5}
+	for _, g := range got {
+		i := g[0].(int)
+		want := values[i]
+		if b, ok := want.([]byte); ok {
+			want = string(b) // a []byte field is seen as a string
+		}
+		same := reflect.DeepEqual(g[1], want)
+		if w, ok := want.(time.Time); ok {
+			same = w.Equal(g[1].(time.Time))
+		}
+		if !same || !reflect.DeepEqual(g[2], []any{g[1]}) || !reflect.DeepEqual(g[3], j) || g[4] != 2*i {
+			t.Errorf("input %d (%T %v): sink got %#v", i, values[i], values[i], g)
+		}
+	}
+	spout.mu.Lock()
+	defer spout.mu.Unlock()
+	if spout.acked != len(values) {
+		t.Errorf("acked %d, failed %v", spout.acked, spout.reasons)
 	}
 }
