@@ -3,6 +3,7 @@ package builtin
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -133,7 +134,7 @@ func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*
 	for _, f := range fields {
 		env[f] = types.Any
 	}
-	opts := append([]expr.Option{expr.Env(env)}, o.funcs...)
+	opts := append([]expr.Option{expr.Env(env), exprRepeat}, o.funcs...)
 	if asBool {
 		opts = append(opts, expr.AsBool())
 	}
@@ -166,6 +167,41 @@ func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*
 	}
 	return p, nil
 }
+
+// exprRepeat replaces expr's repeat, which makes its string before it checks the
+// size against the memory budget: repeat(field, 1000000) over a field of 10 kB
+// allocated 10 GB, enough to kill the worker, before failing the input. This one
+// checks first, at expr's limit (1e6 bytes; what the budget refuses after anyway).
+var exprRepeat = expr.Function("repeat", func(params ...any) (any, error) {
+	s, ok := params[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("repeat: want a string, got %T", params[0])
+	}
+	var n int
+	switch x := params[1].(type) {
+	case int:
+		n = x
+	case int64:
+		n = int(x)
+	case int32:
+		n = int(x)
+	case uint64:
+		n = int(min(x, uint64(math.MaxInt)))
+	case float64:
+		n = int(x)
+	default:
+		return nil, fmt.Errorf("repeat: want a count, got %T", params[1])
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("invalid argument for repeat (expected positive integer, got %d)", n)
+	}
+	if n > 0 && len(s) > exprMaxRepeat/n {
+		return nil, fmt.Errorf("memory budget exceeded: repeat of %d bytes %d times", len(s), n)
+	}
+	return strings.Repeat(s, n), nil
+}, new(func(string, int) string))
+
+const exprMaxRepeat = 1e6
 
 // exprKnown adds the fields to an "unknown name" message: what the expression may use.
 func exprKnown(msg string, fields []string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -440,3 +441,52 @@ func TestExprMapCarriesEveryCodecType(t *testing.T) {
 		t.Errorf("acked %d, failed %v", spout.acked, spout.reasons)
 	}
 }
+
+// repeat checks its result's size before making it: expr's makes the string, then
+// finds it over the memory budget, so repeat(order, 1000000) over a 100-byte order
+// allocated 100 MB (over a 10 kB field, 10 GB: the worker killed) to fail the
+// input. Its other uses are expr's.
+func TestExprRepeatChecksFirst(t *testing.T) {
+	in := []string{"order", "quantity"}
+	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "r", Expr: "repeat(order, quantity)"}}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := m.BasicBolt()
+	if err := task.Prepare(context.Background(), topology.TaskContext{}); err != nil {
+		t.Fatal(err)
+	}
+	src := &tuple.Source{Component: "orders", Stream: "default", Fields: tuple.NewFields(in...)}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err = task.Execute(tuple.New(src, 1, tuple.Values{strings.Repeat("x", 100), 1000000}), &exprCollector{})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "memory budget exceeded") {
+		t.Errorf("repeat of 100 bytes 1000000 times: %v, want the memory budget exceeded", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 10<<20 {
+		t.Errorf("failing it allocated %d bytes", grew)
+	}
+	for _, c := range []struct {
+		s    string
+		n    any
+		want any
+	}{{"ab", 3, "ababab"}, {"ab", int64(2), "abab"}, {"ab", 0, ""}, {"é", 2.0, "éé"}} {
+		out := &exprCollector{}
+		if err := task.Execute(tuple.New(src, 1, tuple.Values{c.s, c.n}), out); err != nil || len(out.got) != 1 || out.got[0][0] != c.want {
+			t.Errorf("repeat(%q, %T %v): %v, %v; want %q", c.s, c.n, c.n, out.got, err, c.want)
+		}
+	}
+	if err := task.Execute(tuple.New(src, 1, tuple.Values{"ab", -1}), &exprCollector{}); err == nil || !strings.Contains(err.Error(), "expected positive integer") {
+		t.Errorf("repeat(ab, -1): %v", err)
+	}
+}
+
+// exprCollector keeps what a basic bolt emits.
+type exprCollector struct{ got []tuple.Values }
+
+func (c *exprCollector) Emit(v tuple.Values) error                  { c.got = append(c.got, v); return nil }
+func (c *exprCollector) EmitTo(_ string, v tuple.Values) error      { c.got = append(c.got, v); return nil }
+func (c *exprCollector) EmitDirect(int, string, tuple.Values) error { return nil }
+func (c *exprCollector) ResetTimeout() error                        { return nil }
+func (c *exprCollector) ReportError(error)                          {}
