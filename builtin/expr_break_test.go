@@ -490,3 +490,36 @@ func (c *exprCollector) EmitTo(_ string, v tuple.Values) error      { c.got = ap
 func (c *exprCollector) EmitDirect(int, string, tuple.Values) error { return nil }
 func (c *exprCollector) ResetTimeout() error                        { return nil }
 func (c *exprCollector) ReportError(error)                          {}
+
+// A Map reads its input's fields by name, whatever their order on the stream; made
+// for no input fields (nil), its expressions may read none, and a Filter so made
+// refuses an input that has fields rather than emit them under none.
+func TestExprMapReadsByNameAndNilInputFields(t *testing.T) {
+	m, err := builtin.NewMapBolt([]builtin.MapField{{Name: "o", Expr: "order"}, {Name: "q", Expr: "quantity * 2"}}, []string{"order", "quantity"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := exprRunOne(t, []string{"quantity", "order"}, []tuple.Values{{2, "a"}}, 1, nil, func(b *topology.Builder) []string {
+		b.SetBasicBolt("x", m.BasicBolt, 1).ShuffleGrouping("orders").Output(m.Fields()...)
+		return m.Fields()
+	})
+	if want := []tuple.Values{{"a", 4}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("sink got %v, want %v", got, want)
+	}
+	if _, err := builtin.NewMapBolt([]builtin.MapField{{Name: "o", Expr: "order"}}, nil); !errors.Is(err, builtin.ErrExpression) || !strings.Contains(err.Error(), "unknown name order (the input has no fields)") {
+		t.Errorf("NewMapBolt over nil input fields, reading one: %v", err)
+	}
+	f, err := builtin.NewFilterBolt("true", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, spout := exprRunOne(t, []string{"order"}, []tuple.Values{{"a"}}, 1, nil, func(b *topology.Builder) []string {
+		b.SetBasicBolt("x", f.BasicBolt, 1).ShuffleGrouping("orders").Output(f.Fields()...)
+		return f.Fields()
+	})
+	spout.mu.Lock()
+	defer spout.mu.Unlock()
+	if r := spout.reasons[0]; !strings.Contains(r, "the input from orders has fields [order], the bolt was made for []") {
+		t.Errorf("a Filter made for no fields, an input of one: failed %v", spout.reasons)
+	}
+}
