@@ -1,7 +1,6 @@
 package flux
 
 import (
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -140,7 +139,7 @@ func skipProperties(lines []string, line, col int) (int, int) {
 		if !ok || (r != '!' && r != '&') {
 			return line, col
 		}
-		for ok && r != '\n' && !unicode.IsSpace(r) && !strings.ContainsRune(",[]{}", r) { // the property
+		for ok && r != '\n' && !unicode.IsSpace(r) { // the property (a verbatim tag may hold a comma)
 			col++
 			r, ok = at(line, col)
 		}

@@ -32,6 +32,7 @@ func TestSpecErrorInsideATaggedValue(t *testing.T) {
 		{"tagged literal", "value: !!str |\n          ab\n          cdef", 5, "f.yaml:12:12: "},
 		{"anchored folded", "value: &e >\n          ab\n\n          cdef", 5, "f.yaml:13:12: "},
 		{"tagged double-quoted, its end", `value: !!str "abc"`, 4, "f.yaml:10:26: "},
+		{"a verbatim tag", "value: !<tag:yaml.org,2002:str> abc def", 5, "f.yaml:10:45: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			text := `name: t
