@@ -3,16 +3,20 @@ package builtin
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	exprbuiltin "github.com/expr-lang/expr/builtin"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/types"
 	"github.com/expr-lang/expr/vm"
 
+	"github.com/gale-stream/gale/codec"
 	"github.com/gale-stream/gale/tuple"
 )
 
@@ -114,6 +118,9 @@ type exprProgram struct {
 	// field is the input field the expression is, when it is just one (a Map's
 	// "order: order"): its value is taken as it is, without running the VM.
 	field string
+	// env: it names $env, whose value is the variables' map itself, which its
+	// result may hold.
+	env bool
 }
 
 // exprCompile compiles source over fields (each an expression variable of any type):
@@ -127,7 +134,7 @@ func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*
 	for _, f := range fields {
 		env[f] = types.Any
 	}
-	opts := append([]expr.Option{expr.Env(env)}, o.funcs...)
+	opts := append([]expr.Option{expr.Env(env), exprRepeat}, o.funcs...)
 	if asBool {
 		opts = append(opts, expr.AsBool())
 	}
@@ -140,15 +147,61 @@ func exprCompile(source string, fields []string, asBool bool, o *exprOptions) (*
 		return nil, &ExprError{Expr: source, Msg: err.Error()}
 	}
 	p := &exprProgram{source: source, prog: prog}
-	v := &exprIdents{fields: fields}
+	v := &exprIdents{fields: fields, funcs: o.names}
 	node := prog.Node()
 	ast.Walk(&node, v)
-	p.used = v.used
+	if v.called != nil {
+		// A field is a variable of any type, so expr accepts a call of it, which
+		// then fails on every input: no tuple value is a function. A field named
+		// as one of expr's functions (len, date, type, upper...) hides it.
+		name := v.called.Value
+		msg := fmt.Sprintf("%s is a field of the input, not a function: calling it fails on every input", name)
+		if _, ok := exprbuiltin.Index[name]; ok {
+			msg += fmt.Sprintf(" (the field hides the function %s: give the field another name where it is declared)", name)
+		}
+		return nil, &ExprError{Expr: source, Offset: exprByteOffset(source, v.called.Location().From), Msg: msg}
+	}
+	p.used, p.env = v.used, v.env
 	if id, ok := node.(*ast.IdentifierNode); ok && slices.Contains(fields, id.Value) {
 		p.field = id.Value
 	}
 	return p, nil
 }
+
+// exprRepeat replaces expr's repeat, which makes its string before it checks the
+// size against the memory budget: repeat(field, 1000000) over a field of 10 kB
+// allocated 10 GB, enough to kill the worker, before failing the input. This one
+// checks first, at expr's limit (1e6 bytes; what the budget refuses after anyway).
+var exprRepeat = expr.Function("repeat", func(params ...any) (any, error) {
+	s, ok := params[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("repeat: want a string, got %T", params[0])
+	}
+	var n int
+	switch x := params[1].(type) {
+	case int:
+		n = x
+	case int64:
+		n = int(x)
+	case int32:
+		n = int(x)
+	case uint64:
+		n = int(min(x, uint64(math.MaxInt)))
+	case float64:
+		n = int(x)
+	default:
+		return nil, fmt.Errorf("repeat: want a count, got %T", params[1])
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("invalid argument for repeat (expected positive integer, got %d)", n)
+	}
+	if n > 0 && len(s) > exprMaxRepeat/n {
+		return nil, fmt.Errorf("memory budget exceeded: repeat of %d bytes %d times", len(s), n)
+	}
+	return strings.Repeat(s, n), nil
+}, new(func(string, int) string))
+
+const exprMaxRepeat = 1e6
 
 // exprKnown adds the fields to an "unknown name" message: what the expression may use.
 func exprKnown(msg string, fields []string) string {
@@ -176,14 +229,23 @@ func exprByteOffset(s string, r int) int {
 // exprIdents collects the input fields an expression names.
 type exprIdents struct {
 	fields []string
+	funcs  []string // WithFunction's: a call of one is not of a field
 	used   []string
+	env    bool                // $env is named
+	called *ast.IdentifierNode // the first field called as a function
 }
 
 func (v *exprIdents) Visit(n *ast.Node) {
+	if c, ok := (*n).(*ast.CallNode); ok && v.called == nil {
+		if id, ok := c.Callee.(*ast.IdentifierNode); ok && slices.Contains(v.fields, id.Value) && !slices.Contains(v.funcs, id.Value) {
+			v.called = id
+		}
+	}
 	id, ok := (*n).(*ast.IdentifierNode)
 	switch {
 	case !ok:
 	case id.Value == "$env": // $env.quantity, $env["quantity"]: any field
+		v.env = true
 		for _, f := range v.fields {
 			if !slices.Contains(v.used, f) {
 				v.used = append(v.used, f)
@@ -207,7 +269,16 @@ type exprEnv struct {
 	fields  *tuple.Fields // the input fields idx was computed for
 	idx     []int         // idx[k]: the position of used[k] in fields
 	missing string        // a used field the input lacks ("" if none)
-	vals    tuple.Values  // the current input's values
+	// pass: the fields a Filter or Key was made for, which it emits its input's
+	// values under: an input of other fields (or in another order) is refused, not
+	// passed on with its values under the wrong names. nil for a Map.
+	pass  []string
+	other bool         // the input's fields are not pass
+	vals  tuple.Values // the current input's values
+	// fresh: an expression names $env, so the variables' map may be in what it
+	// emits: each input gets a map of its own, not the task's reused one.
+	fresh bool
+	buf   []byte // to encode a result, checking it can travel (carriable)
 }
 
 func newExprEnv(progs ...*exprProgram) *exprEnv {
@@ -221,6 +292,7 @@ func newExprEnv(progs ...*exprProgram) *exprEnv {
 		return k
 	}
 	for _, p := range progs {
+		e.fresh = e.fresh || p.env
 		if p.field != "" {
 			e.slot = append(e.slot, slot(p.field))
 			continue
@@ -241,6 +313,7 @@ func newExprEnv(progs ...*exprProgram) *exprEnv {
 func (e *exprEnv) load(t *tuple.Tuple) error {
 	if f := t.Fields(); f != e.fields {
 		e.fields, e.missing = f, ""
+		e.other = e.pass != nil && !slices.Equal(f.Names(), e.pass)
 		e.idx = e.idx[:0]
 		for _, u := range e.used {
 			i := f.Index(u)
@@ -250,10 +323,16 @@ func (e *exprEnv) load(t *tuple.Tuple) error {
 			e.idx = append(e.idx, i)
 		}
 	}
+	if e.other {
+		return fmt.Errorf("the input from %s has fields %v, the bolt was made for %v: it would emit the values under the wrong names", t.SourceComponent(), e.fields.Names(), e.pass)
+	}
 	if e.missing != "" {
 		return fmt.Errorf("the input from %s has no field %q (its fields: %v)", t.SourceComponent(), e.missing, t.Fields())
 	}
 	e.vals = t.Values()
+	if e.fresh {
+		e.vars = make(map[string]any, len(e.used))
+	}
 	for k, u := range e.used {
 		if !e.inVars[k] {
 			continue
@@ -279,6 +358,28 @@ func (e *exprEnv) run(i int) (any, error) {
 	return e.vm.Run(e.progs[i].prog, e.vars)
 }
 
+// carriable returns an error if v, an expression's result a Map or Key emits, is a
+// value no tuple can carry between workers: expr makes some (duration() is a
+// time.Duration, groupBy a map of any keys, toPairs arrays). Caught here, the input
+// fails with the expression and the type, on one worker as on many; past the emit,
+// a cluster's transport refuses it at send and the tree is lost until it times out.
+// Scalars, the common case, are not encoded.
+func (e *exprEnv) carriable(v any) error {
+	switch v.(type) {
+	case nil, string, bool, int, int64, float64, []byte, time.Time, int8, int16, int32, uint, uint8, uint16, uint32, uint64, float32:
+		return nil
+	}
+	var err error
+	e.buf, err = codec.AppendValue(e.buf[:0], v)
+	if cap(e.buf) > 64<<10 {
+		e.buf = nil
+	}
+	if err != nil {
+		return fmt.Errorf("its result cannot travel in a tuple: %w", err)
+	}
+	return nil
+}
+
 // describeVars says what the fields p reads held, for a failure's reason: the
 // values at fault.
 func (e *exprEnv) describeVars(p *exprProgram) string {
@@ -290,10 +391,18 @@ func (e *exprEnv) describeVars(p *exprProgram) string {
 		}
 		s := fmt.Sprintf("%v", v)
 		if len(s) > 80 {
-			s = s[:77] + "..."
+			cut := 77
+			for cut > 0 && !utf8.RuneStart(s[cut]) { // not inside a character
+				cut--
+			}
+			s = s[:cut] + "..."
 		}
 		if _, ok := v.(string); ok {
 			s = fmt.Sprintf("%q", s)
+		}
+		if v == nil {
+			parts = append(parts, u+" = nil") // not "<nil> <nil>"
+			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s = %T %s", u, v, s))
 	}

@@ -63,6 +63,7 @@ type exprFilterTask struct {
 
 func (t *exprFilterTask) Prepare(context.Context, topology.TaskContext) error {
 	t.env = newExprEnv(t.f.p)
+	t.env.pass = append([]string{}, t.f.fields...)
 	return nil
 }
 
@@ -165,6 +166,9 @@ func (t *exprMapTask) Execute(in *tuple.Tuple, out topology.BasicCollector) erro
 	vals := make(tuple.Values, len(t.m.progs))
 	for i, p := range t.m.progs {
 		v, err := t.env.run(i)
+		if err == nil {
+			err = t.env.carriable(v)
+		}
 		if err != nil {
 			return t.env.runError(MapBoltClass, p, err)
 		}
@@ -225,6 +229,7 @@ type exprKeyTask struct {
 
 func (t *exprKeyTask) Prepare(context.Context, topology.TaskContext) error {
 	t.env = newExprEnv(t.k.p)
+	t.env.pass = append([]string{}, t.k.fields[:len(t.k.fields)-1]...)
 	return nil
 }
 
@@ -233,6 +238,9 @@ func (t *exprKeyTask) Execute(in *tuple.Tuple, out topology.BasicCollector) erro
 		return fmt.Errorf("%s: %w", KeyBoltClass, err)
 	}
 	v, err := t.env.run(0)
+	if err == nil {
+		err = t.env.carriable(v)
+	}
 	if err != nil {
 		return t.env.runError(KeyBoltClass, t.k.p, err)
 	}

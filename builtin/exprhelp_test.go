@@ -80,9 +80,14 @@ func (s *exprSpout) Open(_ context.Context, _ topology.TaskContext, out topology
 }
 
 func (s *exprSpout) NextTuple() {
-	if s.next < len(s.vals) {
-		_ = s.out.Emit(s.vals[s.next], s.next)
+	s.mu.Lock() // Exhausted may be asked from another goroutine than the spout's
+	i := s.next
+	if i < len(s.vals) {
 		s.next++
+	}
+	s.mu.Unlock()
+	if i < len(s.vals) {
+		_ = s.out.Emit(s.vals[i], i)
 	}
 }
 

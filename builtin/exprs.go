@@ -87,7 +87,7 @@ func exprComponents() []component.Declaration {
 // filter's output is its input.
 func exprInputs(s component.Spec) ([]string, error) {
 	if len(s.Inputs) == 0 {
-		return nil, &component.SpecError{Arg: -1, Call: -1, Msg: "the fields of its input are not known: the components it reads were refused, or are in a cycle with it (its expression is over the fields of the streams it reads)"}
+		return nil, &component.SpecError{Arg: -1, Call: -1, Msg: "the fields of its input are not known: the components it reads were refused, or do not declare the streams it reads (its expression is over the fields of the streams it reads)"}
 	}
 	first := s.Inputs[0]
 	for _, in := range s.Inputs[1:] {
@@ -163,6 +163,11 @@ func exprMapFields(s component.Spec) ([]MapField, error) {
 	var outs []MapField
 	seen := map[string]int{}
 	for i, item := range list {
+		if m, ok := item.(map[any]any); ok && len(m) == 1 { // YAML's key 3, true, null
+			for k := range m {
+				return nil, bad([]any{i}, "item %d: the name %s is not a field name (%s)", i, exprDescribe(k), want)
+			}
+		}
 		m, ok := item.(map[string]any)
 		if !ok || len(m) != 1 {
 			return nil, bad([]any{i}, "item %d: %s, got %s", i, want, exprDescribe(item))
@@ -248,6 +253,8 @@ func exprDescribe(v any) string {
 	case []any:
 		return fmt.Sprintf("a list of %d", len(x))
 	case map[string]any:
+		return fmt.Sprintf("a mapping of %d keys", len(x))
+	case map[any]any:
 		return fmt.Sprintf("a mapping of %d keys", len(x))
 	}
 	return fmt.Sprintf("%T %v", v, v)

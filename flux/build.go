@@ -407,8 +407,8 @@ var groupings = map[string]func([]string) topology.Grouping{
 func (bd *builder) stream(s *Stream, decls map[string]*topology.Declarer, outs map[string][]component.Output) {
 	d, ok := decls[s.To]
 	src, ok2 := outs[s.From]
-	if !ok || !ok2 {
-		if s.From == LogSpout && !ok2 && len(bd.f.Spouts) > 0 {
+	if !ok2 {
+		if s.From == LogSpout && len(bd.f.Spouts) > 0 {
 			bd.e.at(s.FromPos, "stream from %q: no spout or bolt has that id", s.From)
 		}
 		return // the component's own error is reported
@@ -417,12 +417,17 @@ func (bd *builder) stream(s *Stream, decls map[string]*topology.Declarer, outs m
 	i := indexOf(src, func(o component.Output) bool { return o.Stream == id })
 	g := s.Grouping
 	if i < 0 {
+		// Said even when the bolt it goes to was refused: an expression bolt is
+		// refused for want of its input's fields, whose cause is this.
 		p := g.StreamIDPos
 		if p.Line == 0 {
 			p = s.FromPos
 		}
 		bd.e.at(p, "stream %q of %q is not declared: %q declares %s", id, s.From, s.From, describeOutputs(src))
 		return
+	}
+	if !ok {
+		return // the bolt's own error is reported
 	}
 	o := src[i]
 	switch {

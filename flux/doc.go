@@ -26,7 +26,9 @@
 // parser substitutes the environment only with that flag. Unlike Flux, a variable
 // with no value is refused at its line and column (Flux leaves "${key}" as text,
 // which then reaches a class as a value nobody meant); comment lines are left alone.
-// A column after a substitution on its line is the substituted text's.
+// Places are the file's: a column after a substitution on its line is moved back by
+// what the substitution changed, and a place inside a substituted value is the
+// variable's ${.
 //
 // # Includes
 //

@@ -14,7 +14,6 @@ import (
 // syntax error points at its character in the file, not at the start of the value.
 func (p *parser) inner(n *yaml.Node) func(path []any, at int) (Pos, bool) {
 	lines := p.lines
-	name := p.name
 	return func(path []any, at int) (Pos, bool) {
 		n := deref(n)
 		for _, step := range path {
@@ -43,13 +42,13 @@ func (p *parser) inner(n *yaml.Node) func(path []any, at int) (Pos, bool) {
 			}
 		}
 		if at <= 0 || n.Kind != yaml.ScalarNode {
-			return Pos{name, n.Line, n.Column}, true
+			return p.pos(n), true
 		}
 		line, col, ok := scalarChar(lines, n, at-1)
 		if !ok {
-			return Pos{name, n.Line, n.Column}, true
+			return p.pos(n), true
 		}
-		return Pos{name, line, col}, true
+		return p.at(line, col), true
 	}
 }
 
@@ -71,9 +70,11 @@ func scalarChar(lines []string, n *yaml.Node, off int) (int, int, bool) {
 			want++
 		}
 	}
-	line, col := n.Line, n.Column // 1-based; col counts characters
+	// 1-based; col counts characters. The node's position is that of its first
+	// property (a tag, an anchor) if it has any: its text is after them.
+	line, col := skipProperties(lines, n.Line, n.Column)
 	quote := rune(0)
-	switch n.Style {
+	switch n.Style &^ yaml.TaggedStyle { // a tag (!!str) is a bit of the style
 	case yaml.DoubleQuotedStyle:
 		quote, col = '"', col+1
 	case yaml.SingleQuotedStyle:
@@ -116,6 +117,48 @@ func scalarChar(lines []string, n *yaml.Node, off int) (int, int, bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// skipProperties returns where a node's text starts, given where the node starts:
+// after its properties, a tag (!...) and an anchor (&...) in either order, each
+// followed by spaces, a comment or line breaks. A node that starts with neither
+// starts with its text (no scalar's text starts with ! or &).
+func skipProperties(lines []string, line, col int) (int, int) {
+	at := func(l, c int) (rune, bool) {
+		if l-1 >= len(lines) {
+			return 0, false
+		}
+		runes := []rune(lines[l-1])
+		if c-1 >= len(runes) {
+			return '\n', true
+		}
+		return runes[c-1], true
+	}
+	for {
+		r, ok := at(line, col)
+		if !ok || (r != '!' && r != '&') {
+			return line, col
+		}
+		for ok && r != '\n' && !unicode.IsSpace(r) { // the property (a verbatim tag may hold a comma)
+			col++
+			r, ok = at(line, col)
+		}
+		for ok { // the space after it
+			switch {
+			case r == '\n' || r == '#':
+				line, col = line+1, 1
+			case unicode.IsSpace(r):
+				col++
+			default:
+				ok = false
+				continue
+			}
+			r, ok = at(line, col)
+		}
+		if _, ok := at(line, col); !ok {
+			return line, col
+		}
+	}
 }
 
 func countNonSpace(s string) int {

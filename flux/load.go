@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // Options are Flux's command-line options that change how a file reads.
@@ -134,22 +135,24 @@ func loadOne(path string, props map[string]string, o Options, top bool) (*File, 
 }
 
 func loadText(path string, data []byte, props map[string]string, o Options, top bool) (*File, error) {
-	text, err := substitute(path, string(data), props, o)
+	text, shifts, err := substitute(path, string(data), props, o)
 	if err != nil {
 		return nil, err
 	}
-	return parseDoc(path, []byte(text), top)
+	return parseDoc(path, []byte(text), top, shifts)
 }
 
 var variable = regexp.MustCompile(`\$\{([^}]*)\}`)
 
 // substitute replaces every ${key} and ${ENV-NAME} of the text, line by line as Flux
-// does (so lines keep their numbers; a column after a substitution on its line is
-// the substituted text's). Lines that are YAML comments are left alone. A variable
+// does (so lines keep their numbers), and says how each substitution moved the
+// columns of its line (shifts, by line), so that a place found in the substituted
+// text is given in the file. Lines that are YAML comments are left alone. A variable
 // with no value is refused at its position: Flux would leave it as text, which then
 // reaches a class as a value nobody meant.
-func substitute(name, text string, props map[string]string, o Options) (string, error) {
+func substitute(name, text string, props map[string]string, o Options) (string, map[int][]shift, error) {
 	var e errs
+	var shifts map[int][]shift
 	lines := strings.Split(text, "\n")
 	for i, line := range lines {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") || !strings.Contains(line, "${") {
@@ -161,34 +164,70 @@ func substitute(name, text string, props map[string]string, o Options) (string, 
 			b.WriteString(line[last:m[0]])
 			last = m[1]
 			key := line[m[2]:m[3]]
-			at := Pos{name, i + 1, m[0] + 1}
-			if env, ok := strings.CutPrefix(key, "ENV-"); ok {
-				switch v, set := o.LookupEnv(env); {
-				case !o.EnvFilter:
-					e.at(at, "${%s}: environment substitution needs --env-filter, as in Flux", key)
-				case !set:
-					e.at(at, "${%s}: environment variable %s is not set", key, env)
-				case strings.ContainsAny(v, "\r\n"):
-					e.at(at, "${%s}: environment variable %s holds a line break (substitution is per line)", key, env)
-				default:
-					b.WriteString(v)
-				}
-				continue
-			}
-			v, ok := props[key]
-			switch {
-			case props == nil:
-				e.at(at, "${%s}: no --filter file gives properties", key)
-			case !ok:
-				e.at(at, "${%s}: the --filter file has no property %q", key, key)
-			default:
+			col := utf8.RuneCountInString(line[:m[0]]) + 1
+			at := Pos{name, i + 1, col}
+			from := utf8.RuneCountInString(b.String()) + 1
+			if v, ok := lookup(&e, at, key, props, o); ok {
 				b.WriteString(v)
 			}
+			if shifts == nil {
+				shifts = map[int][]shift{}
+			}
+			shifts[i+1] = append(shifts[i+1], shift{from: from, to: utf8.RuneCountInString(b.String()) + 1,
+				col: col, end: col + utf8.RuneCountInString(line[m[0]:m[1]])})
 		}
 		b.WriteString(line[last:])
 		lines[i] = b.String()
 	}
-	return strings.Join(lines, "\n"), e.err()
+	return strings.Join(lines, "\n"), shifts, e.err()
+}
+
+// lookup is the value of ${key}, refused at at when it has none.
+func lookup(e *errs, at Pos, key string, props map[string]string, o Options) (string, bool) {
+	if env, ok := strings.CutPrefix(key, "ENV-"); ok {
+		switch v, set := o.LookupEnv(env); {
+		case !o.EnvFilter:
+			e.at(at, "${%s}: environment substitution needs --env-filter, as in Flux", key)
+		case !set:
+			e.at(at, "${%s}: environment variable %s is not set", key, env)
+		case strings.ContainsAny(v, "\r\n"):
+			e.at(at, "${%s}: environment variable %s holds a line break (substitution is per line)", key, env)
+		default:
+			return v, true
+		}
+		return "", false
+	}
+	v, ok := props[key]
+	switch {
+	case props == nil:
+		e.at(at, "${%s}: no --filter file gives properties", key)
+	case !ok:
+		e.at(at, "${%s}: the --filter file has no property %q", key, key)
+	default:
+		return v, true
+	}
+	return "", false
+}
+
+// shift is one substitution on a line: the substituted text's columns [from, to)
+// hold the value of the ${...} at the file's columns [col, end).
+type shift struct{ from, to, col, end int }
+
+// fileCol is the file's column of column c of line (1-based, in characters) of the
+// substituted text: a column after a substitution moves by what it changed, one
+// inside a substituted value is the ${ of the variable.
+func fileCol(shifts []shift, c int) int {
+	moved := 0
+	for _, s := range shifts {
+		switch {
+		case c < s.from:
+			return c + moved
+		case c < s.to:
+			return s.col
+		}
+		moved = s.end - s.to
+	}
+	return c + moved
 }
 
 // readFilter reads a properties file: key=value or key: value lines, # or ! comments,

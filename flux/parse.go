@@ -19,7 +19,7 @@ import (
 // worker gets from the submitter (File.Resolved). name is the file name errors give.
 // It checks the structure as Load does; a document with includes is refused.
 func Parse(name string, resolved []byte) (*File, error) {
-	f, err := parseDoc(name, resolved, false)
+	f, err := parseDoc(name, resolved, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -35,17 +35,28 @@ func Parse(name string, resolved []byte) (*File, error) {
 type parser struct {
 	name  string
 	lines []string // the text, for places inside a value (inner)
-	e     errs
+	// shifts: by line, how its substitutions moved its columns (substitute)
+	shifts map[int][]shift
+	e      errs
 }
 
-func (p *parser) pos(n *yaml.Node) Pos { return Pos{File: p.name, Line: n.Line, Col: n.Column} }
+func (p *parser) pos(n *yaml.Node) Pos { return p.at(n.Line, n.Column) }
+
+// at is the file's place of line and column of the text parsed: columns after a
+// substitution on the line move back to the file's.
+func (p *parser) at(line, col int) Pos {
+	if s, ok := p.shifts[line]; ok {
+		col = fileCol(s, col)
+	}
+	return Pos{File: p.name, Line: line, Col: col}
+}
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseDoc parses one file's text into a File, checking what one file alone shows:
 // YAML syntax, known keys, types, ids unique in their section.
-func parseDoc(name string, data []byte, allowIncludes bool) (*File, error) {
-	p := &parser{name: name, lines: strings.Split(string(data), "\n")}
+func parseDoc(name string, data []byte, allowIncludes bool, shifts map[int][]shift) (*File, error) {
+	p := &parser{name: name, lines: strings.Split(string(data), "\n"), shifts: shifts}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
