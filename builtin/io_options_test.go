@@ -81,6 +81,8 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{SQLSinkClass, map[string]any{"url": del}, nil, "", `property "url" is required`},
 		{SQLSinkClass, map[string]any{"url": "postgres://gale:hunter2@db:5432/gale"}, nil, "url", "holds a password, which would travel in clear"},
 		{SQLSinkClass, map[string]any{"url": "host=db user=gale password=hunter2"}, nil, "url", "give it by reference, env:NAME or @PATH"},
+		{SQLSinkClass, map[string]any{"url": "host=db user=gale password = hunter2"}, nil, "url", "holds a password, which would travel in clear"},
+		{SQLSinkClass, map[string]any{"url": " postgres://gale:hunter2@db:5432/gale"}, nil, "url", "holds a password, which would travel in clear"},
 		{SQLSinkClass, map[string]any{"url": ""}, nil, "url", "empty: want the database URL"},
 		{SQLSinkClass, map[string]any{"url": "@"}, nil, "url", "@ names no file"},
 		{SQLSinkClass, map[string]any{"url": 5}, nil, "url", "want a string, got integer 5"},
