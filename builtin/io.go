@@ -121,12 +121,19 @@ func natsURL(s component.Spec, key string) (string, error) {
 	return v, nil
 }
 
-// redactNATS is a NATS URL list for an error: without any user info.
+// redactNATS is a NATS URL list for an error: without any user info (a user-only
+// one is a token, which url.Redacted would leave; a user name goes with its
+// password), each URL as nats.Connect reads it (nats:// when it names no scheme).
 func redactNATS(v string) string {
 	parts := strings.Split(v, ",")
 	for i, u := range parts {
-		if p, err := url.Parse(strings.TrimSpace(u)); err == nil {
-			parts[i] = p.Redacted()
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		if p, err := url.Parse(u); err == nil {
+			p.User = nil
+			parts[i] = p.String()
 		} else {
 			parts[i] = "(unparsable URL)"
 		}
