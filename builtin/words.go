@@ -383,6 +383,9 @@ func (o *wordsOptions) checkCount(output, value string) *optError {
 		}
 	} else if st, err := os.Stat(filepath.Dir(output)); err != nil || !st.IsDir() {
 		return badProp("output", "%s: no such directory", filepath.Dir(output))
+	} else if st, err := os.Stat(output); err == nil && st.IsDir() {
+		// Else the run would end by failing to rename its results onto it.
+		return badProp("output", "%s is a directory: want the file the results are written to", output)
 	}
 	return o.checkFailRate()
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gale-stream/gale/component"
@@ -224,6 +225,11 @@ func writeSumsFile(path string, sums map[string]float64) error {
 	return writeKeyed(path, sums, func(w *bufio.Writer, v float64) { w.WriteString(strconv.FormatFloat(v, 'f', -1, 64)) })
 }
 
+// keyEscaper escapes a key as the tsv line format does (\\ \t \n \r), so that a
+// key holding a tab or a line end (a JSON element's, say) stays one field of one
+// line; a word has none of them, so gale wordcount's files are unchanged.
+var keyEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`)
+
 func writeKeyed[V any](path string, m map[string]V, value func(*bufio.Writer, V)) error {
 	words := make([]string, 0, len(m))
 	for w := range m {
@@ -238,7 +244,7 @@ func writeKeyed[V any](path string, m map[string]V, value func(*bufio.Writer, V)
 	_ = tmp.Chmod(0o644) // as os.Create would make it (CreateTemp makes 0600)
 	w := bufio.NewWriter(tmp)
 	for _, word := range words {
-		w.WriteString(word)
+		keyEscaper.WriteString(w, word)
 		w.WriteByte('\t')
 		value(w, m[word])
 		w.WriteByte('\n')

@@ -56,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -620,8 +621,17 @@ func keyString(v any) string {
 
 // Number is a summed field's value as a float64: an integer or float of any Go
 // kind, or a string holding a decimal number (a CSV field, say). Anything else is
-// an error naming what it got.
+// an error naming what it got, NaN and the infinities too (strconv reads "NaN"
+// and "Inf"): one of them would make its key's sum NaN or Inf for good.
 func Number(v any) (float64, error) {
+	f, err := number(v)
+	if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		return 0, fmt.Errorf("%T %v is not a finite number", v, v)
+	}
+	return f, err
+}
+
+func number(v any) (float64, error) {
 	switch n := v.(type) {
 	case int:
 		return float64(n), nil

@@ -1,0 +1,99 @@
+package builtin_test
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gale-stream/gale/builtin"
+	"github.com/gale-stream/gale/component"
+	"github.com/gale-stream/gale/pipelines/wordcount"
+	"github.com/gale-stream/gale/topology"
+)
+
+// Found by a breaker: a Count or Sum whose output names a directory was built,
+// ran to its end and then failed to write its results (the rename onto a
+// directory), losing the whole run's counts; refused at build instead, as the
+// file sink refuses a directory.
+func TestWordsRefuseOutputDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := builtin.NewCountBolt(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("NewCountBolt(%s): %v, want refused: a directory", dir, err)
+	}
+	if _, err := builtin.NewSumBolt("n", dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("NewSumBolt(n, %s): %v, want refused: a directory", dir, err)
+	}
+	reg := registry(t)
+	for class, props := range map[string]map[string]any{
+		builtin.CountBoltClass: {"output": dir},
+		builtin.SumBoltClass:   {"output": dir, "value": "n"},
+	} {
+		_, err := reg.Add(topology.NewBuilder(), "c", class, component.Spec{Properties: props}, 1)
+		var se *component.SpecError
+		if !errors.As(err, &se) || se.Prop != "output" || !strings.Contains(err.Error(), "is a directory") {
+			t.Errorf("%s with output %s: %v, want refused at property output: a directory", class, dir, err)
+		}
+	}
+}
+
+// Found by a breaker: Sum took the strings "NaN" and "Inf" (strconv.ParseFloat
+// reads them) as numbers, so one such value made its key's sum NaN or Inf for
+// good; they are no numbers of a sum: reported and left out, as "abc" is.
+func TestWordsSumNumberRefusesNonFinite(t *testing.T) {
+	for _, v := range []any{"NaN", "nan", "Inf", "+Inf", "-Infinity", "infinity", math.NaN(), math.Inf(1), float32(math.Inf(-1)), "1e999"} {
+		if n, err := wordcount.Number(v); err == nil {
+			t.Errorf("Number(%T %v) = %v, want an error", v, v, n)
+		}
+	}
+	for v, want := range map[any]float64{"2.5": 2.5, " -3 ": -3, 7: 7, 1e308: 1e308} {
+		if n, err := wordcount.Number(v); err != nil || n != want {
+			t.Errorf("Number(%T %v) = %v, %v; want %v", v, v, n, err, want)
+		}
+	}
+}
+
+// Found by a breaker: Count wrote its keys as they were, so a key holding a tab
+// or a line end (a JSON element "a\tb") broke the key<TAB>count file: a line
+// with two tabs, or a forged line ("x\t999\ny" read as key x counted 999).
+// Keys are escaped as the tsv line format escapes (\\ \t \n \r): one line per key.
+func TestWordsCountEscapesKeys(t *testing.T) {
+	in := writeLines(t,
+		`["x\t999\ny", "plain", "a\\b", "cr\r"]`,
+		`["x\t999\ny", "plain"]`,
+	)
+	out := filepath.Join(t.TempDir(), "counts.tsv")
+	files, err := builtin.NewFilesSpout([]string{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := builtin.NewSplitBolt(builtin.WithSplitJSON(), builtin.WithInjectedFailures(0.3, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := builtin.NewCountBolt(out, builtin.WithCountKey("element"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+	b.SetBasicBolt("split", split.BasicBolt, 2).ShuffleGrouping("lines").Output(split.Fields()...)
+	b.SetBolt("count", count.Bolt, 2).FieldsGrouping("split", "element")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := topology.DefaultConfig()
+	cfg.Ackers = 1
+	run(t, topo, cfg)
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "a\\\\b\t1\ncr\\r\t1\nplain\t2\nx\\t999\\ny\t2\n"
+	if string(got) != want {
+		t.Errorf("counts file\n%q\nwant\n%q", got, want)
+	}
+}
