@@ -198,13 +198,34 @@ func (s *LineSink) write(line []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.f.Write(line); err != nil {
+	if n, err := s.f.Write(line); err != nil {
+		if n > 0 {
+			// Part of the line is in the file (a disk full, a size limit): cut it
+			// back to where the line began, or the input's replay would be appended
+			// to a broken line. The tasks' writes are serialised, so the line is the
+			// file's last n bytes.
+			if terr := s.cutTail(int64(n)); terr != nil {
+				return fmt.Errorf("%w (and %d bytes of the line are left in the file: %v)", err, n, terr)
+			}
+		}
 		return err
 	}
 	if s.sync {
 		return s.f.Sync()
 	}
 	return nil
+}
+
+// cutTail truncates the file by its last n bytes.
+func (s *LineSink) cutTail(n int64) error {
+	st, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() < n {
+		return fmt.Errorf("the file has %d bytes, fewer than the %d written", st.Size(), n)
+	}
+	return s.f.Truncate(st.Size() - n)
 }
 
 type lineBolt struct {
