@@ -1,7 +1,9 @@
 package builtin_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/gale-stream/gale/builtin"
 	"github.com/gale-stream/gale/component"
+	"github.com/gale-stream/gale/engine"
 	"github.com/gale-stream/gale/pipelines/wordcount"
 	"github.com/gale-stream/gale/topology"
 )
@@ -95,5 +98,62 @@ func TestWordsCountEscapesKeys(t *testing.T) {
 	want := "a\\\\b\t1\ncr\\r\t1\nplain\t2\nx\\t999\\ny\t2\n"
 	if string(got) != want {
 		t.Errorf("counts file\n%q\nwant\n%q", got, want)
+	}
+}
+
+// Found by a breaker: a Count whose key its input does not carry (the default
+// "word" over the files spout's lines, say) failed every tuple, and the files
+// spout replayed each for ever: the run never ended, logging a panic per
+// replay (30,000 in 3 s). Count, Sum and Split now refuse such an input when
+// their task starts, naming the field and the stream.
+func TestWordsRefuseInputWithoutTheirFields(t *testing.T) {
+	in := writeLines(t, "a b", "c d")
+	out := filepath.Join(t.TempDir(), "out.tsv")
+	files, err := builtin.NewFilesSpout([]string{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := builtin.NewCountBolt(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := builtin.NewSumBolt("amount", out, builtin.WithCountKey("line"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := builtin.NewSplitBolt(builtin.WithSplitField("text"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		wire func(b *topology.Builder)
+		want string
+	}{
+		"count": {func(b *topology.Builder) { b.SetBolt("count", count.Bolt, 2).ShuffleGrouping("lines") },
+			`count reads field "word", which stream "default" of lines does not have (its fields [line, pos])`},
+		"sum": {func(b *topology.Builder) { b.SetBolt("sum", sum.Bolt, 1).FieldsGrouping("lines", "line") },
+			`sum reads field "amount", which stream "default" of lines does not have`},
+		"split": {func(b *topology.Builder) {
+			b.SetBasicBolt("split", split.BasicBolt, 1).ShuffleGrouping("lines").Output(split.Fields()...)
+		}, `split reads field "text", which stream "default" of lines does not have`},
+	} {
+		b := topology.NewBuilder()
+		b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+		c.wire(b)
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := topology.DefaultConfig()
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		rt, err := engine.Start(context.Background(), topo, cfg)
+		if err == nil {
+			_ = rt.Stop(context.Background())
+			t.Errorf("%s: started, want refused: %s", name, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want it to say %s", name, err, c.want)
+		}
 	}
 }

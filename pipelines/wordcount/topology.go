@@ -380,6 +380,34 @@ type fieldIndex struct {
 	optAt    int
 }
 
+// check refuses, when the task starts, an input stream of its component that
+// lacks one of the names: each of its tuples would fail, and its spout replay it
+// for ever (a files spout never ends), which a key or field misnamed in a Flux
+// file otherwise caused. tc.Topology nil (outside the engine): nothing to check.
+func (x *fieldIndex) check(tc topology.TaskContext) error {
+	if tc.Topology == nil {
+		return nil
+	}
+	c := tc.Topology.Component(tc.Component)
+	if c == nil {
+		return nil
+	}
+	for _, in := range c.Inputs {
+		src := tc.Topology.Component(in.Component)
+		if src == nil || src.Streams[in.Stream] == nil {
+			continue
+		}
+		f := src.Streams[in.Stream].Source.Fields
+		for _, n := range x.names {
+			if !f.Contains(n) {
+				return fmt.Errorf("%s reads field %q, which stream %q of %s does not have (its fields %v): each of its tuples would fail and be replayed for ever",
+					tc.Component, n, in.Stream, in.Component, f)
+			}
+		}
+	}
+	return nil
+}
+
 // of returns the positions of the names in t's stream, in the order of names; a
 // missing field panics as ValueByField does (failing the input).
 func (x *fieldIndex) of(t *tuple.Tuple) []int {
@@ -421,7 +449,7 @@ type splitBolt struct {
 func (b *splitBolt) Prepare(ctx context.Context, tc topology.TaskContext) error {
 	b.prepare(tc)
 	b.in.names = []string{cmp.Or(b.field, "line"), "pos"}
-	return nil
+	return b.in.check(tc)
 }
 
 func (b *splitBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
@@ -555,7 +583,7 @@ func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext, out to
 	if b.tracked {
 		b.seen = NewOccurrences()
 	}
-	return nil
+	return b.in.check(tc)
 }
 
 func (b *countBolt) Execute(t *tuple.Tuple) {
