@@ -1,12 +1,15 @@
 package builtin
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gale-stream/gale/engine"
 )
 
 // Found by a breaker: a write the disk could only take part of (disk full, a
@@ -72,5 +75,56 @@ func TestFileSinkFailedWriteLeavesNoPartialLine(t *testing.T) {
 	}
 	if string(got) != string(want) {
 		t.Errorf("the file holds\n%q\nwant\n%q", got, want)
+	}
+}
+
+// Found by a breaker: a file, stdout or SQL sink naming a field (fields, columns)
+// its input stream does not have failed each tuple, and a spout without a dead
+// letter replayed it for ever: a run that never ends. The start is refused
+// instead, naming the field and the stream.
+func TestSinksRefuseInputWithoutTheirFields(t *testing.T) {
+	dir := t.TempDir()
+	reg := ioRegistry(t, ioRetailLines(t, 10), 1)
+	for name, c := range map[string]struct{ bolt, want string }{
+		"file": {`className: gale.sink.File
+    properties:
+      - {name: path, value: out.jsonl}
+      - {name: fields, value: [invoice, stockcode]}`,
+			`gale.sink.File out: field "stockcode" is no field of stream "default" of orders (its fields [line_no, event_id, invoice, stock_code, description, quantity, price, line])`},
+		"stdout": {`className: gale.sink.Stdout
+    properties:
+      - {name: fields, value: [qty]}`,
+			`gale.sink.Stdout out: field "qty" is no field of stream "default" of orders`},
+		"sql": {`className: gale.sink.SQL
+    properties:
+      - {name: url, value: "sqlite:` + filepath.Join(dir, "x.db") + `"}
+      - {name: table, value: lines}
+      - {name: columns, value: [invoice_no, line]}
+      - {name: conflict, value: [invoice_no]}
+      - {name: create, value: "CREATE TABLE IF NOT EXISTS lines (invoice_no TEXT PRIMARY KEY, line TEXT)"}`,
+			`gale.sink.SQL out: column "invoice_no" is no field of stream "default" of orders`},
+	} {
+		b := ioBuild(t, dir, `name: missing-fields
+spouts:
+  - id: orders
+    className: test.Orders
+bolts:
+  - id: out
+    `+c.bolt+`
+streams:
+  - {from: orders, to: out, grouping: {type: SHUFFLE}}
+`, reg)
+		rt, err := engine.Start(context.Background(), b.Topology, b.Config)
+		if err == nil {
+			_ = rt.Stop(context.Background())
+			t.Errorf("%s: started, want refused: %s", name, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant it to say %s", name, err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.jsonl")); err == nil {
+		t.Errorf("the refused file sink created its file")
 	}
 }

@@ -234,8 +234,15 @@ type lineBolt struct {
 	buf bytes.Buffer
 }
 
-func (b *lineBolt) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+func (b *lineBolt) Prepare(_ context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
 	b.out = out
+	class := FileSinkClass
+	if b.snk.path == "" {
+		class = StdoutSinkClass
+	}
+	if err := ioCheckInputs(tc, class, "field", b.snk.fields); err != nil {
+		return err
+	}
 	return b.snk.open()
 }
 
