@@ -74,6 +74,8 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{JetStreamSpoutClass, map[string]any{"ackWait": "1s"}, nil, "ackWait", "AckWait 1s < 1.25 × MessageTimeout 30s"},
 		{JetStreamSpoutClass, map[string]any{"fetchBatch": 0}, nil, "fetchBatch", "want batch >= 1 and wait > 0"},
 		{JetStreamSpoutClass, map[string]any{"fetchWait": "0s"}, nil, "fetchWait", "want batch >= 1 and wait > 0"},
+		{JetStreamSpoutClass, map[string]any{"fetchBatch": 1 << 40}, nil, "fetchBatch", "1099511627776: above topology.max.spout.pending (5000)"},
+		{JetStreamSpoutClass, map[string]any{"fetchBatch": 500}, map[string]any{"topology.max.spout.pending": 100}, "fetchBatch", "500: above topology.max.spout.pending (100)"},
 		{JetStreamSpoutClass, nil, map[string]any{"topology.acker.executors": 0}, "", "the topology's config: natsjs: invalid option: NewSource: Config.Ackers = 0"},
 		{JetStreamSpoutClass, nil, map[string]any{"topology.max.spout.pending": nil}, "", "Config.MaxSpoutPending = 0 (unlimited)"},
 
