@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -155,5 +156,53 @@ func TestWordsRefuseInputWithoutTheirFields(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want it to say %s", name, err, c.want)
 		}
+	}
+}
+
+// The files spout's edge inputs, counted exactly under replays (split and count
+// failing a fifth of what they get): an empty file, a last line without a
+// newline, CRLF line ends, a byte-order mark, a 10 MB line, several files by one
+// glob.
+func TestWordsFilesEdgeInputsCountExactly(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat(strings.Repeat("x", 999)+" ", 10_000) // a 10 MB line of 10,000 words
+	for name, text := range map[string]string{
+		"a-empty.txt": "",
+		"b-nonl.txt":  "alpha beta\nalpha",
+		"c-crlf.txt":  "Alpha\r\nbeta\r\n\r\n",
+		"d-bom.txt":   "\ufeffbeta gamma\n",
+		"e-long.txt":  "gamma\n" + long + "\ntail",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "counts.tsv")
+	files, err := builtin.NewFilesSpout([]string{filepath.Join(dir, "*.txt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := builtin.NewSplitBolt(builtin.WithInjectedFailures(0.2, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := builtin.NewCountBolt(out, builtin.WithInjectedFailures(0.2, 6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+	b.SetBasicBolt("split", split.BasicBolt, 2).ShuffleGrouping("lines").Output(split.Fields()...)
+	b.SetBolt("count", count.Bolt, 2).FieldsGrouping("split", "word")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := topology.DefaultConfig()
+	cfg.Ackers = 1
+	run(t, topo, cfg)
+	want := map[string]uint64{"alpha": 3, "beta": 3, "gamma": 2, "tail": 1, strings.Repeat("x", 999): 10_000}
+	if got := countsOf(t, out); !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
 	}
 }
