@@ -236,6 +236,9 @@ type lineBolt struct {
 
 func (b *lineBolt) Prepare(_ context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
 	b.out = out
+	if b.snk.path == "" && b.snk.w == nil {
+		return errors.New("builtin: a zero LineSink, made by no constructor: make it with NewFileSink or NewWriterSink")
+	}
 	class := FileSinkClass
 	if b.snk.path == "" {
 		class = StdoutSinkClass

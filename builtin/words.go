@@ -11,6 +11,7 @@ package builtin
 // another worker.
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/pipelines/wordcount"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
 )
 
 // Class names of the word-count pieces.
@@ -35,7 +37,12 @@ const (
 type FilesSpout struct{ factory func() topology.Spout }
 
 // Spout makes one task's spout.
-func (s *FilesSpout) Spout() topology.Spout { return s.factory() }
+func (s *FilesSpout) Spout() topology.Spout {
+	if s.factory == nil {
+		return zeroPiece{"FilesSpout", "NewFilesSpout"}
+	}
+	return s.factory()
+}
 
 // Fields are the spout's fields: line, pos.
 func (s *FilesSpout) Fields() []string { return wordcount.LineFields() }
@@ -47,7 +54,12 @@ type SplitBolt struct {
 }
 
 // BasicBolt makes one task's bolt.
-func (s *SplitBolt) BasicBolt() topology.BasicBolt { return s.factory() }
+func (s *SplitBolt) BasicBolt() topology.BasicBolt {
+	if s.factory == nil {
+		return zeroBasic{zeroPiece{"SplitBolt", "NewSplitBolt"}}
+	}
+	return s.factory()
+}
 
 // Fields are the bolt's fields: the piece's (word by default), pos, off.
 func (s *SplitBolt) Fields() []string { return slices.Clone(s.fields) }
@@ -57,7 +69,42 @@ func (s *SplitBolt) Fields() []string { return slices.Clone(s.fields) }
 type CountBolt struct{ factory func() topology.Bolt }
 
 // Bolt makes one task's bolt.
-func (c *CountBolt) Bolt() topology.Bolt { return c.factory() }
+func (c *CountBolt) Bolt() topology.Bolt {
+	if c.factory == nil {
+		return zeroPiece{"CountBolt", "NewCountBolt or NewSumBolt"}
+	}
+	return c.factory()
+}
+
+// zeroPiece is the task of a piece's zero value (not made by its constructor):
+// it refuses to start, naming the constructor, where calling its nil factory
+// crashed the process in engine.Start. As a spout and a bolt; zeroBasic as a
+// basic bolt.
+type zeroPiece struct{ typ, ctor string }
+
+func (z zeroPiece) err() error {
+	return fmt.Errorf("builtin: a zero %s, made by no constructor: make it with %s", z.typ, z.ctor)
+}
+
+func (z zeroPiece) Open(context.Context, topology.TaskContext, topology.SpoutCollector) error {
+	return z.err()
+}
+
+func (z zeroPiece) Prepare(context.Context, topology.TaskContext, topology.OutputCollector) error {
+	return z.err()
+}
+
+func (z zeroPiece) NextTuple()           {}
+func (z zeroPiece) Ack(any)              {}
+func (z zeroPiece) Fail(any)             {}
+func (z zeroPiece) Close() error         { return nil }
+func (z zeroPiece) Execute(*tuple.Tuple) {}
+func (z zeroPiece) Cleanup() error       { return nil }
+
+type zeroBasic struct{ zeroPiece }
+
+func (z zeroBasic) Prepare(context.Context, topology.TaskContext) error { return z.err() }
+func (z zeroBasic) Execute(*tuple.Tuple, topology.BasicCollector) error { return z.err() }
 
 // WordsOption configures NewFilesSpout, NewSplitBolt, NewCountBolt and
 // NewSumBolt; each refuses an option that is not its own, naming it.

@@ -206,3 +206,47 @@ func TestWordsFilesEdgeInputsCountExactly(t *testing.T) {
 		t.Errorf("counts %v, want %v", got, want)
 	}
 }
+
+// Found by a breaker: a piece's zero value (a FilesSpout, SplitBolt, CountBolt
+// or LineSink not made by its constructor) crashed the process in engine.Start
+// (a nil factory called), or, the LineSink, failed every tuple on a nil writer.
+// Each refuses to start instead, naming its constructor.
+func TestWordsZeroValuesRefuseToStart(t *testing.T) {
+	in := writeLines(t, "a b")
+	files, err := builtin.NewFilesSpout([]string{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zeroFiles builtin.FilesSpout
+	var zeroSplit builtin.SplitBolt
+	var zeroCount builtin.CountBolt
+	var zeroLine builtin.LineSink
+	for name, c := range map[string]struct {
+		wire func(b *topology.Builder)
+		want string
+	}{
+		"files": {func(b *topology.Builder) { b.SetSpout("zero", zeroFiles.Spout, 1).Output("line", "pos") }, "a zero FilesSpout, made by no constructor: make it with NewFilesSpout"},
+		"split": {func(b *topology.Builder) { b.SetBasicBolt("zero", zeroSplit.BasicBolt, 1).ShuffleGrouping("lines") }, "a zero SplitBolt"},
+		"count": {func(b *topology.Builder) { b.SetBolt("zero", zeroCount.Bolt, 1).ShuffleGrouping("lines") }, "a zero CountBolt"},
+		"line":  {func(b *topology.Builder) { b.SetBolt("zero", zeroLine.Bolt, 1).ShuffleGrouping("lines") }, "a zero LineSink"},
+	} {
+		b := topology.NewBuilder()
+		b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+		c.wire(b)
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := topology.DefaultConfig()
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		rt, err := engine.Start(context.Background(), topo, cfg)
+		if err == nil {
+			_ = rt.Stop(context.Background())
+			t.Errorf("%s: started, want refused: %s", name, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want it to say %s", name, err, c.want)
+		}
+	}
+}
