@@ -78,7 +78,8 @@ func TestFileSinkFailedWriteLeavesNoPartialLine(t *testing.T) {
 	}
 }
 
-// Found by a breaker: a file, stdout or SQL sink naming a field (fields, columns)
+// Found by a breaker: a file, stdout, SQL, Kafka or JetStream sink naming a field
+// (fields, columns, valueField, the event id, data and header fields)
 // its input stream does not have failed each tuple, and a spout without a dead
 // letter replayed it for ever: a run that never ends. The start is refused
 // instead, naming the field and the stream.
@@ -103,6 +104,19 @@ func TestSinksRefuseInputWithoutTheirFields(t *testing.T) {
       - {name: conflict, value: [invoice_no]}
       - {name: create, value: "CREATE TABLE IF NOT EXISTS lines (invoice_no TEXT PRIMARY KEY, line TEXT)"}`,
 			`gale.sink.SQL out: column "invoice_no" is no field of stream "default" of orders`},
+		"kafka": {`className: gale.sink.Kafka
+    properties:
+      - {name: brokers, value: ["127.0.0.1:1"]}
+      - {name: topic, value: out}
+      - {name: valueField, value: payload}`,
+			`gale.sink.Kafka out: valueField "payload" is no field of stream "default" of orders`},
+		"jetstream": {`className: gale.sink.JetStream
+    properties:
+      - {name: url, value: "nats://127.0.0.1:1"}
+      - {name: subject, value: orders.out}
+      - {name: dataField, value: line}
+      - {name: headers, value: ["stockcode=Stock-Code"]}`,
+			`gale.sink.JetStream out: field "stockcode" is no field of stream "default" of orders`},
 	} {
 		b := ioBuild(t, dir, `name: missing-fields
 spouts:

@@ -26,8 +26,37 @@ func kafkaSinkDecl() component.Declaration {
 			if err != nil {
 				return nil, err
 			}
-			return snk.Bolt(), nil
+			value, err := s.String("valueField", "value")
+			if err != nil {
+				return nil, err
+			}
+			newBolt := snk.Bolt()
+			return func() topology.Bolt { return &kafkaSinkBolt{Bolt: newBolt(), value: value} }, nil
 		},
+	}
+}
+
+// kafkaSinkBolt is a gale.sink.Kafka task: kafka's, refusing at its start an
+// input stream without the value field (RecordOf fails each such tuple, which a
+// spout without a dead letter would replay for ever).
+type kafkaSinkBolt struct {
+	topology.Bolt
+	value string
+}
+
+var _ topology.Drainer = (*kafkaSinkBolt)(nil)
+
+func (b *kafkaSinkBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if err := ioCheckInputs(tc, KafkaSinkClass, "valueField", []string{b.value}); err != nil {
+		return err
+	}
+	return b.Bolt.Prepare(ctx, tc, out)
+}
+
+// Drain is kafka's sink's own (it flushes what it produced).
+func (b *kafkaSinkBolt) Drain() {
+	if d, ok := b.Bolt.(topology.Drainer); ok {
+		d.Drain()
 	}
 }
 
@@ -227,6 +256,7 @@ type JetStreamSink struct {
 	url     string
 	subject string
 	opts    []natsjs.SinkOption
+	fields  []string // what each input must carry (natsjs.Sink.InputFields)
 }
 
 // NewJetStreamSink checks its arguments as natsjs.NewSink does and refuses a URL
@@ -235,10 +265,11 @@ func NewJetStreamSink(url, subject string, opts ...natsjs.SinkOption) (*JetStrea
 	if err := checkNATSURL(url); err != nil {
 		return nil, err
 	}
-	if _, err := natsjs.NewSink(noJetStream{}, subject, opts...); err != nil {
+	snk, err := natsjs.NewSink(noJetStream{}, subject, opts...)
+	if err != nil {
 		return nil, err
 	}
-	return &JetStreamSink{url: url, subject: subject, opts: append([]natsjs.SinkOption(nil), opts...)}, nil
+	return &JetStreamSink{url: url, subject: subject, opts: append([]natsjs.SinkOption(nil), opts...), fields: snk.InputFields()}, nil
 }
 
 // Bolt returns a new task: the factory for Builder.SetBolt.
@@ -251,6 +282,9 @@ type jsSinkBolt struct {
 }
 
 func (b *jsSinkBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if err := ioCheckInputs(tc, JetStreamSinkClass, "field", b.snk.fields); err != nil {
+		return err
+	}
 	nc, js, err := connectNATS(b.snk.url, fmt.Sprintf("gale %s[%d]", tc.Component, tc.TaskIndex))
 	if err != nil {
 		return fmt.Errorf("%s: %w", JetStreamSinkClass, err)
