@@ -14,6 +14,7 @@ import (
 	"github.com/gale-stream/gale/builtin"
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/flux"
 	"github.com/gale-stream/gale/pipelines/wordcount"
 	"github.com/gale-stream/gale/topology"
 )
@@ -248,5 +249,49 @@ func TestWordsZeroValuesRefuseToStart(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want it to say %s", name, err, c.want)
 		}
+	}
+}
+
+// gale.spout.Files with parallelism 2 in a Flux file: its line ids are one
+// sequence, which the count's dedupe relies on, so the start is refused, naming
+// the class (holds).
+func TestWordsFilesSpoutParallelismRefused(t *testing.T) {
+	dir := t.TempDir()
+	in := writeLines(t, "a b")
+	path := filepath.Join(dir, "p.yaml")
+	doc := `name: par
+spouts:
+  - id: lines
+    className: gale.spout.Files
+    parallelism: 2
+    constructorArgs: ["` + in + `"]
+bolts:
+  - id: count
+    className: gale.bolt.Count
+    properties:
+      - {name: key, value: line}
+      - {name: output, value: "` + filepath.Join(dir, "out.tsv") + `"}
+streams:
+  - {from: lines, to: count, grouping: {type: FIELDS, args: [line]}}
+`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := flux.Load(path, flux.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.Build(registry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Config.Logger = slog.New(slog.DiscardHandler)
+	rt, err := engine.Start(context.Background(), b.Topology, b.Config)
+	if err == nil {
+		_ = rt.Stop(context.Background())
+		t.Fatal("started with a files spout of 2 tasks")
+	}
+	if !strings.Contains(err.Error(), "gale.spout.Files runs as one task: parallelism 2, want 1") {
+		t.Errorf("%v, want it to name the class and the parallelism", err)
 	}
 }
