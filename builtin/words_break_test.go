@@ -295,3 +295,48 @@ streams:
 		t.Errorf("%v, want it to name the class and the parallelism", err)
 	}
 }
+
+// Split in json mode over bad input, under replays: text that is no JSON, an
+// object, a truncated array (its elements before the break are counted, the
+// rest reported), nested arrays and objects (counted by their compact text):
+// each line acked, the run ends, the counts exact (holds).
+func TestWordsSplitJSONBadInputCountsExactly(t *testing.T) {
+	in := writeLines(t,
+		`[1, [2, 3], {"b": 1, "a": [ 1 ]}, "x"]`,
+		`not json`,
+		`{"a": 1}`,
+		`"str"`,
+		`[1, 2`,
+		`[]`,
+		`[[2,3]]`,
+		``,
+	)
+	out := filepath.Join(t.TempDir(), "counts.tsv")
+	files, err := builtin.NewFilesSpout([]string{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := builtin.NewSplitBolt(builtin.WithSplitJSON(), builtin.WithInjectedFailures(0.3, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := builtin.NewCountBolt(out, builtin.WithCountKey("element"), builtin.WithInjectedFailures(0.3, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+	b.SetBasicBolt("split", split.BasicBolt, 2).ShuffleGrouping("lines").Output(split.Fields()...)
+	b.SetBolt("count", count.Bolt, 2).FieldsGrouping("split", "element")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := topology.DefaultConfig()
+	cfg.Ackers = 1
+	run(t, topo, cfg)
+	want := map[string]uint64{"1": 2, "2": 1, "[2,3]": 2, `{"b":1,"a":[1]}`: 1, "x": 1}
+	if got := countsOf(t, out); !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+}
