@@ -142,3 +142,37 @@ streams:
 		t.Errorf("the refused file sink created its file")
 	}
 }
+
+// A URL reference (@PATH, env:NAME) that names a directory, an empty or huge
+// file, or an empty variable stops the task's start with an error naming the
+// reference, never what the file holds (holds).
+func TestReferencesBadTargetsStopTheStart(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	huge := filepath.Join(dir, "huge")
+	if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(huge, []byte("nats://s3cr3t-token@127.0.0.1:4222 "+strings.Repeat("x", 1<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GALE_TEST_EMPTY_URL", "")
+	for ref, want := range map[string]string{
+		"@" + dir:                 "is a directory",
+		"@" + empty:               "the file is empty",
+		"@" + huge:                "longer than 64 KiB",
+		"@" + dir + "/missing":    "no such file",
+		"env:GALE_TEST_EMPTY_URL": "GALE_TEST_EMPTY_URL is not set",
+	} {
+		_, _, err := connectNATS(ref, "t")
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), strings.TrimPrefix(strings.TrimPrefix(ref, "@"), "env:")) {
+			t.Errorf("%s: %v, want an error naming it: %s", ref, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: the error echoes the file: %v", ref, err)
+		}
+		if _, err := openShared(context.Background(), ref); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("SQL %s: %v, want %s", ref, err, want)
+		}
+	}
+}
