@@ -176,3 +176,35 @@ func TestReferencesBadTargetsStopTheStart(t *testing.T) {
 		}
 	}
 }
+
+// CheckCreate refuses what is not one CREATE TABLE of the sink's own table, in
+// the forms a file could try (holds).
+func TestCheckCreateRefusesOtherStatements(t *testing.T) {
+	for _, stmt := range []string{
+		"CREATE TABLE t AS SELECT * FROM secrets",
+		"CREATE TABLE t (a INT)\n;\nDROP TABLE u",
+		"CREATE TABLE t (a INT);;",
+		"CREATE TABLE t (a INT) /* ; */",
+		"CREATE TABLE main.t (a INT)",
+		"CREATE TEMP TABLE t (a INT)",
+		"CREATE TABLE u (a INT)",
+		`CREATE TABLE "t"" (a INT)`,
+		"DROP TABLE t",
+		"  ;  ",
+		"CREATE INDEX i ON t (a)",
+		"WITH x AS (SELECT 1) CREATE TABLE t (a INT)",
+	} {
+		if got, err := CheckCreate(stmt, "t"); err == nil {
+			t.Errorf("CheckCreate(%q) = %q, want refused", stmt, got)
+		}
+	}
+	for stmt, want := range map[string]string{
+		"CREATE TABLE t (a INT);  ":               "CREATE TABLE t (a INT)",
+		"create table if not exists \"t\"(a INT)": "create table if not exists \"t\"(a INT)",
+		"CREATE TABLE t (a INT) WITHOUT ROWID":    "CREATE TABLE t (a INT) WITHOUT ROWID",
+	} {
+		if got, err := CheckCreate(stmt, "t"); err != nil || got != want {
+			t.Errorf("CheckCreate(%q) = %q, %v; want %q", stmt, got, err, want)
+		}
+	}
+}
