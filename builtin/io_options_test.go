@@ -114,6 +114,8 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{KafkaSinkClass, map[string]any{"maxInFlight": 0}, nil, "maxInFlight", "max in flight 0, must be >= 1"},
 		{KafkaSinkClass, map[string]any{"holdRefresh": "-1s"}, nil, "holdRefresh", "hold refresh -1s, must be >= 0"},
 		{KafkaSinkClass, map[string]any{"transactionInterval": "1s"}, nil, "transactionInterval", "needs transactionalId"},
+		{KafkaSinkClass, map[string]any{"holdRefresh": "30s"}, nil, "holdRefresh", "30s: at or above the message timeout (30s, topology.message.timeout.secs)"},
+		{KafkaSinkClass, map[string]any{"holdRefresh": "5s"}, map[string]any{"topology.message.timeout.secs": 5}, "holdRefresh", "5s: at or above the message timeout (5s"},
 		{KafkaSinkClass, map[string]any{"transactionalId": "tx", "transactionInterval": "0s"}, nil, "transactionInterval", "transaction interval 0s, must be > 0"},
 
 		// gale.sink.JetStream
@@ -128,6 +130,8 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{JetStreamSinkClass, map[string]any{"maxInFlight": 0}, nil, "maxInFlight", "WithMaxInFlight(0): must be at least 1"},
 		{JetStreamSinkClass, map[string]any{"publishTimeout": "0s"}, nil, "publishTimeout", "must be positive"},
 		{JetStreamSinkClass, map[string]any{"retryBackoff": "2s", "retryBackoffMax": "1s"}, nil, "retryBackoff", "want 0 < min <= max"},
+		{JetStreamSinkClass, map[string]any{"publishTimeout": "1m"}, nil, "publishTimeout", "publishTimeout 1m0s + retryBackoffMax 2s: at or above the message timeout (30s"},
+		{JetStreamSinkClass, map[string]any{"retryBackoffMax": "25s"}, nil, "retryBackoffMax", "publishTimeout 5s + retryBackoffMax 25s: at or above the message timeout (30s"},
 
 		// gale.sink.File
 		{FileSinkClass, map[string]any{"path": del}, nil, "", `property "path" is required`},

@@ -101,6 +101,11 @@ func kafkaSinkOf(s component.Spec) (*kafka.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, given := s.Properties["holdRefresh"]; given && !ioTopologyConfig(s).DisableTimeouts && hold >= ioTopologyConfig(s).MessageTimeout {
+		// The connector's rule (WithHoldRefresh): else a broker outage times the
+		// held inputs out, and their spout charges them with a failure.
+		return nil, ioPropError("holdRefresh", "%v: at or above the message timeout (%v, topology.message.timeout.secs): a held input would time out before its refresh", hold, ioTopologyConfig(s).MessageTimeout)
+	}
 	add("holdRefresh", kafka.WithHoldRefresh(hold))
 	txnID, err := s.String("transactionalId", "")
 	if err != nil {
@@ -229,6 +234,19 @@ func jetStreamSinkOf(s component.Spec) (*JetStreamSink, error) {
 		return nil, err
 	}
 	add("retryBackoff", natsjs.WithRetryBackoff(lo, hi))
+	// The connector's rule (WithRetryBackoff): in an outage the held inputs'
+	// timeouts are reset at each probe, a pause and a publish apart; at or past
+	// the message timeout they time out, and their spout charges them (a
+	// JetStream spout's maxAttempts then dead-letters events for an outage).
+	_, givenPT := s.Properties["publishTimeout"]
+	_, givenMax := s.Properties["retryBackoffMax"]
+	if cfg := ioTopologyConfig(s); (givenPT || givenMax) && !cfg.DisableTimeouts && pt+hi >= cfg.MessageTimeout {
+		key := "retryBackoffMax"
+		if givenPT {
+			key = "publishTimeout"
+		}
+		return nil, ioPropError(key, "publishTimeout %v + retryBackoffMax %v: at or above the message timeout (%v, topology.message.timeout.secs): held inputs would time out between two probes of an outage", pt, hi, cfg.MessageTimeout)
+	}
 	all := make([]natsjs.SinkOption, len(opts))
 	for i, o := range opts {
 		all[i] = o.opt
