@@ -189,8 +189,16 @@ type countSink struct {
 
 func (c *countSink) started(parallelism int) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.written || (c.tasks > 0 && c.stops >= c.tasks) {
+		// Every task of an earlier run stopped: this is a new run of the same
+		// factory (a Go program starting its topology again), with counts of its
+		// own, written at its own end. Without this, its stops counted on from
+		// the earlier run's and its counts file was never written.
+		c.stops, c.written = 0, false
+		c.results.reset()
+	}
 	c.tasks = parallelism
-	c.mu.Unlock()
 }
 
 func (c *countSink) stopped() error {

@@ -703,6 +703,13 @@ type results struct {
 	dups   uint64             // replayed occurrences the count tasks absorbed
 }
 
+// reset empties r for a new run.
+func (r *results) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts, r.sums, r.dups = nil, nil, 0
+}
+
 func (r *results) add(counts map[string]uint64, sums map[string]float64, dups uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
