@@ -359,6 +359,11 @@ func (o *wordsOptions) checkFailRate() *optError {
 	if !(o.failRate >= 0 && o.failRate < 1) { // also refuses NaN
 		return badProp("failRate", "%v: must be at least 0 and below 1", o.failRate)
 	}
+	if o.untracked && o.failRate > 0 {
+		// Without acker tasks a failed line is not replayed: it is lost, and the
+		// counts silently short.
+		return badProp("failRate", "%v: injected failures need acker tasks (topology.acker.executors > 0): without them a failed line is lost, not replayed", o.failRate)
+	}
 	return nil
 }
 
@@ -512,6 +517,7 @@ func splitSpec(s component.Spec) (*wordsOptions, error) {
 	if err := failuresSpec(s, o); err != nil {
 		return o, err
 	}
+	o.untracked = noAckers(s)
 	if bad := emptyGiven(s, "field", "mode", "as"); bad != nil {
 		return o, specError(bad)
 	}
@@ -548,17 +554,23 @@ func failuresSpec(s component.Spec, o *wordsOptions) error {
 	return nil
 }
 
+// noAckers reports whether the file's config runs no acker tasks
+// (topology.acker.executors: 0).
+func noAckers(s component.Spec) bool {
+	switch n := s.Config["topology.acker.executors"].(type) { // as YAML or JSON gives it
+	case int:
+		return n == 0
+	case float64:
+		return n == 0
+	}
+	return false
+}
+
 // countSpec reads Count's and Sum's properties. Without acker tasks (the file's
 // topology.acker.executors: 0) nothing is replayed and occurrences are not
 // deduplicated: the spout's low watermark then says nothing.
 func countSpec(s component.Spec, sum bool) (func() topology.Bolt, error) {
-	o := &wordsOptions{cluster: s.Cluster}
-	switch n := s.Config["topology.acker.executors"].(type) { // as YAML or JSON gives it
-	case int:
-		o.untracked = n == 0
-	case float64:
-		o.untracked = n == 0
-	}
+	o := &wordsOptions{cluster: s.Cluster, untracked: noAckers(s)}
 	var err error
 	if o.key, err = s.String("key", ""); err != nil {
 		return nil, err

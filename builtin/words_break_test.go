@@ -340,3 +340,75 @@ func TestWordsSplitJSONBadInputCountsExactly(t *testing.T) {
 		t.Errorf("counts %v, want %v", got, want)
 	}
 }
+
+// Found by a breaker: a Count built once and run twice (a Go program running its
+// topology again, a test's second case) wrote nothing the second time, silently:
+// its tasks' stops counted on from the first run's, and the first run's counts
+// would have been added in. Each run now writes its own counts.
+func TestWordsCountRunTwiceWritesEachRun(t *testing.T) {
+	in := writeLines(t, "a b a", "b c")
+	out := filepath.Join(t.TempDir(), "counts.tsv")
+	files, err := builtin.NewFilesSpout([]string{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := builtin.NewSplitBolt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := builtin.NewCountBolt(out, builtin.WithInjectedFailures(0.2, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topology.NewBuilder()
+	b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+	b.SetBasicBolt("split", split.BasicBolt, 2).ShuffleGrouping("lines").Output(split.Fields()...)
+	b.SetBolt("count", count.Bolt, 2).FieldsGrouping("split", "word")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := topology.DefaultConfig()
+	cfg.Ackers = 1
+	want := map[string]uint64{"a": 2, "b": 2, "c": 1}
+	for i := range 2 {
+		if err := os.Remove(out); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		run(t, topo, cfg)
+		if _, err := os.Stat(out); err != nil {
+			t.Fatalf("run %d: no counts file: %v", i+1, err)
+		}
+		if got := countsOf(t, out); !maps.Equal(got, want) {
+			t.Errorf("run %d: counts %v, want %v", i+1, got, want)
+		}
+	}
+}
+
+// Found by a breaker: failRate with topology.acker.executors: 0 was taken, but
+// without acker tasks a failed line is not replayed: it is lost, and the counts
+// came out short with no error. Refused at build (Split, Count, Sum; and Go's
+// WithoutAckers with WithInjectedFailures).
+func TestWordsRefuseFailRateWithoutAckers(t *testing.T) {
+	reg := registry(t)
+	out := filepath.Join(t.TempDir(), "out.tsv")
+	noAckers := map[string]any{"topology.acker.executors": 0}
+	for class, props := range map[string]map[string]any{
+		builtin.SplitBoltClass: {"failRate": 0.05},
+		builtin.CountBoltClass: {"failRate": 0.05, "output": out},
+		builtin.SumBoltClass:   {"failRate": 0.05, "output": out, "value": "n"},
+	} {
+		_, err := reg.Add(topology.NewBuilder(), "c", class, component.Spec{Properties: props, Config: noAckers}, 1)
+		var se *component.SpecError
+		if !errors.As(err, &se) || se.Prop != "failRate" || !strings.Contains(err.Error(), "injected failures need acker tasks") {
+			t.Errorf("%s: %v, want refused at failRate: injected failures need acker tasks", class, err)
+		}
+		// With ackers, or without failures, it builds.
+		if _, err := reg.Add(topology.NewBuilder(), "c", class, component.Spec{Properties: props}, 1); err != nil {
+			t.Errorf("%s with ackers: %v", class, err)
+		}
+	}
+	if _, err := builtin.NewCountBolt(out, builtin.WithoutAckers(), builtin.WithInjectedFailures(0.1, 1)); err == nil || !strings.Contains(err.Error(), "option failRate") {
+		t.Errorf("NewCountBolt(WithoutAckers, WithInjectedFailures): %v, want refused", err)
+	}
+}
