@@ -412,3 +412,67 @@ func TestWordsRefuseFailRateWithoutAckers(t *testing.T) {
 		t.Errorf("NewCountBolt(WithoutAckers, WithInjectedFailures): %v, want refused", err)
 	}
 }
+
+// Found by a breaker: a Count of several tasks wired with SHUFFLE (or ALL)
+// grouping counted a replayed occurrence again when it reached another task
+// than its first attempt did (each task dedupes its own), or once per task:
+// counts too high, silently. Such an input is refused when its task starts:
+// FIELDS (on any fields: a replay carries the same values) or GLOBAL, or one task.
+func TestWordsCountRefusesRandomGrouping(t *testing.T) {
+	in := writeLines(t, strings.Repeat("a b c d e f g h ", 20), "a b")
+	out := filepath.Join(t.TempDir(), "counts.tsv")
+	files, err := builtin.NewFilesSpout([]string{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := builtin.NewSplitBolt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, err := builtin.NewCountBolt(out, builtin.WithInjectedFailures(0.3, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		wire func(d *topology.Declarer)
+		par  int
+		want string // "" runs, exact
+	}{
+		"shuffle":          {func(d *topology.Declarer) { d.ShuffleGrouping("split") }, 3, `count takes stream "default" of split by shuffle grouping`},
+		"all":              {func(d *topology.Declarer) { d.AllGrouping("split") }, 2, `count takes stream "default" of split by all grouping`},
+		"local-or-shuffle": {func(d *topology.Declarer) { d.LocalOrShuffleGrouping("split") }, 2, "by local-or-shuffle grouping"},
+		"fields on pos":    {func(d *topology.Declarer) { d.FieldsGrouping("split", "pos") }, 3, ""},
+		"global":           {func(d *topology.Declarer) { d.GlobalGrouping("split") }, 2, ""},
+		"shuffle, 1 task":  {func(d *topology.Declarer) { d.ShuffleGrouping("split") }, 1, ""},
+	} {
+		b := topology.NewBuilder()
+		b.SetSpout("lines", files.Spout, 1).Output(files.Fields()...)
+		b.SetBasicBolt("split", split.BasicBolt, 2).ShuffleGrouping("lines").Output(split.Fields()...)
+		c.wire(b.SetBolt("count", count.Bolt, c.par))
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := topology.DefaultConfig()
+		cfg.Ackers = 1
+		if c.want == "" {
+			os.Remove(out)
+			run(t, topo, cfg)
+			want := map[string]uint64{"a": 21, "b": 21, "c": 20, "d": 20, "e": 20, "f": 20, "g": 20, "h": 20}
+			if got := countsOf(t, out); !maps.Equal(got, want) {
+				t.Errorf("%s: counts %v, want %v", name, got, want)
+			}
+			continue
+		}
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		rt, err := engine.Start(context.Background(), topo, cfg)
+		if err == nil {
+			_ = rt.Stop(context.Background())
+			t.Errorf("%s: started, want refused: %s", name, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want it to say %s", name, err, c.want)
+		}
+	}
+}

@@ -250,6 +250,9 @@ func (b *changelogCount) Prepare(ctx context.Context, tc topology.TaskContext, o
 	if err := b.in.check(tc); err != nil {
 		return err
 	}
+	if err := checkGrouping(tc, true); err != nil {
+		return err
+	}
 	b.out, b.ctx, b.log = out, ctx, tc.Logger
 	if b.log == nil {
 		b.log = slog.Default()

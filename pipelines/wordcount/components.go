@@ -164,8 +164,11 @@ type countFile struct {
 }
 
 func (b *countFile) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if err := b.countBolt.Prepare(ctx, tc, out); err != nil {
+		return err // not started: a task whose Prepare failed is not cleaned up
+	}
 	b.sink.started(tc.Parallelism)
-	return b.countBolt.Prepare(ctx, tc, out)
+	return nil
 }
 
 func (b *countFile) Cleanup() error {
@@ -183,6 +186,7 @@ type countSink struct {
 	results results
 	mu      sync.Mutex
 	tasks   int // the component's parallelism
+	starts  int // tasks of this run prepared
 	stops   int
 	written bool
 }
@@ -190,14 +194,16 @@ type countSink struct {
 func (c *countSink) started(parallelism int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.written || (c.tasks > 0 && c.stops >= c.tasks) {
-		// Every task of an earlier run stopped: this is a new run of the same
-		// factory (a Go program starting its topology again), with counts of its
-		// own, written at its own end. Without this, its stops counted on from
-		// the earlier run's and its counts file was never written.
-		c.stops, c.written = 0, false
+	if c.stops == c.starts {
+		// Every task started has stopped (none yet, or an earlier run's, whole or
+		// refused at its start): this is a new run of the same factory (a Go
+		// program starting its topology again), with counts of its own, written
+		// at its own end. Without this, its stops counted on from the earlier
+		// run's and its counts file was never written.
+		c.starts, c.stops, c.written = 0, 0, false
 		c.results.reset()
 	}
+	c.starts++
 	c.tasks = parallelism
 }
 

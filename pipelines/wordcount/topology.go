@@ -408,6 +408,31 @@ func (x *fieldIndex) check(tc topology.TaskContext) error {
 	return nil
 }
 
+// checkGrouping refuses, when a count task starts, an input grouping that sends
+// one occurrence to several of its tasks: ALL (each task counts it), or, when
+// lines are replayed (tracked), a random one (SHUFFLE, LOCAL_OR_SHUFFLE, NONE),
+// which sends a replay where its first attempt did not go, to a task that has
+// not seen it. FIELDS on any fields (a replay carries the same values), GLOBAL,
+// DIRECT and custom groupings, or a single task, are the wiring's to get right.
+func checkGrouping(tc topology.TaskContext, tracked bool) error {
+	if tc.Topology == nil || tc.Parallelism <= 1 {
+		return nil
+	}
+	c := tc.Topology.Component(tc.Component)
+	if c == nil {
+		return nil
+	}
+	for _, in := range c.Inputs {
+		switch k := in.Grouping.Kind; {
+		case k == topology.AllKind,
+			tracked && (k == topology.ShuffleKind || k == topology.LocalOrShuffleKind || k == topology.NoneKind):
+			return fmt.Errorf("%s takes stream %q of %s by %v grouping over %d tasks: an occurrence would be counted by several of them (every task, or a replay by another than its first); group it by FIELDS on the key",
+				tc.Component, in.Stream, in.Component, k, tc.Parallelism)
+		}
+	}
+	return nil
+}
+
 // of returns the positions of the names in t's stream, in the order of names; a
 // missing field panics as ValueByField does (failing the input).
 func (x *fieldIndex) of(t *tuple.Tuple) []int {
@@ -583,7 +608,10 @@ func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext, out to
 	if b.tracked {
 		b.seen = NewOccurrences()
 	}
-	return b.in.check(tc)
+	if err := b.in.check(tc); err != nil {
+		return err
+	}
+	return checkGrouping(tc, b.tracked)
 }
 
 func (b *countBolt) Execute(t *tuple.Tuple) {
