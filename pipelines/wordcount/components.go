@@ -110,6 +110,9 @@ func Components() []component.Declaration {
 				if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
 					return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "output", Msg: fmt.Sprintf("property output: %s: no such directory", filepath.Dir(out))}
 				}
+				if st, err := os.Stat(out); err == nil && st.IsDir() {
+					return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "output", Msg: fmt.Sprintf("property output: %s is a directory: want the file the counts are written to", out)}
+				}
 				return NewCount(CountConfig{Output: out, FailRate: f.rate, Seed: f.seed}), nil
 			},
 			// A sink: it emits nothing.
