@@ -121,12 +121,19 @@ func natsURL(s component.Spec, key string) (string, error) {
 	return v, nil
 }
 
-// redactNATS is a NATS URL list for an error: without any user info.
+// redactNATS is a NATS URL list for an error: without any user info (a user-only
+// one is a token, which url.Redacted would leave; a user name goes with its
+// password), each URL as nats.Connect reads it (nats:// when it names no scheme).
 func redactNATS(v string) string {
 	parts := strings.Split(v, ",")
 	for i, u := range parts {
-		if p, err := url.Parse(strings.TrimSpace(u)); err == nil {
-			parts[i] = p.Redacted()
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		if p, err := url.Parse(u); err == nil {
+			p.User = nil
+			parts[i] = p.String()
 		} else {
 			parts[i] = "(unparsable URL)"
 		}
@@ -192,4 +199,33 @@ func ioDurations(s component.Spec, k1 string, d1 time.Duration, k2 string, d2 ti
 // at the property it came from.
 func ioOptionError(key string, err error) error {
 	return ioPropError(key, "%v", err)
+}
+
+// ioCheckInputs refuses, when a sink's task starts, an input stream of its
+// component that lacks a field the sink writes: each of its tuples would be
+// failed, and replayed for ever by a spout without a dead letter (a files spout,
+// a Kafka spout without deadLetterTopic). tc.Topology nil (outside the engine):
+// nothing to check.
+func ioCheckInputs(tc topology.TaskContext, class, what string, need []string) error {
+	if tc.Topology == nil || len(need) == 0 {
+		return nil
+	}
+	c := tc.Topology.Component(tc.Component)
+	if c == nil {
+		return nil
+	}
+	for _, in := range c.Inputs {
+		src := tc.Topology.Component(in.Component)
+		if src == nil || src.Streams[in.Stream] == nil {
+			continue
+		}
+		f := src.Streams[in.Stream].Source.Fields
+		for _, n := range need {
+			if !f.Contains(n) {
+				return fmt.Errorf("%s %s: %s %q is no field of stream %q of %s (its fields %v): each of its tuples would be failed and replayed",
+					class, tc.Component, what, n, in.Stream, in.Component, f)
+			}
+		}
+	}
+	return nil
 }

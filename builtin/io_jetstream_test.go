@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -326,5 +327,32 @@ streams:
 				t.Errorf("start: %v, want it to name the unset variable", err)
 			}
 		})
+	}
+}
+
+// Found by a breaker: a NATS URL given by reference whose server is down was
+// echoed in the task's error with its token (nats://TOKEN@host: url.Redacted hides
+// a password, not a user-only token), and a user name with its password.
+func TestJetStreamConnectErrorHidesCredentials(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now: the connect fails
+	for _, u := range []string{"nats://s3cr3t-token@" + addr, "nats://gale:hunter2@" + addr, "nats://127.0.0.1:1,tls://s3cr3t-token@" + addr} {
+		t.Setenv("GALE_TEST_NATS_SECRET_URL", u)
+		_, _, err := connectNATS("env:GALE_TEST_NATS_SECRET_URL", "", "t")
+		if err == nil {
+			t.Fatalf("%s: connected", u)
+		}
+		for _, secret := range []string{"s3cr3t-token", "hunter2", "gale:"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the error echoes %q: %v", secret, err)
+			}
+		}
+		if !strings.Contains(err.Error(), addr) {
+			t.Errorf("the error does not name the server %s: %v", addr, err)
+		}
 	}
 }

@@ -74,6 +74,8 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{JetStreamSpoutClass, map[string]any{"ackWait": "1s"}, nil, "ackWait", "AckWait 1s < 1.25 × MessageTimeout 30s"},
 		{JetStreamSpoutClass, map[string]any{"fetchBatch": 0}, nil, "fetchBatch", "want batch >= 1 and wait > 0"},
 		{JetStreamSpoutClass, map[string]any{"fetchWait": "0s"}, nil, "fetchWait", "want batch >= 1 and wait > 0"},
+		{JetStreamSpoutClass, map[string]any{"fetchBatch": 1 << 40}, nil, "fetchBatch", "1099511627776: above topology.max.spout.pending (5000)"},
+		{JetStreamSpoutClass, map[string]any{"fetchBatch": 500}, map[string]any{"topology.max.spout.pending": 100}, "fetchBatch", "500: above topology.max.spout.pending (100)"},
 		{JetStreamSpoutClass, nil, map[string]any{"topology.acker.executors": 0}, "", "the topology's config: natsjs: invalid option: NewSource: Config.Ackers = 0"},
 		{JetStreamSpoutClass, nil, map[string]any{"topology.max.spout.pending": nil}, "", "Config.MaxSpoutPending = 0 (unlimited)"},
 
@@ -81,6 +83,8 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{SQLSinkClass, map[string]any{"url": del}, nil, "", `property "url" is required`},
 		{SQLSinkClass, map[string]any{"url": "postgres://gale:hunter2@db:5432/gale"}, nil, "url", "holds a password, which would travel in clear"},
 		{SQLSinkClass, map[string]any{"url": "host=db user=gale password=hunter2"}, nil, "url", "give it by reference, env:NAME or @PATH"},
+		{SQLSinkClass, map[string]any{"url": "host=db user=gale password = hunter2"}, nil, "url", "holds a password, which would travel in clear"},
+		{SQLSinkClass, map[string]any{"url": " postgres://gale:hunter2@db:5432/gale"}, nil, "url", "holds a password, which would travel in clear"},
 		{SQLSinkClass, map[string]any{"url": ""}, nil, "url", "empty: want the database URL"},
 		{SQLSinkClass, map[string]any{"url": "@"}, nil, "url", "@ names no file"},
 		{SQLSinkClass, map[string]any{"url": 5}, nil, "url", "want a string, got integer 5"},
@@ -110,6 +114,8 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{KafkaSinkClass, map[string]any{"maxInFlight": 0}, nil, "maxInFlight", "max in flight 0, must be >= 1"},
 		{KafkaSinkClass, map[string]any{"holdRefresh": "-1s"}, nil, "holdRefresh", "hold refresh -1s, must be >= 0"},
 		{KafkaSinkClass, map[string]any{"transactionInterval": "1s"}, nil, "transactionInterval", "needs transactionalId"},
+		{KafkaSinkClass, map[string]any{"holdRefresh": "30s"}, nil, "holdRefresh", "30s: at or above the message timeout (30s, topology.message.timeout.secs)"},
+		{KafkaSinkClass, map[string]any{"holdRefresh": "5s"}, map[string]any{"topology.message.timeout.secs": 5}, "holdRefresh", "5s: at or above the message timeout (5s"},
 		{KafkaSinkClass, map[string]any{"transactionalId": "tx", "transactionInterval": "0s"}, nil, "transactionInterval", "transaction interval 0s, must be > 0"},
 
 		// gale.sink.JetStream
@@ -124,6 +130,8 @@ func TestIOClassesRefuseBadOptions(t *testing.T) {
 		{JetStreamSinkClass, map[string]any{"maxInFlight": 0}, nil, "maxInFlight", "WithMaxInFlight(0): must be at least 1"},
 		{JetStreamSinkClass, map[string]any{"publishTimeout": "0s"}, nil, "publishTimeout", "must be positive"},
 		{JetStreamSinkClass, map[string]any{"retryBackoff": "2s", "retryBackoffMax": "1s"}, nil, "retryBackoff", "want 0 < min <= max"},
+		{JetStreamSinkClass, map[string]any{"publishTimeout": "1m"}, nil, "publishTimeout", "publishTimeout 1m0s + retryBackoffMax 2s: at or above the message timeout (30s"},
+		{JetStreamSinkClass, map[string]any{"retryBackoffMax": "25s"}, nil, "retryBackoffMax", "publishTimeout 5s + retryBackoffMax 25s: at or above the message timeout (30s"},
 
 		// gale.sink.File
 		{FileSinkClass, map[string]any{"path": del}, nil, "", `property "path" is required`},

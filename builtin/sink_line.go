@@ -198,7 +198,16 @@ func (s *LineSink) write(line []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.f.Write(line); err != nil {
+	if n, err := s.f.Write(line); err != nil {
+		if n > 0 {
+			// Part of the line is in the file (a disk full, a size limit): cut it
+			// back to where the line began, or the input's replay would be appended
+			// to a broken line. The tasks' writes are serialised, so the line is the
+			// file's last n bytes.
+			if terr := s.cutTail(int64(n)); terr != nil {
+				return fmt.Errorf("%w (and %d bytes of the line are left in the file: %v)", err, n, terr)
+			}
+		}
 		return err
 	}
 	if s.sync {
@@ -207,14 +216,36 @@ func (s *LineSink) write(line []byte) error {
 	return nil
 }
 
+// cutTail truncates the file by its last n bytes.
+func (s *LineSink) cutTail(n int64) error {
+	st, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() < n {
+		return fmt.Errorf("the file has %d bytes, fewer than the %d written", st.Size(), n)
+	}
+	return s.f.Truncate(st.Size() - n)
+}
+
 type lineBolt struct {
 	snk *LineSink
 	out topology.OutputCollector
 	buf bytes.Buffer
 }
 
-func (b *lineBolt) Prepare(_ context.Context, _ topology.TaskContext, out topology.OutputCollector) error {
+func (b *lineBolt) Prepare(_ context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
 	b.out = out
+	if b.snk.path == "" && b.snk.w == nil {
+		return errors.New("builtin: a zero LineSink, made by no constructor: make it with NewFileSink or NewWriterSink")
+	}
+	class := FileSinkClass
+	if b.snk.path == "" {
+		class = StdoutSinkClass
+	}
+	if err := ioCheckInputs(tc, class, "field", b.snk.fields); err != nil {
+		return err
+	}
 	return b.snk.open()
 }
 

@@ -26,8 +26,37 @@ func kafkaSinkDecl() component.Declaration {
 			if err != nil {
 				return nil, err
 			}
-			return snk.Bolt(), nil
+			value, err := s.String("valueField", "value")
+			if err != nil {
+				return nil, err
+			}
+			newBolt := snk.Bolt()
+			return func() topology.Bolt { return &kafkaSinkBolt{Bolt: newBolt(), value: value} }, nil
 		},
+	}
+}
+
+// kafkaSinkBolt is a gale.sink.Kafka task: kafka's, refusing at its start an
+// input stream without the value field (RecordOf fails each such tuple, which a
+// spout without a dead letter would replay for ever).
+type kafkaSinkBolt struct {
+	topology.Bolt
+	value string
+}
+
+var _ topology.Drainer = (*kafkaSinkBolt)(nil)
+
+func (b *kafkaSinkBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if err := ioCheckInputs(tc, KafkaSinkClass, "valueField", []string{b.value}); err != nil {
+		return err
+	}
+	return b.Bolt.Prepare(ctx, tc, out)
+}
+
+// Drain is kafka's sink's own (it flushes what it produced).
+func (b *kafkaSinkBolt) Drain() {
+	if d, ok := b.Bolt.(topology.Drainer); ok {
+		d.Drain()
 	}
 }
 
@@ -71,6 +100,11 @@ func kafkaSinkOf(s component.Spec) (*kafka.Sink, error) {
 	hold, err := s.Duration("holdRefresh", 10*time.Second)
 	if err != nil {
 		return nil, err
+	}
+	if _, given := s.Properties["holdRefresh"]; given && !ioTopologyConfig(s).DisableTimeouts && hold >= ioTopologyConfig(s).MessageTimeout {
+		// The connector's rule (WithHoldRefresh): else a broker outage times the
+		// held inputs out, and their spout charges them with a failure.
+		return nil, ioPropError("holdRefresh", "%v: at or above the message timeout (%v, topology.message.timeout.secs): a held input would time out before its refresh", hold, ioTopologyConfig(s).MessageTimeout)
 	}
 	add("holdRefresh", kafka.WithHoldRefresh(hold))
 	txnID, err := s.String("transactionalId", "")
@@ -204,6 +238,19 @@ func jetStreamSinkOf(s component.Spec) (*JetStreamSink, error) {
 		return nil, err
 	}
 	add("retryBackoff", natsjs.WithRetryBackoff(lo, hi))
+	// The connector's rule (WithRetryBackoff): in an outage the held inputs'
+	// timeouts are reset at each probe, a pause and a publish apart; at or past
+	// the message timeout they time out, and their spout charges them (a
+	// JetStream spout's maxAttempts then dead-letters events for an outage).
+	_, givenPT := s.Properties["publishTimeout"]
+	_, givenMax := s.Properties["retryBackoffMax"]
+	if cfg := ioTopologyConfig(s); (givenPT || givenMax) && !cfg.DisableTimeouts && pt+hi >= cfg.MessageTimeout {
+		key := "retryBackoffMax"
+		if givenPT {
+			key = "publishTimeout"
+		}
+		return nil, ioPropError(key, "publishTimeout %v + retryBackoffMax %v: at or above the message timeout (%v, topology.message.timeout.secs): held inputs would time out between two probes of an outage", pt, hi, cfg.MessageTimeout)
+	}
 	all := make([]natsjs.SinkOption, len(opts))
 	for i, o := range opts {
 		all[i] = o.opt
@@ -232,6 +279,7 @@ type JetStreamSink struct {
 	nkey    string // the seed file the tasks authenticate with, or ""
 	subject string
 	opts    []natsjs.SinkOption
+	fields  []string // what each input must carry (natsjs.Sink.InputFields)
 }
 
 // NewJetStreamSink checks its arguments as natsjs.NewSink does and refuses a URL
@@ -240,10 +288,11 @@ func NewJetStreamSink(url, subject string, opts ...natsjs.SinkOption) (*JetStrea
 	if err := checkNATSURL(url); err != nil {
 		return nil, err
 	}
-	if _, err := natsjs.NewSink(noJetStream{}, subject, opts...); err != nil {
+	snk, err := natsjs.NewSink(noJetStream{}, subject, opts...)
+	if err != nil {
 		return nil, err
 	}
-	return &JetStreamSink{url: url, subject: subject, opts: append([]natsjs.SinkOption(nil), opts...)}, nil
+	return &JetStreamSink{url: url, subject: subject, opts: append([]natsjs.SinkOption(nil), opts...), fields: snk.InputFields()}, nil
 }
 
 // WithNkeyFile makes each task authenticate with the nkey seed in file path, as
@@ -263,6 +312,9 @@ type jsSinkBolt struct {
 }
 
 func (b *jsSinkBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if err := ioCheckInputs(tc, JetStreamSinkClass, "field", b.snk.fields); err != nil {
+		return err
+	}
 	nc, js, err := connectNATS(b.snk.url, b.snk.nkey, fmt.Sprintf("gale %s[%d]", tc.Component, tc.TaskIndex))
 	if err != nil {
 		return fmt.Errorf("%s: %w", JetStreamSinkClass, err)

@@ -307,6 +307,9 @@ type sqlBolt struct {
 }
 
 func (b *sqlBolt) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if err := ioCheckInputs(tc, SQLSinkClass, "column", b.snk.table.Columns); err != nil {
+		return err
+	}
 	db, err := openShared(ctx, b.snk.url)
 	if err != nil {
 		return fmt.Errorf("%s: %w", SQLSinkClass, err)

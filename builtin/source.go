@@ -297,6 +297,12 @@ func jetStreamSpoutOf(s component.Spec) (*JetStreamSpout, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, given := s.Properties["fetchBatch"]; given && ioTopologyConfig(s).MaxSpoutPending > 0 && batch > ioTopologyConfig(s).MaxSpoutPending {
+		// A task holds at most max spout pending messages: a larger fetch only waits
+		// in memory, and its buffer is allocated whole when the task opens (a
+		// fetchBatch of 2^40 panicked there, 10^8 took 4 GB).
+		return nil, ioPropError("fetchBatch", "%d: above topology.max.spout.pending (%d), the messages a task may hold: want at most that", batch, ioTopologyConfig(s).MaxSpoutPending)
+	}
 	fetchKey := "fetchBatch"
 	if batch >= 1 {
 		fetchKey = "fetchWait" // then the wait is what WithFetch would refuse

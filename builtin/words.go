@@ -11,6 +11,7 @@ package builtin
 // another worker.
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/pipelines/wordcount"
 	"github.com/gale-stream/gale/topology"
+	"github.com/gale-stream/gale/tuple"
 )
 
 // Class names of the word-count pieces.
@@ -35,7 +37,12 @@ const (
 type FilesSpout struct{ factory func() topology.Spout }
 
 // Spout makes one task's spout.
-func (s *FilesSpout) Spout() topology.Spout { return s.factory() }
+func (s *FilesSpout) Spout() topology.Spout {
+	if s.factory == nil {
+		return zeroPiece{"FilesSpout", "NewFilesSpout"}
+	}
+	return s.factory()
+}
 
 // Fields are the spout's fields: line, pos.
 func (s *FilesSpout) Fields() []string { return wordcount.LineFields() }
@@ -47,7 +54,12 @@ type SplitBolt struct {
 }
 
 // BasicBolt makes one task's bolt.
-func (s *SplitBolt) BasicBolt() topology.BasicBolt { return s.factory() }
+func (s *SplitBolt) BasicBolt() topology.BasicBolt {
+	if s.factory == nil {
+		return zeroBasic{zeroPiece{"SplitBolt", "NewSplitBolt"}}
+	}
+	return s.factory()
+}
 
 // Fields are the bolt's fields: the piece's (word by default), pos, off.
 func (s *SplitBolt) Fields() []string { return slices.Clone(s.fields) }
@@ -57,7 +69,42 @@ func (s *SplitBolt) Fields() []string { return slices.Clone(s.fields) }
 type CountBolt struct{ factory func() topology.Bolt }
 
 // Bolt makes one task's bolt.
-func (c *CountBolt) Bolt() topology.Bolt { return c.factory() }
+func (c *CountBolt) Bolt() topology.Bolt {
+	if c.factory == nil {
+		return zeroPiece{"CountBolt", "NewCountBolt or NewSumBolt"}
+	}
+	return c.factory()
+}
+
+// zeroPiece is the task of a piece's zero value (not made by its constructor):
+// it refuses to start, naming the constructor, where calling its nil factory
+// crashed the process in engine.Start. As a spout and a bolt; zeroBasic as a
+// basic bolt.
+type zeroPiece struct{ typ, ctor string }
+
+func (z zeroPiece) err() error {
+	return fmt.Errorf("builtin: a zero %s, made by no constructor: make it with %s", z.typ, z.ctor)
+}
+
+func (z zeroPiece) Open(context.Context, topology.TaskContext, topology.SpoutCollector) error {
+	return z.err()
+}
+
+func (z zeroPiece) Prepare(context.Context, topology.TaskContext, topology.OutputCollector) error {
+	return z.err()
+}
+
+func (z zeroPiece) NextTuple()           {}
+func (z zeroPiece) Ack(any)              {}
+func (z zeroPiece) Fail(any)             {}
+func (z zeroPiece) Close() error         { return nil }
+func (z zeroPiece) Execute(*tuple.Tuple) {}
+func (z zeroPiece) Cleanup() error       { return nil }
+
+type zeroBasic struct{ zeroPiece }
+
+func (z zeroBasic) Prepare(context.Context, topology.TaskContext) error { return z.err() }
+func (z zeroBasic) Execute(*tuple.Tuple, topology.BasicCollector) error { return z.err() }
 
 // WordsOption configures NewFilesSpout, NewSplitBolt, NewCountBolt and
 // NewSumBolt; each refuses an option that is not its own, naming it.
@@ -312,6 +359,11 @@ func (o *wordsOptions) checkFailRate() *optError {
 	if !(o.failRate >= 0 && o.failRate < 1) { // also refuses NaN
 		return badProp("failRate", "%v: must be at least 0 and below 1", o.failRate)
 	}
+	if o.untracked && o.failRate > 0 {
+		// Without acker tasks a failed line is not replayed: it is lost, and the
+		// counts silently short.
+		return badProp("failRate", "%v: injected failures need acker tasks (topology.acker.executors > 0): without them a failed line is lost, not replayed", o.failRate)
+	}
 	return nil
 }
 
@@ -383,6 +435,9 @@ func (o *wordsOptions) checkCount(output, value string) *optError {
 		}
 	} else if st, err := os.Stat(filepath.Dir(output)); err != nil || !st.IsDir() {
 		return badProp("output", "%s: no such directory", filepath.Dir(output))
+	} else if st, err := os.Stat(output); err == nil && st.IsDir() {
+		// Else the run would end by failing to rename its results onto it.
+		return badProp("output", "%s is a directory: want the file the results are written to", output)
 	}
 	return o.checkFailRate()
 }
@@ -462,6 +517,7 @@ func splitSpec(s component.Spec) (*wordsOptions, error) {
 	if err := failuresSpec(s, o); err != nil {
 		return o, err
 	}
+	o.untracked = noAckers(s)
 	if bad := emptyGiven(s, "field", "mode", "as"); bad != nil {
 		return o, specError(bad)
 	}
@@ -499,17 +555,23 @@ func failuresSpec(s component.Spec, o *wordsOptions) error {
 	return nil
 }
 
+// noAckers reports whether the file's config runs no acker tasks
+// (topology.acker.executors: 0).
+func noAckers(s component.Spec) bool {
+	switch n := s.Config["topology.acker.executors"].(type) { // as YAML or JSON gives it
+	case int:
+		return n == 0
+	case float64:
+		return n == 0
+	}
+	return false
+}
+
 // countSpec reads Count's and Sum's properties. Without acker tasks (the file's
 // topology.acker.executors: 0) nothing is replayed and occurrences are not
 // deduplicated: the spout's low watermark then says nothing.
 func countSpec(s component.Spec, sum bool) (func() topology.Bolt, error) {
-	o := &wordsOptions{cluster: s.Cluster}
-	switch n := s.Config["topology.acker.executors"].(type) { // as YAML or JSON gives it
-	case int:
-		o.untracked = n == 0
-	case float64:
-		o.untracked = n == 0
-	}
+	o := &wordsOptions{cluster: s.Cluster, untracked: noAckers(s)}
 	var err error
 	if o.key, err = s.String("key", ""); err != nil {
 		return nil, err

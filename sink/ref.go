@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -70,6 +71,7 @@ func ResolveURL(s string) (string, error) {
 // password: in its user info or a password parameter of a postgres:// URL, or a
 // password= key of a key=value connection string.
 func HoldsSecret(s string) bool {
+	s = strings.TrimSpace(s) // " postgres://u:pw@..." is still a URL with a password
 	if IsRef(s) {
 		return false
 	}
@@ -84,13 +86,12 @@ func HoldsSecret(s string) bool {
 		q := u.Query()
 		return q.Has("password") || q.Has("sslpassword")
 	}
-	for _, f := range strings.Fields(s) {
-		if k, _, ok := strings.Cut(f, "="); ok && (strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword")) {
-			return true
-		}
-	}
-	return false
+	return passwordKey.MatchString(s)
 }
+
+// passwordKey matches a password keyword of a keyword/value connection string:
+// libpq and pgx allow blanks around the '=' ("password = pw").
+var passwordKey = regexp.MustCompile(`(?i)(^|\s)(ssl)?password\s*=`)
 
 // maxRefFile bounds what @PATH reads: a URL is short, and @/dev/zero must end.
 const maxRefFile = 64 << 10

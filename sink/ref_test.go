@@ -109,3 +109,26 @@ func TestSecretsFoundByReview(t *testing.T) {
 		}
 	}
 }
+
+// Found by a breaker: libpq and pgx take a keyword/value string with spaces
+// around '=' ("password = pw"), and a URL with blanks around it is still read as
+// one by the person who wrote it; HoldsSecret let both through, so a Flux file's
+// gale.sink.SQL url carried the password in clear to the cluster's KV.
+func TestHoldsSecretSpacedForms(t *testing.T) {
+	for in, want := range map[string]bool{
+		"host=db user=u password = pw":      true,
+		"host=db user=u password= pw":       true,
+		"host=db user=u password =pw":       true,
+		"host=db user=u\tPASSWORD\t=\tpw":   true,
+		"host=db sslpassword = pw":          true,
+		" postgres://u:pw@db/x":             true,
+		"\tpostgresql://u@db/x?password=pw": true,
+		" postgres://u@db/x":                false,
+		"host=db user=password dbname=x":    false, // a user named password
+		"host=db user=u dbname=x":           false,
+	} {
+		if got := HoldsSecret(in); got != want {
+			t.Errorf("HoldsSecret(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

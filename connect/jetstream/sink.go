@@ -177,6 +177,13 @@ func NewSink(js jetstream.JetStream, subject string, opts ...SinkOption) (*Sink,
 // Bolt returns a new sink task: the factory for Builder.SetBolt.
 func (s *Sink) Bolt() topology.Bolt { return &sinkBolt{snk: s} }
 
+// InputFields are the input fields every tuple must carry: the event id, the
+// data, and the header fields, in that order. A stream without one of them would
+// have each of its tuples failed.
+func (s *Sink) InputFields() []string {
+	return append([]string{s.conf.idField, s.conf.dataField}, s.conf.headerOrder...)
+}
+
 // sinkBolt is one task. Execute queues; one goroutine publishes, waits for the
 // PubAcks in publish order, and acks, fails or holds the inputs.
 type sinkBolt struct {

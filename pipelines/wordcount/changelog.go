@@ -247,6 +247,12 @@ func (b *changelogCount) Prepare(ctx context.Context, tc topology.TaskContext, o
 	if b.value != "" {
 		b.in.names = append(b.in.names, b.value)
 	}
+	if err := b.in.check(tc); err != nil {
+		return err
+	}
+	if err := checkGrouping(tc, true); err != nil {
+		return err
+	}
 	b.out, b.ctx, b.log = out, ctx, tc.Logger
 	if b.log == nil {
 		b.log = slog.Default()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gale-stream/gale/component"
@@ -109,6 +110,9 @@ func Components() []component.Declaration {
 				if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
 					return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "output", Msg: fmt.Sprintf("property output: %s: no such directory", filepath.Dir(out))}
 				}
+				if st, err := os.Stat(out); err == nil && st.IsDir() {
+					return nil, &component.SpecError{Arg: -1, Call: -1, Prop: "output", Msg: fmt.Sprintf("property output: %s is a directory: want the file the counts are written to", out)}
+				}
 				return NewCount(CountConfig{Output: out, FailRate: f.rate, Seed: f.seed}), nil
 			},
 			// A sink: it emits nothing.
@@ -163,8 +167,11 @@ type countFile struct {
 }
 
 func (b *countFile) Prepare(ctx context.Context, tc topology.TaskContext, out topology.OutputCollector) error {
+	if err := b.countBolt.Prepare(ctx, tc, out); err != nil {
+		return err // not started: a task whose Prepare failed is not cleaned up
+	}
 	b.sink.started(tc.Parallelism)
-	return b.countBolt.Prepare(ctx, tc, out)
+	return nil
 }
 
 func (b *countFile) Cleanup() error {
@@ -182,14 +189,25 @@ type countSink struct {
 	results results
 	mu      sync.Mutex
 	tasks   int // the component's parallelism
+	starts  int // tasks of this run prepared
 	stops   int
 	written bool
 }
 
 func (c *countSink) started(parallelism int) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stops == c.starts {
+		// Every task started has stopped (none yet, or an earlier run's, whole or
+		// refused at its start): this is a new run of the same factory (a Go
+		// program starting its topology again), with counts of its own, written
+		// at its own end. Without this, its stops counted on from the earlier
+		// run's and its counts file was never written.
+		c.starts, c.stops, c.written = 0, 0, false
+		c.results.reset()
+	}
+	c.starts++
 	c.tasks = parallelism
-	c.mu.Unlock()
 }
 
 func (c *countSink) stopped() error {
@@ -224,6 +242,11 @@ func writeSumsFile(path string, sums map[string]float64) error {
 	return writeKeyed(path, sums, func(w *bufio.Writer, v float64) { w.WriteString(strconv.FormatFloat(v, 'f', -1, 64)) })
 }
 
+// keyEscaper escapes a key as the tsv line format does (\\ \t \n \r), so that a
+// key holding a tab or a line end (a JSON element's, say) stays one field of one
+// line; a word has none of them, so gale wordcount's files are unchanged.
+var keyEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`)
+
 func writeKeyed[V any](path string, m map[string]V, value func(*bufio.Writer, V)) error {
 	words := make([]string, 0, len(m))
 	for w := range m {
@@ -238,7 +261,7 @@ func writeKeyed[V any](path string, m map[string]V, value func(*bufio.Writer, V)
 	_ = tmp.Chmod(0o644) // as os.Create would make it (CreateTemp makes 0600)
 	w := bufio.NewWriter(tmp)
 	for _, word := range words {
-		w.WriteString(word)
+		keyEscaper.WriteString(w, word)
 		w.WriteByte('\t')
 		value(w, m[word])
 		w.WriteByte('\n')

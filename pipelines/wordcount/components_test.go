@@ -31,6 +31,8 @@ func TestComponentsRefuse(t *testing.T) {
 		{LineSpoutClass, component.Spec{Args: []any{"../../testdata"}}, "is a directory"},
 		{WordCountClass, component.Spec{}, "output"},
 		{WordCountClass, component.Spec{Properties: map[string]any{"output": "no/such/dir/counts.tsv"}}, "no/such/dir: no such directory"},
+		// Found by a breaker: built, the run's counts were lost at its end (the rename onto a directory).
+		{WordCountClass, component.Spec{Properties: map[string]any{"output": "../../testdata"}}, "../../testdata is a directory"},
 		{SplitSentenceClass, component.Spec{Properties: map[string]any{"failRate": 1.0}}, "must be at least 0 and below 1"},
 	} {
 		_, err := reg.Add(topology.NewBuilder(), "c", c.class, c.spec, 1)

@@ -56,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -379,6 +380,59 @@ type fieldIndex struct {
 	optAt    int
 }
 
+// check refuses, when the task starts, an input stream of its component that
+// lacks one of the names: each of its tuples would fail, and its spout replay it
+// for ever (a files spout never ends), which a key or field misnamed in a Flux
+// file otherwise caused. tc.Topology nil (outside the engine): nothing to check.
+func (x *fieldIndex) check(tc topology.TaskContext) error {
+	if tc.Topology == nil {
+		return nil
+	}
+	c := tc.Topology.Component(tc.Component)
+	if c == nil {
+		return nil
+	}
+	for _, in := range c.Inputs {
+		src := tc.Topology.Component(in.Component)
+		if src == nil || src.Streams[in.Stream] == nil {
+			continue
+		}
+		f := src.Streams[in.Stream].Source.Fields
+		for _, n := range x.names {
+			if !f.Contains(n) {
+				return fmt.Errorf("%s reads field %q, which stream %q of %s does not have (its fields %v): each of its tuples would fail and be replayed for ever",
+					tc.Component, n, in.Stream, in.Component, f)
+			}
+		}
+	}
+	return nil
+}
+
+// checkGrouping refuses, when a count task starts, an input grouping that sends
+// one occurrence to several of its tasks: ALL (each task counts it), or, when
+// lines are replayed (tracked), a random one (SHUFFLE, LOCAL_OR_SHUFFLE, NONE),
+// which sends a replay where its first attempt did not go, to a task that has
+// not seen it. FIELDS on any fields (a replay carries the same values), GLOBAL,
+// DIRECT and custom groupings, or a single task, are the wiring's to get right.
+func checkGrouping(tc topology.TaskContext, tracked bool) error {
+	if tc.Topology == nil || tc.Parallelism <= 1 {
+		return nil
+	}
+	c := tc.Topology.Component(tc.Component)
+	if c == nil {
+		return nil
+	}
+	for _, in := range c.Inputs {
+		switch k := in.Grouping.Kind; {
+		case k == topology.AllKind,
+			tracked && (k == topology.ShuffleKind || k == topology.LocalOrShuffleKind || k == topology.NoneKind):
+			return fmt.Errorf("%s takes stream %q of %s by %v grouping over %d tasks: an occurrence would be counted by several of them (every task, or a replay by another than its first); group it by FIELDS on the key",
+				tc.Component, in.Stream, in.Component, k, tc.Parallelism)
+		}
+	}
+	return nil
+}
+
 // of returns the positions of the names in t's stream, in the order of names; a
 // missing field panics as ValueByField does (failing the input).
 func (x *fieldIndex) of(t *tuple.Tuple) []int {
@@ -420,7 +474,7 @@ type splitBolt struct {
 func (b *splitBolt) Prepare(ctx context.Context, tc topology.TaskContext) error {
 	b.prepare(tc)
 	b.in.names = []string{cmp.Or(b.field, "line"), "pos"}
-	return nil
+	return b.in.check(tc)
 }
 
 func (b *splitBolt) Execute(t *tuple.Tuple, out topology.BasicCollector) error {
@@ -554,7 +608,10 @@ func (b *countBolt) Prepare(ctx context.Context, tc topology.TaskContext, out to
 	if b.tracked {
 		b.seen = NewOccurrences()
 	}
-	return nil
+	if err := b.in.check(tc); err != nil {
+		return err
+	}
+	return checkGrouping(tc, b.tracked)
 }
 
 func (b *countBolt) Execute(t *tuple.Tuple) {
@@ -620,8 +677,17 @@ func keyString(v any) string {
 
 // Number is a summed field's value as a float64: an integer or float of any Go
 // kind, or a string holding a decimal number (a CSV field, say). Anything else is
-// an error naming what it got.
+// an error naming what it got, NaN and the infinities too (strconv reads "NaN"
+// and "Inf"): one of them would make its key's sum NaN or Inf for good.
 func Number(v any) (float64, error) {
+	f, err := number(v)
+	if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		return 0, fmt.Errorf("%T %v is not a finite number", v, v)
+	}
+	return f, err
+}
+
+func number(v any) (float64, error) {
 	switch n := v.(type) {
 	case int:
 		return float64(n), nil
@@ -663,6 +729,13 @@ type results struct {
 	counts map[string]uint64  // word → occurrences, summed over the count tasks
 	sums   map[string]float64 // a sum's: key → sum, over the tasks
 	dups   uint64             // replayed occurrences the count tasks absorbed
+}
+
+// reset empties r for a new run.
+func (r *results) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts, r.sums, r.dups = nil, nil, 0
 }
 
 func (r *results) add(counts map[string]uint64, sums map[string]float64, dups uint64) {
