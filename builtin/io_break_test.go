@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gale-stream/gale/engine"
+	"github.com/gale-stream/gale/flux"
 )
 
 // Found by a breaker: a write the disk could only take part of (disk full, a
@@ -118,7 +119,8 @@ func TestSinksRefuseInputWithoutTheirFields(t *testing.T) {
       - {name: headers, value: ["stockcode=Stock-Code"]}`,
 			`gale.sink.JetStream out: field "stockcode" is no field of stream "default" of orders`},
 	} {
-		b := ioBuild(t, dir, `name: missing-fields
+		path := filepath.Join(dir, "topology.yaml")
+		if err := os.WriteFile(path, []byte(`name: missing-fields
 spouts:
   - id: orders
     className: test.Orders
@@ -127,7 +129,25 @@ bolts:
     `+c.bolt+`
 streams:
   - {from: orders, to: out, grouping: {type: SHUFFLE}}
-`, reg)
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := flux.Load(path, flux.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A property naming a field is refused at build where the class reads it
+		// through Spec.NeedInputFields (fields, columns); the start refuses the rest,
+		// and a Go value's.
+		b, err := f.Build(reg)
+		if err != nil {
+			field := c.want[strings.Index(c.want, `"`):]
+			field = field[:strings.Index(field[1:], `"`)+2]
+			if !strings.Contains(err.Error(), field+` is not a field of stream "default" of "orders"`) {
+				t.Errorf("%s: Build: %v\nwant it to refuse %s", name, err, field)
+			}
+			continue
+		}
 		rt, err := engine.Start(context.Background(), b.Topology, b.Config)
 		if err == nil {
 			_ = rt.Stop(context.Background())
