@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/gale-stream/gale/app"
+	"github.com/gale-stream/gale/builtin"
 	"github.com/gale-stream/gale/cluster"
 	"github.com/gale-stream/gale/component"
 	"github.com/gale-stream/gale/flux"
 )
 
 // What main registers is taken whole: the topology, the pipeline (a topology of
-// the workers too) and the four classes.
+// the workers too) and the four classes, beside gale's own.
 func TestOptions(t *testing.T) {
 	a := app.New(options()...)
 	if err := a.Err(); err != nil {
@@ -23,8 +24,16 @@ func TestOptions(t *testing.T) {
 	if got := a.Topologies(); !slices.Equal(got, []string{TopologyName, PipelineName}) {
 		t.Errorf("topologies %v", got)
 	}
-	if got := a.Components(); !slices.Equal(got, []string{flux.ShellBoltClass, flux.ShellSpoutClass, AppendClass, AppendCountsClass, CountClass, LinesClass}) {
-		t.Errorf("components %v", got)
+	// gale's built-ins (every binary has them) and the shell wrappers, then the
+	// program's own four.
+	var want []string
+	for _, d := range builtin.Components() {
+		want = append(want, d.Class)
+	}
+	want = append(want, flux.ShellBoltClass, flux.ShellSpoutClass, AppendClass, AppendCountsClass, CountClass, LinesClass)
+	slices.Sort(want)
+	if got := a.Components(); !slices.Equal(got, want) {
+		t.Errorf("components %v, want %v", got, want)
 	}
 }
 
