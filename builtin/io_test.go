@@ -166,14 +166,14 @@ streams:
 // TestLineFormats checks the escapes of the tab-separated format and the JSON
 // form of bytes, one tuple at a time.
 func TestLineFormats(t *testing.T) {
-	src := &tuple.Source{Component: "c", Stream: "default", Fields: tuple.NewFields("a", "b", "c")}
-	tp := tuple.New(src, 1, tuple.Values{"x\ty\\z", []byte("line\none\r"), []byte{0xff, 0x00}})
+	src := &tuple.Source{Component: "c", Stream: "default", Fields: tuple.NewFields("a", "b", "c", "d", "e")}
+	tp := tuple.New(src, 1, tuple.Values{"x\ty\\z", []byte("line\none\r"), []byte{0xff, 0x00}, [2]uint64{1290, 3}, []any{"a b", int64(2)}})
 	for _, c := range []struct {
 		format LineFormat
 		want   string
 	}{
-		{TabSeparated, "x\\ty\\\\z\tline\\none\\r\t\xff\x00\n"},
-		{JSONLines, `{"a":"x\ty\\z","b":"line\none\r","c":"/wA="}` + "\n"},
+		{TabSeparated, "x\\ty\\\\z\tline\\none\\r\t\xff\x00\t[1290,3]\t[\"a b\",2]\n"},
+		{JSONLines, `{"a":"x\ty\\z","b":"line\none\r","c":"/wA=","d":[1290,3],"e":["a b",2]}` + "\n"},
 	} {
 		s, err := NewWriterSink(&bytes.Buffer{}, WithFormat(c.format))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -29,7 +30,8 @@ const (
 	JSONLines LineFormat = "json"
 	// TabSeparated writes the values, tab-separated, one tuple per line: strings
 	// and []byte as they are, with \ tab, newline and carriage return escaped as
-	// \\ \t \n \r (so a line is always one tuple); others as fmt's %v.
+	// \\ \t \n \r (so a line is always one tuple); lists and maps as JSON; others
+	// as fmt's %v.
 	TabSeparated LineFormat = "tsv"
 )
 
@@ -292,6 +294,13 @@ func (s *LineSink) line(buf *bytes.Buffer, t *tuple.Tuple) error {
 				text = string(x)
 			default:
 				text = fmt.Sprint(v)
+				// A list or map as JSON ([1290,3]), not fmt's [1290 3], whose
+				// elements run together.
+				if k := reflect.ValueOf(v).Kind(); k == reflect.Slice || k == reflect.Array || k == reflect.Map {
+					if j, err := json.Marshal(x); err == nil {
+						text = string(j)
+					}
+				}
 			}
 			tsvEscaper.WriteString(buf, text)
 		}
