@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"database/sql"
 	"encoding/csv"
 	"fmt"
@@ -11,11 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	_ "modernc.org/sqlite"
-
-	"github.com/gale-stream/gale/ingest"
 )
 
 // gale serve --pipeline over a file of built-ins only (testdata/flux/
@@ -25,31 +21,7 @@ import (
 // table holds, for each product, its last sale, equal to the reference computed
 // here from the CSV files without gale.
 func TestServePipelineFileOfBuiltins(t *testing.T) {
-	dir := t.TempDir()
-	props := filepath.Join(dir, "latest.properties")
-	if err := os.WriteFile(props, []byte("table: latest_sale\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c := startChild(t, "serve", "--data", dir, "--addr", freeAddr(t), "--log-level", "warn",
-		"--pipeline", "../../testdata/flux/retail-latest.yaml", "--filter", props)
-	files, lines, _ := retailSample(t)
-	in, err := OpenInputs(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	o := ingest.DefaultSendOptions()
-	if o.Level != ingest.LevelProcessed {
-		t.Fatalf("the default ack level is %v; this test wants processed", o.Level)
-	}
-	rep, err := RunIngest(ctx, &ingest.Client{URL: c.url}, in, o, NewIngestProgress(nil, "test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Sent != lines || rep.Final["PROCESSED"] != lines || len(rep.Final) != 1 || rep.Duplicates != 0 {
-		t.Fatalf("report %+v; want all %d lines PROCESSED once", rep, lines)
-	}
+	c, dir, files, lines := serveFileWithRetail(t, "retail-latest.yaml", "latest_sale")
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -15,19 +15,19 @@ import (
 	"github.com/gale-stream/gale/ingest"
 )
 
-// gale serve --pipeline FILE.yaml: a Storm Flux file of the orders parse bolt
-// and gale's table sink takes the retail order lines with ack=processed: every
-// event PROCESSED, one row each, and a resend of each answered as a duplicate
-// with no second row.
-func TestServePipelineFile(t *testing.T) {
-	dir := t.TempDir()
-	props := filepath.Join(dir, "lines.properties")
-	if err := os.WriteFile(props, []byte("table: order_lines_file\n"), 0o644); err != nil {
+// serveFileWithRetail starts gale serve --pipeline testdata/flux/FILE, its
+// ${table} given by a filter file, and sends it the retail sample with the
+// default ack level, processed: every line must be PROCESSED once.
+func serveFileWithRetail(t *testing.T, file, table string) (c *child, dir string, files []string, lines int) {
+	t.Helper()
+	dir = t.TempDir()
+	props := filepath.Join(dir, "table.properties")
+	if err := os.WriteFile(props, []byte("table: "+table+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := startChild(t, "serve", "--data", dir, "--addr", freeAddr(t), "--log-level", "warn",
-		"--pipeline", "../../testdata/flux/order-lines.yaml", "--filter", props)
-	files, lines, _ := retailSample(t)
+	c = startChild(t, "serve", "--data", dir, "--addr", freeAddr(t), "--log-level", "warn",
+		"--pipeline", "../../testdata/flux/"+file, "--filter", props)
+	files, lines, _ = retailSample(t)
 	in, err := OpenInputs(files)
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +35,9 @@ func TestServePipelineFile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	o := ingest.DefaultSendOptions()
+	if o.Level != ingest.LevelProcessed {
+		t.Fatalf("the default ack level is %v; these tests want processed", o.Level)
+	}
 	rep, err := RunIngest(ctx, &ingest.Client{URL: c.url}, in, o, NewIngestProgress(nil, "test"))
 	if err != nil {
 		t.Fatal(err)
@@ -42,12 +45,23 @@ func TestServePipelineFile(t *testing.T) {
 	if rep.Sent != lines || rep.Final["PROCESSED"] != lines || len(rep.Final) != 1 || rep.Duplicates != 0 {
 		t.Fatalf("report %+v; want all %d lines PROCESSED once", rep, lines)
 	}
+	return c, dir, files, lines
+}
+
+// gale serve --pipeline FILE.yaml: a Storm Flux file of the orders parse bolt
+// and gale's table sink takes the retail order lines with ack=processed: every
+// event PROCESSED, one row each, and a resend of each answered as a duplicate
+// with no second row.
+func TestServePipelineFile(t *testing.T) {
+	c, dir, files, lines := serveFileWithRetail(t, "order-lines.yaml", "order_lines_file")
 	// Again: every event a duplicate, nothing written.
-	in, err = OpenInputs(files)
+	in, err := OpenInputs(files)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = RunIngest(ctx, &ingest.Client{URL: c.url}, in, o, NewIngestProgress(nil, "test"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := RunIngest(ctx, &ingest.Client{URL: c.url}, in, ingest.DefaultSendOptions(), NewIngestProgress(nil, "test"))
 	if err != nil || rep.Final["PROCESSED"] != lines || rep.Duplicates != lines {
 		t.Fatalf("resend: %+v, %v; want %d PROCESSED duplicates", rep, err, lines)
 	}
